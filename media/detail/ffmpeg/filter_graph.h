@@ -1,0 +1,39 @@
+#pragma once
+// A single-input, single-output FFmpeg filter graph:
+//   buffer (the decoded frames) -> <description> -> format=<out> -> buffersink.
+
+#include <string>
+#include <string_view>
+
+extern "C" {
+#include <libavutil/pixfmt.h>
+#include <libavutil/rational.h>
+#include <libavutil/samplefmt.h>
+}
+
+#include "media/detail/ffmpeg/wrappers.h"
+
+struct AVFilterContext;
+
+namespace brigade::media::detail {
+
+class FilterGraph {
+ public:
+  // A video graph for frames shaped like `first`, producing `out` pixels.
+  static FilterGraph video(std::string_view description, const AVFrame* first, AVRational time_base,
+                           AVPixelFormat out, std::string_view input);
+
+  // Pushes a frame (nullptr ends the stream). The frame is not consumed.
+  void push(AVFrame* frame);
+  // Fills `out` with the next output frame; false when none is ready yet or at the end.
+  bool pull(AVFrame* out);
+
+ private:
+  FilterGraph() = default;
+  FilterGraphPtr graph_;
+  AVFilterContext* src_ = nullptr;
+  AVFilterContext* sink_ = nullptr;
+  std::string input_;
+};
+
+}  // namespace brigade::media::detail

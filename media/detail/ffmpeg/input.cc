@@ -1,0 +1,142 @@
+#include "media/detail/ffmpeg/input.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+extern "C" {
+#include <libavcodec/avcodec.h>
+#include <libavutil/log.h>
+#include <libavutil/mem.h>
+}
+
+#include "media/detail/ffmpeg/error.h"
+
+namespace brigade::media::detail {
+namespace {
+
+constexpr int kIOBufferSize = 32768;
+
+void log_callback(void* avcl, int level, const char* fmt, va_list vl) {
+  if (level > av_log_get_level()) return;
+  char line[1024];
+  int print_prefix = 1;
+  av_log_format_line2(avcl, level, fmt, vl, line, sizeof(line), &print_prefix);
+  std::size_t n = std::strlen(line);
+  while (n > 0 && line[n - 1] == '\n') line[--n] = 0;
+  if (level <= AV_LOG_PANIC) spdlog::error("ffmpeg: {}", line);
+  else spdlog::debug("ffmpeg: {}", line);
+}
+
+}  // namespace
+
+void init_ffmpeg_logging() {
+  static std::once_flag once;
+  std::call_once(once, [] { av_log_set_callback(log_callback); });
+}
+
+Input::Input(const Source& source, bool find_stream_info) : name_(source.name()) {
+  init_ffmpeg_logging();
+  AVFormatContext* fmt = avformat_alloc_context();
+  if (fmt == nullptr) throw std::bad_alloc();
+  if (!source.is_file()) {
+    if (source.bytes().empty()) {
+      avformat_free_context(fmt);
+      throw MediaError(ErrorCode::bad_data, name_, "empty input");
+    }
+    reader_ = std::make_unique<MemoryReader>(MemoryReader{source.bytes(), 0});
+    auto* buffer = static_cast<std::uint8_t*>(av_malloc(kIOBufferSize));
+    if (buffer == nullptr) {
+      avformat_free_context(fmt);
+      throw std::bad_alloc();
+    }
+    io_.reset(avio_alloc_context(
+        buffer, kIOBufferSize, 0, reader_.get(),
+        [](void* opaque, std::uint8_t* buf, int size) -> int {
+          auto* r = static_cast<MemoryReader*>(opaque);
+          std::int64_t left = static_cast<std::int64_t>(r->bytes.size()) - r->pos;
+          if (left <= 0) return AVERROR_EOF;
+          int n = static_cast<int>(std::min<std::int64_t>(left, size));
+          std::memcpy(buf, r->bytes.data() + r->pos, n);
+          r->pos += n;
+          return n;
+        },
+        nullptr,
+        [](void* opaque, std::int64_t offset, int whence) -> std::int64_t {
+          auto* r = static_cast<MemoryReader*>(opaque);
+          const auto size = static_cast<std::int64_t>(r->bytes.size());
+          switch (whence & ~AVSEEK_FORCE) {
+            case AVSEEK_SIZE: return size;
+            case SEEK_SET: break;
+            case SEEK_CUR: offset += r->pos; break;
+            case SEEK_END: offset += size; break;
+            default: return AVERROR(EINVAL);
+          }
+          if (offset < 0 || offset > size) return AVERROR(EINVAL);
+          r->pos = offset;
+          return offset;
+        }));
+    if (!io_) {
+      av_free(buffer);
+      avformat_free_context(fmt);
+      throw std::bad_alloc();
+    }
+    fmt->pb = io_.get();
+    fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
+  }
+  // avformat_open_input frees fmt on failure.
+  int ret = avformat_open_input(&fmt, source.is_file() ? source.name().c_str() : nullptr, nullptr, nullptr);
+  check_averror(ret, name_, "while opening the input");
+  fmt_.reset(fmt);
+  if (find_stream_info) {
+    check_averror(avformat_find_stream_info(fmt, nullptr), name_, "while reading stream information");
+  }
+}
+
+Input::~Input() = default;
+
+int Input::find_stream(AVMediaType type) const {
+  int index = av_find_best_stream(fmt_.get(), type, -1, -1, nullptr, 0);
+  if (index == AVERROR_STREAM_NOT_FOUND) {
+    throw MediaError(ErrorCode::unsupported, name_,
+                     std::string("no ") + av_get_media_type_string(type) + " stream");
+  }
+  check_averror(index, name_, "while looking for a stream");
+  return index;
+}
+
+namespace {
+
+CodecContextPtr open(const AVCodec* codec, const AVCodecParameters* par, std::string_view name, int threads) {
+  if (codec == nullptr) {
+    throw MediaError(ErrorCode::unsupported, std::string(name),
+                     std::string("no decoder for codec ") + avcodec_get_name(par ? par->codec_id : AV_CODEC_ID_NONE));
+  }
+  CodecContextPtr ctx(avcodec_alloc_context3(codec));
+  if (!ctx) throw std::bad_alloc();
+  if (par != nullptr) check_averror(avcodec_parameters_to_context(ctx.get(), par), name, "while configuring the decoder");
+  ctx->thread_count = threads;
+  check_averror(avcodec_open2(ctx.get(), codec, nullptr), name, "while opening the decoder");
+  return ctx;
+}
+
+}  // namespace
+
+CodecContextPtr open_decoder(const Input& input, int index, int threads) {
+  const AVCodecParameters* par = input.get()->streams[index]->codecpar;
+  return open(avcodec_find_decoder(par->codec_id), par, input.name(), threads);
+}
+
+CodecContextPtr open_decoder(AVCodecID id, std::string_view name, int threads) {
+  const AVCodec* codec = avcodec_find_decoder(id);
+  if (codec == nullptr) {
+    throw MediaError(ErrorCode::unsupported, std::string(name), std::string("no decoder for ") + avcodec_get_name(id));
+  }
+  return open(codec, nullptr, name, threads);
+}
+
+}  // namespace brigade::media::detail

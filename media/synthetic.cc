@@ -1,0 +1,447 @@
+#include "media/synthetic.h"
+
+#include <turbojpeg.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <numbers>
+
+extern "C" {
+#include <libavcodec/avcodec.h>
+#include <libavutil/channel_layout.h>
+#include <libavutil/frame.h>
+#include <libavutil/opt.h>
+#include <libswscale/swscale.h>
+}
+
+#include "media/detail/ffmpeg/error.h"
+#include "media/detail/ffmpeg/output.h"
+#include "media/detail/ffmpeg/wrappers.h"
+#include "media/errors.h"
+
+namespace brigade::media {
+namespace {
+
+using detail::check_averror;
+
+// splitmix64: small, fast and the same everywhere.
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed) : s_(seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull) {}
+  std::uint64_t next() {
+    std::uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  float uniform() { return float(next() >> 40) / float(1 << 24); }  // [0, 1)
+  float uniform(float a, float b) { return a + (b - a) * uniform(); }
+  // Approximately normal (Irwin-Hall of 4), unit variance.
+  float normal() { return (uniform() + uniform() + uniform() + uniform() - 2.0f) * 1.7320508f; }
+
+ private:
+  std::uint64_t s_;
+};
+
+// One octave of smooth value noise, 3 channels, cells of `cell` pixels.
+class ValueNoise {
+ public:
+  ValueNoise(int width, int height, int cell, Rng& rng)
+      : cell_(cell), gw_(width / cell + 2), grid_(std::size_t(gw_) * (height / cell + 2) * 3) {
+    for (auto& v : grid_) v = rng.uniform(-1.0f, 1.0f);
+  }
+  void at(int x, int y, float out[3]) const {
+    const int cx = x / cell_, cy = y / cell_;
+    float fx = float(x % cell_) / cell_, fy = float(y % cell_) / cell_;
+    fx = fx * fx * (3 - 2 * fx);
+    fy = fy * fy * (3 - 2 * fy);
+    const float* a = &grid_[(std::size_t(cy) * gw_ + cx) * 3];
+    const float* b = a + 3;
+    const float* c = a + std::size_t(gw_) * 3;
+    const float* d = c + 3;
+    for (int k = 0; k < 3; ++k) {
+      float top = a[k] + (b[k] - a[k]) * fx, bottom = c[k] + (d[k] - c[k]) * fx;
+      out[k] = top + (bottom - top) * fy;
+    }
+  }
+
+ private:
+  int cell_;
+  int gw_;
+  std::vector<float> grid_;
+};
+
+struct Shape {
+  float cx, cy, rx, ry;
+  float color[3];
+  float freq, cos_a, sin_a, amp;
+};
+
+std::uint8_t clamp8(float v) { return static_cast<std::uint8_t>(std::clamp(v + 0.5f, 0.0f, 255.0f)); }
+
+[[noreturn]] void fail(const std::string& what, const std::string& why) {
+  throw MediaError(ErrorCode::invalid_argument, "synthetic " + what, why);
+}
+
+}  // namespace
+
+Bytes synthetic_rgb(int width, int height, std::uint64_t seed) {
+  if (width <= 0 || height <= 0) fail("image", "width and height must be positive");
+  Rng rng(seed);
+  const ValueNoise coarse(width, height, 96, rng), mid(width, height, 24, rng), fine(width, height, 5, rng);
+  float c0[3], c1[3];
+  for (int k = 0; k < 3; ++k) {
+    c0[k] = rng.uniform(30, 220);
+    c1[k] = rng.uniform(30, 220);
+  }
+  std::vector<Shape> shapes(6 + rng.next() % 8);
+  for (auto& s : shapes) {
+    s.cx = rng.uniform(0, float(width));
+    s.cy = rng.uniform(0, float(height));
+    s.rx = rng.uniform(0.05f, 0.35f) * width;
+    s.ry = rng.uniform(0.05f, 0.35f) * height;
+    for (float& c : s.color) c = rng.uniform(0, 255);
+    s.freq = rng.uniform(0.08f, 1.2f);
+    float a = rng.uniform(0, std::numbers::pi_v<float>);
+    s.cos_a = std::cos(a);
+    s.sin_a = std::sin(a);
+    s.amp = rng.uniform(8, 40);
+  }
+  Bytes out(std::size_t(width) * height * 3);
+  std::uint8_t* p = out.data();
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x, p += 3) {
+      const float t = (float(x) / width + float(y) / height) * 0.5f;
+      float v[3], n1[3], n2[3], n3[3];
+      coarse.at(x, y, n1);
+      mid.at(x, y, n2);
+      fine.at(x, y, n3);
+      for (int k = 0; k < 3; ++k) v[k] = c0[k] + (c1[k] - c0[k]) * t + 45 * n1[k] + 22 * n2[k] + 14 * n3[k];
+      for (const Shape& s : shapes) {
+        const float dx = (x - s.cx) / s.rx, dy = (y - s.cy) / s.ry;
+        const float r2 = dx * dx + dy * dy;
+        if (r2 >= 1) continue;
+        const float stripe = s.amp * std::sin(s.freq * (x * s.cos_a + y * s.sin_a));
+        const float alpha = r2 > 0.9f ? (1 - r2) * 10 : 1.0f;  // soft edge
+        for (int k = 0; k < 3; ++k) v[k] += alpha * (s.color[k] + stripe - v[k]);
+      }
+      const float noise = 5.0f * rng.normal();
+      for (int k = 0; k < 3; ++k) p[k] = clamp8(v[k] + noise + 2.0f * rng.normal());
+    }
+  }
+  return out;
+}
+
+Bytes encode_jpeg(std::span<const std::uint8_t> rgb, int width, int height, int quality) {
+  if (width <= 0 || height <= 0 || rgb.size() < std::size_t(width) * height * 3) {
+    fail("jpeg", "bad dimensions or too few pixels");
+  }
+  struct TjDeleter {
+    void operator()(void* h) const { tjDestroy(h); }
+  };
+  std::unique_ptr<void, TjDeleter> tj(tjInitCompress());
+  if (!tj) throw std::bad_alloc();
+  unsigned char* jpeg = nullptr;
+  unsigned long size = 0;
+  int ret = tjCompress2(tj.get(), rgb.data(), width, width * 3, height, TJPF_RGB, &jpeg, &size, TJSAMP_420,
+                        quality, TJFLAG_ACCURATEDCT);
+  std::unique_ptr<unsigned char, void (*)(unsigned char*)> owned(jpeg, [](unsigned char* q) { tjFree(q); });
+  if (ret != 0) fail("jpeg", tjGetErrorStr2(tj.get()));
+  return Bytes(jpeg, jpeg + size);
+}
+
+namespace {
+
+// Encodes one RGB image with an FFmpeg image encoder (png, bmp, libwebp).
+Bytes encode_ffmpeg_image(const char* encoder_name, AVPixelFormat pix, const Bytes& rgb, int width, int height) {
+  const std::string name = std::string("synthetic ") + encoder_name;
+  const AVCodec* codec = avcodec_find_encoder_by_name(encoder_name);
+  if (codec == nullptr) throw MediaError(ErrorCode::unsupported, name, "encoder not available");
+  detail::CodecContextPtr enc(avcodec_alloc_context3(codec));
+  if (!enc) throw std::bad_alloc();
+  enc->width = width;
+  enc->height = height;
+  enc->pix_fmt = pix;
+  enc->time_base = {1, 25};
+  enc->thread_count = 1;
+  enc->flags |= AV_CODEC_FLAG_BITEXACT;
+  if (std::strcmp(encoder_name, "libwebp") == 0) av_opt_set_int(enc->priv_data, "lossless", 0, 0);
+  check_averror(avcodec_open2(enc.get(), codec, nullptr), name, "while opening the encoder");
+  detail::FramePtr frame = detail::make_frame();
+  frame->format = pix;
+  frame->width = width;
+  frame->height = height;
+  check_averror(av_frame_get_buffer(frame.get(), 0), name, "while allocating a frame");
+  detail::SwsContextPtr sws(sws_getContext(width, height, AV_PIX_FMT_RGB24, width, height, pix,
+                                           SWS_BILINEAR | SWS_ACCURATE_RND, nullptr, nullptr, nullptr));
+  if (!sws) throw MediaError(ErrorCode::unsupported, name, "no pixel conversion");
+  const std::uint8_t* src[1] = {rgb.data()};
+  const int stride[1] = {width * 3};
+  sws_scale(sws.get(), src, stride, 0, height, frame->data, frame->linesize);
+  check_averror(avcodec_send_frame(enc.get(), frame.get()), name, "while encoding");
+  check_averror(avcodec_send_frame(enc.get(), nullptr), name, "while encoding");
+  detail::PacketPtr pkt = detail::make_packet();
+  Bytes out;
+  while (true) {
+    int ret = avcodec_receive_packet(enc.get(), pkt.get());
+    if (ret == AVERROR_EOF) break;
+    check_averror(ret, name, "while encoding");
+    out.insert(out.end(), pkt->data, pkt->data + pkt->size);
+    av_packet_unref(pkt.get());
+  }
+  return out;
+}
+
+}  // namespace
+
+Bytes make_image(ImageCodec codec, int width, int height, std::uint64_t seed, int quality) {
+  const Bytes rgb = synthetic_rgb(width, height, seed);
+  switch (codec) {
+    case ImageCodec::jpeg: return encode_jpeg(rgb, width, height, quality);
+    case ImageCodec::png: return encode_ffmpeg_image("png", AV_PIX_FMT_RGB24, rgb, width, height);
+    case ImageCodec::bmp: return encode_ffmpeg_image("bmp", AV_PIX_FMT_BGR24, rgb, width, height);
+    case ImageCodec::webp: return encode_ffmpeg_image("libwebp", AV_PIX_FMT_YUV420P, rgb, width, height);
+  }
+  fail("image", "unknown codec");
+}
+
+namespace {
+
+struct VideoEncoderChoice {
+  const char* encoder;
+  const char* muxer;
+};
+
+VideoEncoderChoice video_encoder(VideoCodec c) {
+  switch (c) {
+    case VideoCodec::h264: return {"libx264", "mp4"};
+    case VideoCodec::hevc: return {"libx265", "mp4"};
+    case VideoCodec::mpeg4: return {"mpeg4", "mp4"};
+    case VideoCodec::vp9: return {"libvpx-vp9", "webm"};
+    case VideoCodec::av1: return {"libaom-av1", "webm"};
+  }
+  return {"", ""};
+}
+
+}  // namespace
+
+Bytes make_video(const VideoSpec& spec) {
+  if (spec.width <= 0 || spec.height <= 0 || spec.width % 2 || spec.height % 2 || spec.frames <= 0 ||
+      spec.fps <= 0 || spec.gop <= 0) {
+    fail("video", "width/height must be positive and even; frames, fps and gop positive");
+  }
+  const VideoEncoderChoice choice = video_encoder(spec.codec);
+  const std::string name = std::string("synthetic ") + choice.encoder;
+  const AVCodec* codec = avcodec_find_encoder_by_name(choice.encoder);
+  if (codec == nullptr) throw MediaError(ErrorCode::unsupported, name, "encoder not available");
+  detail::MemoryOutput out(choice.muxer, name);
+  detail::CodecContextPtr enc(avcodec_alloc_context3(codec));
+  if (!enc) throw std::bad_alloc();
+  enc->width = spec.width;
+  enc->height = spec.height;
+  enc->pix_fmt = AV_PIX_FMT_YUV420P;
+  enc->time_base = {1, spec.fps};
+  enc->framerate = {spec.fps, 1};
+  enc->gop_size = spec.gop;
+  enc->max_b_frames = spec.b_frames;
+  enc->thread_count = 1;
+  switch (spec.codec) {
+    case VideoCodec::h264:
+      av_opt_set(enc->priv_data, "preset", "veryfast", 0);
+      av_opt_set(enc->priv_data, "x264-params", "scenecut=0:threads=1", 0);
+      av_opt_set_int(enc->priv_data, "crf", 23, 0);
+      break;
+    case VideoCodec::hevc:
+      av_opt_set(enc->priv_data, "preset", "ultrafast", 0);
+      av_opt_set(enc->priv_data, "x265-params", "log-level=error:pools=none:frame-threads=1:scenecut=0", 0);
+      break;
+    case VideoCodec::mpeg4: enc->bit_rate = 40LL * spec.width * spec.height / 10; break;
+    case VideoCodec::vp9:
+      av_opt_set_int(enc->priv_data, "cpu-used", 8, 0);
+      av_opt_set(enc->priv_data, "deadline", "realtime", 0);
+      enc->bit_rate = 4LL * spec.width * spec.height;
+      break;
+    case VideoCodec::av1:
+      av_opt_set_int(enc->priv_data, "cpu-used", 8, 0);
+      av_opt_set(enc->priv_data, "usage", "realtime", 0);
+      enc->bit_rate = 4LL * spec.width * spec.height;
+      break;
+  }
+  out.prepare_encoder(enc.get());
+  check_averror(avcodec_open2(enc.get(), codec, nullptr), name, "while opening the encoder");
+  AVStream* stream = out.add_stream(enc.get());
+  out.write_header();
+
+  // A texture larger than the frame pans across it; a box moves over it.
+  const int dx = 3, dy = 2;
+  const int tw = spec.width + dx * spec.frames, th = spec.height + dy * spec.frames;
+  const Bytes texture = synthetic_rgb(tw, th, spec.seed);
+  Bytes rgb(std::size_t(spec.width) * spec.height * 3);
+  detail::FramePtr frame = detail::make_frame();
+  frame->format = AV_PIX_FMT_YUV420P;
+  frame->width = spec.width;
+  frame->height = spec.height;
+  check_averror(av_frame_get_buffer(frame.get(), 0), name, "while allocating a frame");
+  detail::SwsContextPtr sws(sws_getContext(spec.width, spec.height, AV_PIX_FMT_RGB24, spec.width, spec.height,
+                                           AV_PIX_FMT_YUV420P, SWS_BILINEAR | SWS_ACCURATE_RND, nullptr, nullptr,
+                                           nullptr));
+  if (!sws) throw std::bad_alloc();
+  Rng rng(spec.seed ^ 0x5eed);
+  const int box = std::max(8, spec.width / 6);
+  for (int i = 0; i < spec.frames; ++i) {
+    const int ox = dx * i, oy = dy * i;
+    for (int y = 0; y < spec.height; ++y) {
+      std::memcpy(&rgb[std::size_t(y) * spec.width * 3], &texture[(std::size_t(y + oy) * tw + ox) * 3],
+                  std::size_t(spec.width) * 3);
+    }
+    const int bx = (7 * i) % std::max(1, spec.width - box), by = (spec.height - box) / 2;
+    for (int y = by; y < by + box && y < spec.height; ++y) {
+      for (int x = bx; x < bx + box && x < spec.width; ++x) {
+        std::uint8_t* p = &rgb[(std::size_t(y) * spec.width + x) * 3];
+        p[0] = std::uint8_t(200 + (i * 3) % 50);
+        p[1] = std::uint8_t(40 + ((x - bx) * 4) % 100);
+        p[2] = std::uint8_t(60 + (y * 2) % 80);
+      }
+    }
+    for (auto& v : rgb) v = clamp8(float(v) + 1.5f * rng.normal());
+    check_averror(av_frame_make_writable(frame.get()), name, "while preparing a frame");
+    const std::uint8_t* src[1] = {rgb.data()};
+    const int stride[1] = {spec.width * 3};
+    sws_scale(sws.get(), src, stride, 0, spec.height, frame->data, frame->linesize);
+    frame->pts = i;
+    out.encode(enc.get(), stream, frame.get());
+  }
+  out.encode(enc.get(), stream, nullptr);
+  return out.finish();
+}
+
+std::vector<float> synthetic_audio(int sample_rate, int channels, std::int64_t samples, std::uint64_t seed) {
+  if (sample_rate <= 0 || channels <= 0 || samples < 0) fail("audio", "bad parameters");
+  Rng rng(seed);
+  std::vector<float> out(std::size_t(samples) * channels);
+  const double f0 = rng.uniform(100, 400), f1 = rng.uniform(800, 3000), tone = rng.uniform(200, 1000);
+  const double duration = std::max(1.0, double(samples) / sample_rate);
+  for (std::int64_t i = 0; i < samples; ++i) {
+    const double t = double(i) / sample_rate;
+    // Linear chirp from f0 to f1 over the clip, a steady tone, and noise.
+    const double phase = 2 * std::numbers::pi * (f0 * t + (f1 - f0) * t * t / (2 * duration));
+    const double base = 0.4 * std::sin(phase) + 0.2 * std::sin(2 * std::numbers::pi * tone * t);
+    for (int c = 0; c < channels; ++c) {
+      out[std::size_t(i) * channels + c] = float(base * (1.0 - 0.2 * c) + 0.05 * rng.normal());
+    }
+  }
+  return out;
+}
+
+namespace {
+
+struct AudioEncoderChoice {
+  const char* encoder;
+  const char* muxer;
+  AVSampleFormat format;
+};
+
+AudioEncoderChoice audio_encoder(AudioCodec c) {
+  switch (c) {
+    case AudioCodec::wav: return {"pcm_s16le", "wav", AV_SAMPLE_FMT_S16};
+    case AudioCodec::aac: return {"aac", "ipod", AV_SAMPLE_FMT_FLTP};
+    case AudioCodec::flac: return {"flac", "flac", AV_SAMPLE_FMT_S16};
+    case AudioCodec::mp3: return {"libmp3lame", "mp3", AV_SAMPLE_FMT_FLTP};
+    case AudioCodec::opus: return {"libopus", "ogg", AV_SAMPLE_FMT_FLT};
+  }
+  return {"", "", AV_SAMPLE_FMT_NONE};
+}
+
+void fill_samples(AVFrame* f, const std::vector<float>& pcm, std::int64_t start, int channels) {
+  for (int i = 0; i < f->nb_samples; ++i) {
+    for (int c = 0; c < channels; ++c) {
+      const float v = pcm[std::size_t(start + i) * channels + c];
+      switch (f->format) {
+        case AV_SAMPLE_FMT_S16:
+          reinterpret_cast<std::int16_t*>(f->data[0])[i * channels + c] =
+              static_cast<std::int16_t>(std::lround(std::clamp(v, -1.0f, 1.0f) * 32767));
+          break;
+        case AV_SAMPLE_FMT_FLT: reinterpret_cast<float*>(f->data[0])[i * channels + c] = v; break;
+        case AV_SAMPLE_FMT_FLTP: reinterpret_cast<float*>(f->data[c])[i] = v; break;
+        default: break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Bytes make_audio(const AudioSpec& spec) {
+  if (spec.sample_rate <= 0 || spec.channels <= 0 || spec.channels > 8 || spec.seconds <= 0) {
+    fail("audio", "bad parameters");
+  }
+  const AudioEncoderChoice choice = audio_encoder(spec.codec);
+  const std::string name = std::string("synthetic ") + choice.encoder;
+  const AVCodec* codec = avcodec_find_encoder_by_name(choice.encoder);
+  if (codec == nullptr) throw MediaError(ErrorCode::unsupported, name, "encoder not available");
+  detail::MemoryOutput out(choice.muxer, name);
+  detail::CodecContextPtr enc(avcodec_alloc_context3(codec));
+  if (!enc) throw std::bad_alloc();
+  enc->sample_rate = spec.sample_rate;
+  enc->sample_fmt = choice.format;
+  av_channel_layout_default(&enc->ch_layout, spec.channels);
+  enc->time_base = {1, spec.sample_rate};
+  enc->thread_count = 1;
+  if (spec.codec == AudioCodec::aac || spec.codec == AudioCodec::mp3 || spec.codec == AudioCodec::opus) {
+    enc->bit_rate = 64000 * spec.channels;
+  }
+  out.prepare_encoder(enc.get());
+  check_averror(avcodec_open2(enc.get(), codec, nullptr), name, "while opening the encoder");
+  AVStream* stream = out.add_stream(enc.get());
+  out.write_header();
+  const auto total = static_cast<std::int64_t>(std::llround(spec.seconds * spec.sample_rate));
+  const std::vector<float> pcm = synthetic_audio(spec.sample_rate, spec.channels, total, spec.seed);
+  const int chunk = enc->frame_size > 0 ? enc->frame_size : 1024;
+  const bool variable = codec->capabilities & (AV_CODEC_CAP_VARIABLE_FRAME_SIZE | AV_CODEC_CAP_SMALL_LAST_FRAME);
+  detail::FramePtr frame = detail::make_frame();
+  for (std::int64_t pos = 0; pos < total; pos += chunk) {
+    const int n = int(std::min<std::int64_t>(chunk, total - pos));
+    av_frame_unref(frame.get());
+    frame->format = enc->sample_fmt;
+    frame->sample_rate = spec.sample_rate;
+    frame->nb_samples = (n < chunk && !variable && enc->frame_size > 0) ? chunk : n;
+    check_averror(av_channel_layout_copy(&frame->ch_layout, &enc->ch_layout), name, "while preparing audio");
+    check_averror(av_frame_get_buffer(frame.get(), 0), name, "while allocating audio");
+    if (frame->nb_samples != n) {
+      for (int p = 0; p < 8 && frame->buf[p]; ++p) std::memset(frame->buf[p]->data, 0, frame->buf[p]->size);
+      const int keep = frame->nb_samples;
+      frame->nb_samples = n;
+      fill_samples(frame.get(), pcm, pos, spec.channels);
+      frame->nb_samples = keep;
+    } else {
+      fill_samples(frame.get(), pcm, pos, spec.channels);
+    }
+    frame->pts = pos;
+    out.encode(enc.get(), stream, frame.get());
+  }
+  out.encode(enc.get(), stream, nullptr);
+  return out.finish();
+}
+
+void write_file(const std::string& path, std::span<const std::uint8_t> bytes) {
+  const std::string tmp = path + ".tmp";
+  struct Closer {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  {
+    std::unique_ptr<std::FILE, Closer> f(std::fopen(tmp.c_str(), "wb"));
+    if (!f) throw MediaError(ErrorCode::io, path, std::string("cannot create: ") + std::strerror(errno));
+    if (std::fwrite(bytes.data(), 1, bytes.size(), f.get()) != bytes.size() || std::fflush(f.get()) != 0) {
+      throw MediaError(ErrorCode::io, path, std::string("cannot write: ") + std::strerror(errno));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    throw MediaError(ErrorCode::io, path, std::string("cannot rename: ") + std::strerror(errno));
+  }
+}
+
+}  // namespace brigade::media

@@ -1,0 +1,297 @@
+#include "media/image.h"
+
+#include <gtest/gtest.h>
+#include <turbojpeg.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "media/errors.h"
+#include "media/synthetic.h"
+
+namespace brigade::media {
+namespace {
+
+double mean_abs_diff(const std::uint8_t* a, const std::uint8_t* b, std::size_t n) {
+  double sum = 0;
+  for (std::size_t i = 0; i < n; ++i) sum += std::abs(int(a[i]) - int(b[i]));
+  return sum / double(n);
+}
+
+// Full-size RGB decode with TurboJPEG (accurate DCT, fancy upsampling).
+std::vector<std::uint8_t> reference_decode(const Bytes& jpeg, int& w, int& h) {
+  std::unique_ptr<void, int (*)(void*)> tj(tjInitDecompress(), tjDestroy);
+  int ss = 0, cs = 0;
+  tjDecompressHeader3(tj.get(), jpeg.data(), jpeg.size(), &w, &h, &ss, &cs);
+  std::vector<std::uint8_t> rgb(std::size_t(w) * h * 3);
+  EXPECT_EQ(tjDecompress2(tj.get(), jpeg.data(), jpeg.size(), rgb.data(), w, 0, h, TJPF_RGB, TJFLAG_ACCURATEDCT), 0);
+  return rgb;
+}
+
+// Separable antialiased bilinear (triangle filter whose support grows with
+// the shrink factor, as PIL and torchvision's antialias=True do), in float.
+std::vector<float> resize_axis(const std::vector<float>& in, int w, int h, int out_w, bool horizontal) {
+  const int n_in = horizontal ? w : h, n_out = out_w;
+  const double scale = double(n_in) / n_out, support = std::max(scale, 1.0);
+  const int other = horizontal ? h : w;
+  std::vector<float> out(std::size_t(other) * n_out * 3);
+  for (int o = 0; o < n_out; ++o) {
+    const double center = (o + 0.5) * scale;
+    const int lo = std::max(0, int(std::floor(center - support))), hi = std::min(n_in, int(std::ceil(center + support)));
+    std::vector<double> wts;
+    double total = 0;
+    for (int i = lo; i < hi; ++i) {
+      double wt = std::max(0.0, 1.0 - std::abs((i + 0.5 - center) / support));
+      wts.push_back(wt);
+      total += wt;
+    }
+    for (int k = 0; k < other; ++k) {
+      for (int c = 0; c < 3; ++c) {
+        double acc = 0;
+        for (int i = lo; i < hi; ++i) {
+          std::size_t idx = horizontal ? (std::size_t(k) * w + i) * 3 + c : (std::size_t(i) * w + k) * 3 + c;
+          acc += wts[i - lo] * in[idx];
+        }
+        std::size_t oidx = horizontal ? (std::size_t(k) * n_out + o) * 3 + c : (std::size_t(o) * w + k) * 3 + c;
+        out[oidx] = float(acc / total);
+      }
+    }
+  }
+  return out;
+}
+
+// The eval transform done the straightforward way: full decode, float
+// bilinear resize of the shorter side to 256, center crop 224.
+std::vector<std::uint8_t> reference_eval224(const Bytes& jpeg) {
+  int w = 0, h = 0;
+  std::vector<std::uint8_t> rgb = reference_decode(jpeg, w, h);
+  const int rw = w <= h ? 256 : int(256LL * w / h), rh = w <= h ? int(256LL * h / w) : 256;
+  std::vector<float> f(rgb.begin(), rgb.end());
+  std::vector<float> horiz = resize_axis(f, w, h, rw, true);
+  std::vector<float> both = resize_axis(horiz, rw, h, rh, false);
+  const int left = int(std::lround((rw - 224) / 2.0)), top = int(std::lround((rh - 224) / 2.0));
+  std::vector<std::uint8_t> out(224 * 224 * 3);
+  for (int y = 0; y < 224; ++y) {
+    for (int x = 0; x < 224 * 3; ++x) {
+      float v = both[(std::size_t(y + top) * rw + left) * 3 + x];
+      out[std::size_t(y) * 224 * 3 + x] = std::uint8_t(std::clamp(v + 0.5f, 0.0f, 255.0f));
+    }
+  }
+  return out;
+}
+
+TEST(Image, DecodesJpegCloseToItsSource) {
+  const Bytes rgb = synthetic_rgb(96, 64, 1);
+  const Bytes jpeg = encode_jpeg(rgb, 96, 64, 90);
+  Tensor t = load_image(Source::memory(jpeg, "a.jpg"));
+  ASSERT_EQ(t.shape(), (std::vector<std::int64_t>{64, 96, 3}));
+  EXPECT_LT(mean_abs_diff(t.data_as<std::uint8_t>(), rgb.data(), rgb.size()), 9.0);
+}
+
+TEST(Image, DecodesLosslessFormatsExactly) {
+  const Bytes rgb = synthetic_rgb(50, 37, 2);
+  for (ImageCodec codec : {ImageCodec::png, ImageCodec::bmp}) {
+    Tensor t = load_image(Source::memory(make_image(codec, 50, 37, 2)));
+    ASSERT_EQ(t.shape(), (std::vector<std::int64_t>{37, 50, 3}));
+    EXPECT_TRUE(std::equal(rgb.begin(), rgb.end(), t.data_as<std::uint8_t>())) << int(codec);
+  }
+}
+
+TEST(Image, DecodesWebp) {
+  const Bytes rgb = synthetic_rgb(64, 48, 3);
+  Tensor t = load_image(Source::memory(make_image(ImageCodec::webp, 64, 48, 3)));
+  ASSERT_EQ(t.shape(), (std::vector<std::int64_t>{48, 64, 3}));
+  EXPECT_LT(mean_abs_diff(t.data_as<std::uint8_t>(), rgb.data(), rgb.size()), 12.0);
+}
+
+TEST(Image, SyntheticJpegLooksLikeImageNet) {
+  const Bytes jpeg = make_image(ImageCodec::jpeg, 500, 375, 7);
+  EXPECT_GT(jpeg.size(), 50'000u);
+  EXPECT_LT(jpeg.size(), 250'000u);
+  EXPECT_EQ(jpeg, make_image(ImageCodec::jpeg, 500, 375, 7));  // deterministic
+  EXPECT_NE(jpeg, make_image(ImageCodec::jpeg, 500, 375, 8));
+  ImageInfo info = probe_image(Source::memory(jpeg));
+  EXPECT_EQ(info.width, 500);
+  EXPECT_EQ(info.height, 375);
+}
+
+TEST(Image, EvalTransformMatchesFloatBilinearReference) {
+  for (auto [w, h] : {std::pair{500, 375}, {375, 500}, {333, 250}, {640, 480}, {1024, 683}}) {
+    const Bytes jpeg = make_image(ImageCodec::jpeg, w, h, std::uint64_t(w * h));
+    const std::vector<std::uint8_t> ref = reference_eval224(jpeg);
+    for (bool dct : {true, false}) {
+      ImageOptions o = imagenet_eval_options();
+      o.dct_scaling = dct;
+      Tensor t = load_image(Source::memory(jpeg), o);
+      ASSERT_EQ(t.shape(), (std::vector<std::int64_t>{224, 224, 3}));
+      const double mae = mean_abs_diff(t.data_as<std::uint8_t>(), ref.data(), ref.size());
+      // DCT scaling (opt-in) keeps more of the sensor noise than a filtered resize.
+      EXPECT_LT(mae, dct ? 5.0 : 2.0) << w << "x" << h << " dct_scaling=" << dct;
+      std::fprintf(stderr, "eval224 %dx%d dct_scaling=%d MAE=%.3f\n", w, h, int(dct), mae);
+    }
+  }
+}
+
+TEST(Image, EvalTransformOfPngMatchesReferenceGeometry) {
+  // The same geometry through the FFmpeg path: compare JPEG and PNG of the same content.
+  const Bytes jpeg = make_image(ImageCodec::jpeg, 320, 240, 11, 100);
+  const Bytes png = make_image(ImageCodec::png, 320, 240, 11);
+  ImageOptions o = imagenet_eval_options();
+  o.dct_scaling = false;
+  Tensor a = load_image(Source::memory(jpeg), o), b = load_image(Source::memory(png), o);
+  EXPECT_LT(mean_abs_diff(a.data_as<std::uint8_t>(), b.data_as<std::uint8_t>(), a.nbytes()), 3.0);
+}
+
+TEST(Image, OutputFormatsHaveDocumentedLayout) {
+  const Bytes png = make_image(ImageCodec::png, 40, 30, 4);
+  ImageOptions o;
+  Tensor rgb = load_image(Source::memory(png), o);
+  o.format = PixelFormat::bgr24;
+  Tensor bgr = load_image(Source::memory(png), o);
+  for (int i = 0; i < 40 * 30; ++i) {
+    ASSERT_EQ(rgb.data_as<std::uint8_t>()[i * 3], bgr.data_as<std::uint8_t>()[i * 3 + 2]);
+  }
+  o.format = PixelFormat::gray8;
+  EXPECT_EQ(load_image(Source::memory(png), o).shape(), (std::vector<std::int64_t>{30, 40, 1}));
+  o.format = PixelFormat::yuv420p;
+  EXPECT_EQ(load_image(Source::memory(png), o).shape(), (std::vector<std::int64_t>{45, 40}));
+  o.resize = ResizeMode::stretch;
+  o.width = 21;
+  o.height = 20;
+  try {
+    load_image(Source::memory(png, "odd"), o);
+    FAIL();
+  } catch (const MediaError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+  }
+}
+
+TEST(Image, ResizeModesGiveExpectedShapes) {
+  const Bytes jpeg = make_image(ImageCodec::jpeg, 200, 100, 5);
+  ImageOptions o;
+  o.resize = ResizeMode::stretch;
+  o.width = 64;
+  o.height = 64;
+  EXPECT_EQ(load_image(Source::memory(jpeg), o).shape(), (std::vector<std::int64_t>{64, 64, 3}));
+  o.resize = ResizeMode::fit;
+  EXPECT_EQ(load_image(Source::memory(jpeg), o).shape(), (std::vector<std::int64_t>{32, 64, 3}));
+  o.resize = ResizeMode::shorter_side_crop;
+  o.shorter_side = 80;
+  EXPECT_EQ(load_image(Source::memory(jpeg), o).shape(), (std::vector<std::int64_t>{64, 64, 3}));
+  EXPECT_EQ(image_output_shape(o, 200, 100), (std::vector<std::int64_t>{64, 64, 3}));
+}
+
+TEST(Image, DecodesIntoCallerBuffer) {
+  const Bytes jpeg = make_image(ImageCodec::jpeg, 300, 200, 6);
+  const ImageOptions o = imagenet_eval_options();
+  Tensor expected = load_image(Source::memory(jpeg), o);
+  Tensor out = Tensor::empty(DType::uint8, {224, 224, 3});
+  load_image_into(Source::memory(jpeg), o, out);
+  EXPECT_TRUE(std::equal(out.bytes().begin(), out.bytes().end(), expected.bytes().begin()));
+  Tensor wrong = Tensor::empty(DType::uint8, {224, 224, 1});
+  EXPECT_THROW(load_image_into(Source::memory(jpeg), o, wrong), MediaError);
+}
+
+TEST(Image, BatchDecodesIntoOneNhwcBuffer) {
+  std::vector<Bytes> files;
+  for (int i = 0; i < 4; ++i) files.push_back(make_image(ImageCodec::jpeg, 260 + 10 * i, 240, i));
+  files.push_back(make_image(ImageCodec::png, 300, 260, 9));
+  std::vector<Source> sources;
+  for (const auto& f : files) sources.push_back(Source::memory(f));
+  int allocations = 0;
+  Allocator counting = [&](std::size_t n) {
+    ++allocations;
+    return default_allocate(n);
+  };
+  Tensor batch = load_image_batch(sources, imagenet_eval_options(), counting);
+  EXPECT_EQ(allocations, 1);
+  ASSERT_EQ(batch.shape(), (std::vector<std::int64_t>{5, 224, 224, 3}));
+  for (int i = 0; i < 5; ++i) {
+    Tensor one = load_image(sources[i], imagenet_eval_options());
+    Tensor slot = batch[i];
+    EXPECT_TRUE(std::equal(one.bytes().begin(), one.bytes().end(), slot.data_as<std::uint8_t>())) << i;
+  }
+  Bytes bad(100, 7);
+  sources.push_back(Source::memory(bad, "sample-5"));
+  try {
+    load_image_batch(sources, imagenet_eval_options());
+    FAIL();
+  } catch (const MediaError& e) {
+    EXPECT_EQ(e.input(), "sample-5");
+  }
+}
+
+TEST(Image, AppliesFilterDescription) {
+  const Bytes png = make_image(ImageCodec::png, 64, 48, 12);
+  ImageOptions o;
+  o.filter_desc = "scale=32:24";
+  Tensor plain = load_image(Source::memory(png), o);
+  ASSERT_EQ(plain.shape(), (std::vector<std::int64_t>{24, 32, 3}));
+  o.filter_desc = "scale=32:24,hflip";
+  Tensor flipped = load_image(Source::memory(png), o);
+  const std::uint8_t* a = plain.data_as<std::uint8_t>();
+  const std::uint8_t* b = flipped.data_as<std::uint8_t>();
+  for (int c = 0; c < 3; ++c) EXPECT_EQ(a[c], b[31 * 3 + c]);
+  o.filter_desc = "nosuchfilter=1";
+  try {
+    load_image(Source::memory(png, "f.png"), o);
+    FAIL();
+  } catch (const MediaError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("nosuchfilter"), std::string::npos);
+  }
+  EXPECT_NE(make_filter_desc(imagenet_eval_options(), 500, 375).find("crop="), std::string::npos);
+}
+
+TEST(Image, ReadsFilesWhateverTheirExtension) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string path = (dir / "brigade_image_test_png_named.jpg").string();
+  write_file(path, make_image(ImageCodec::png, 30, 20, 13));
+  Tensor t = load_image(Source::file(path));
+  EXPECT_EQ(t.shape(), (std::vector<std::int64_t>{20, 30, 3}));
+  std::filesystem::remove(path);
+}
+
+ErrorCode error_of(const Source& s, const ImageOptions& o = {}) {
+  try {
+    load_image(s, o);
+  } catch (const MediaError& e) {
+    EXPECT_NE(std::string(e.what()).find(s.name()), std::string::npos) << e.what();
+    return e.code();
+  }
+  ADD_FAILURE() << "no error for " << s.name();
+  return ErrorCode::io;
+}
+
+TEST(Image, BadInputsGiveTypedErrorsNamingTheInput) {
+  EXPECT_EQ(error_of(Source::file("/nonexistent/brigade.jpg")), ErrorCode::not_found);
+  const Bytes empty;
+  EXPECT_EQ(error_of(Source::memory(empty, "empty-input")), ErrorCode::bad_data);
+  Bytes jpeg = make_image(ImageCodec::jpeg, 64, 64, 14);
+  Bytes truncated(jpeg.begin(), jpeg.begin() + jpeg.size() / 2);
+  EXPECT_EQ(error_of(Source::memory(truncated, "truncated.jpg")), ErrorCode::bad_data);
+  Bytes png = make_image(ImageCodec::png, 64, 64, 14);
+  Bytes truncated_png(png.begin(), png.begin() + png.size() / 2);
+  EXPECT_EQ(error_of(Source::memory(truncated_png, "truncated.png")), ErrorCode::bad_data);
+  Bytes text(200, 'x');
+  const ErrorCode garbage = error_of(Source::memory(text, "garbage.bin"));
+  EXPECT_TRUE(garbage == ErrorCode::bad_data || garbage == ErrorCode::unsupported);
+  // Zero width in the JPEG's SOF0 marker.
+  for (std::size_t i = 0; i + 8 < jpeg.size(); ++i) {
+    if (jpeg[i] == 0xFF && jpeg[i + 1] == 0xC0) {
+      jpeg[i + 7] = 0;
+      jpeg[i + 8] = 0;
+      break;
+    }
+  }
+  EXPECT_EQ(error_of(Source::memory(jpeg, "zero-width.jpg")), ErrorCode::bad_data);
+  ImageOptions crop_too_big = imagenet_eval_options();
+  crop_too_big.shorter_side = 100;
+  EXPECT_EQ(error_of(Source::memory(png, "small.png"), crop_too_big), ErrorCode::invalid_argument);
+}
+
+}  // namespace
+}  // namespace brigade::media
