@@ -83,6 +83,8 @@ void MemoryOutput::encode(AVCodecContext* encoder, AVStream* stream, const AVFra
     int ret = avcodec_receive_packet(encoder, packet_.get());
     if (ret == AVERROR(EAGAIN) || ret == AVERROR_EOF) return;
     check_averror(ret, name_, "while encoding");
+    // One frame per time-base tick for video: lets the muxer know the last frame's duration.
+    if (encoder->codec_type == AVMEDIA_TYPE_VIDEO && packet_->duration <= 0) packet_->duration = 1;
     av_packet_rescale_ts(packet_.get(), encoder->time_base, stream->time_base);
     packet_->stream_index = stream->index;
     check_averror(av_interleaved_write_frame(fmt_.get(), packet_.get()), name_, "while muxing");

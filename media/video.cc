@@ -1,0 +1,327 @@
+#include "media/video.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+extern "C" {
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+}
+
+#include "media/detail/ffmpeg/error.h"
+#include "media/detail/ffmpeg/input.h"
+#include "media/detail/ffmpeg/video_stream.h"
+#include "media/detail/ffmpeg/wrappers.h"
+#include "media/errors.h"
+
+namespace brigade::media {
+
+using detail::check_averror;
+
+namespace {
+
+[[noreturn]] void invalid(const std::string& name, const std::string& why) {
+  throw MediaError(ErrorCode::invalid_argument, name, why);
+}
+
+// An opened video stream with its decoder.
+struct OpenVideo {
+  OpenVideo(const Source& source, int threads)
+      : input(source, true), index(input.find_stream(AVMEDIA_TYPE_VIDEO)),
+        timing(detail::stream_timing(input.get(), index)), codec(detail::open_decoder(input, index, threads)) {
+    for (unsigned i = 0; i < input.get()->nb_streams; ++i) {
+      if (int(i) != index) input.get()->streams[i]->discard = AVDISCARD_ALL;
+    }
+  }
+  AVStream* stream() const { return input.get()->streams[index]; }
+  double packet_time(const AVPacket* p) const {
+    if (p->pts == AV_NOPTS_VALUE) return std::numeric_limits<double>::quiet_NaN();
+    return double(p->pts - timing.start_pts) * av_q2d(timing.time_base);
+  }
+  std::int64_t to_pts(double seconds) const {
+    return timing.start_pts + std::int64_t(std::floor(seconds / av_q2d(timing.time_base)));
+  }
+
+  detail::Input input;
+  int index;
+  detail::StreamTiming timing;
+  detail::CodecContextPtr codec;
+};
+
+// The sorted distinct target times and, for each, the output slots it fills.
+struct Targets {
+  std::vector<double> times;
+  std::vector<std::vector<int>> slots;
+  int count = 0;
+};
+
+Targets plan_targets(const FrameSelection& sel, const detail::StreamTiming& t, const std::string& name) {
+  std::vector<double> wanted;
+  switch (sel.kind) {
+    case FrameSelection::Kind::evenly_spaced: {
+      if (sel.count <= 0) invalid(name, "evenly_spaced needs a positive frame count");
+      const double span = t.frames > 0 ? double(t.frames - 1) : 0;
+      for (int i = 0; i < sel.count; ++i) {
+        const double idx = sel.count == 1 ? 0 : std::round(i * span / (sel.count - 1));
+        wanted.push_back(t.fps > 0 ? idx / t.fps : (t.frames > 0 ? idx * t.duration / t.frames : 0));
+      }
+      break;
+    }
+    case FrameSelection::Kind::timestamps:
+      if (sel.timestamps.empty()) invalid(name, "no timestamps given");
+      for (double s : sel.timestamps) {
+        if (!(s >= 0)) invalid(name, "timestamps must be >= 0");
+        wanted.push_back(s);
+      }
+      break;
+    case FrameSelection::Kind::range: {
+      const double end = sel.end < 0 ? t.duration : sel.end;
+      if (!(sel.start >= 0) || !(sel.fps > 0)) invalid(name, "range needs start >= 0 and fps > 0");
+      for (std::int64_t k = 0;; ++k) {
+        const double s = sel.start + double(k) / sel.fps;
+        if (s >= end - 1e-9) break;
+        wanted.push_back(s);
+      }
+      if (wanted.empty()) invalid(name, "the range selects no frame");
+      break;
+    }
+    case FrameSelection::Kind::all: break;
+  }
+  Targets out;
+  out.count = int(wanted.size());
+  std::vector<int> order(wanted.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = int(i);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return wanted[a] < wanted[b]; });
+  for (int i : order) {
+    if (out.times.empty() || wanted[i] != out.times.back()) {
+      out.times.push_back(wanted[i]);
+      out.slots.emplace_back();
+    }
+    out.slots.back().push_back(i);
+  }
+  return out;
+}
+
+// Decodes the frames that `targets` selects, seeking and skipping as it can.
+class SelectiveDecoder {
+ public:
+  SelectiveDecoder(OpenVideo& video, const Targets& targets, const ImageOptions& image, const Allocator& allocator,
+                   const std::string& name)
+      : v_(video), targets_(targets), writer_(image, name), allocator_(allocator), name_(name),
+        eps_(std::min(0.25 * video.timing.frame_duration, 0.01)),
+        packet_(detail::make_packet()), frame_(detail::make_frame()), prev_(detail::make_frame()) {}
+
+  Tensor run() {
+    const AVStream* st = v_.stream();
+    const bool can_seek = avformat_index_get_entries_count(st) > 0;
+    bool eof = false;
+    while (next_ < targets_.times.size() && !eof) {
+      if (can_seek) maybe_seek();
+      const int ret = av_read_frame(v_.input.get(), packet_.get());
+      if (ret == AVERROR_EOF) {
+        eof = true;
+        check_averror(avcodec_send_packet(v_.codec.get(), nullptr), name_, "while decoding");
+      } else {
+        check_averror(ret, name_, "while reading");
+        if (packet_->stream_index != v_.index) {
+          av_packet_unref(packet_.get());
+          continue;
+        }
+        if (packet_->dts != AV_NOPTS_VALUE) last_dts_ = packet_->dts;
+        const double pt = v_.packet_time(packet_.get());
+        const bool far = !std::isnan(pt) && pt < targets_.times[next_] - 2 * v_.timing.frame_duration - eps_;
+        v_.codec->skip_frame = far ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
+        const int sent = avcodec_send_packet(v_.codec.get(), packet_.get());
+        av_packet_unref(packet_.get());
+        check_averror(sent, name_, "while decoding");
+      }
+      drain();
+    }
+    // At the end: targets past the last frame get it while within a frame of
+    // it (evenly spaced selections are clamped to it).
+    while (next_ < targets_.times.size()) {
+      const double t = targets_.times[next_];
+      if (!have_prev_) throw MediaError(ErrorCode::bad_data, name_, "the video has no decodable frame");
+      if (t > prev_time_ + 1.5 * v_.timing.frame_duration + eps_ && !clamp_) {
+        invalid(name_, "time " + std::to_string(t) + " s is past the last frame (" + std::to_string(prev_time_) + " s)");
+      }
+      emit(prev_.get());
+    }
+    return std::move(out_);
+  }
+
+  bool clamp_ = false;
+
+ private:
+  void maybe_seek() {
+    if (!seek_check_) return;
+    seek_check_ = false;
+    const AVStream* st = v_.stream();
+    const std::int64_t ts = v_.to_pts(targets_.times[next_] - eps_);
+    const int idx = av_index_search_timestamp(const_cast<AVStream*>(st), ts, AVSEEK_FLAG_BACKWARD);
+    if (idx < 0) return;
+    const AVIndexEntry* e = avformat_index_get_entry(const_cast<AVStream*>(st), idx);
+    if (e == nullptr || (last_dts_ != AV_NOPTS_VALUE && e->timestamp <= last_dts_)) return;
+    seek_to(e->timestamp);
+  }
+
+  void seek_to(std::int64_t ts) {
+    check_averror(av_seek_frame(v_.input.get(), v_.index, ts, AVSEEK_FLAG_BACKWARD), name_, "while seeking");
+    avcodec_flush_buffers(v_.codec.get());
+    seek_ts_ = ts;
+    seeked_ = true;
+    have_prev_ = false;
+    last_dts_ = AV_NOPTS_VALUE;
+  }
+
+  void drain() {
+    while (next_ < targets_.times.size()) {
+      const int ret = avcodec_receive_frame(v_.codec.get(), frame_.get());
+      if (ret == AVERROR(EAGAIN) || ret == AVERROR_EOF) return;
+      check_averror(ret, name_, "while decoding");
+      double ft = detail::frame_time(frame_.get(), v_.timing);
+      if (std::isnan(ft)) ft = have_prev_ ? prev_time_ + v_.timing.frame_duration : 0;
+      on_frame(ft);
+    }
+  }
+
+  void on_frame(double ft) {
+    // Targets displayed before this frame are shown by the previous one.
+    while (next_ < targets_.times.size() && targets_.times[next_] < ft - eps_) {
+      if (have_prev_) {
+        emit(prev_.get());
+      } else if (!seeked_) {
+        emit(frame_.get());  // before the first frame: the first frame
+      } else {
+        // The keyframe we seeked to is displayed after the target: go further back.
+        const std::int64_t earlier = seek_ts_ - 1;
+        seek_to(earlier < v_.timing.start_pts ? v_.timing.start_pts : earlier);
+        if (earlier < v_.timing.start_pts) seeked_ = false;
+        av_frame_unref(frame_.get());
+        return;
+      }
+    }
+    // This frame is the one for targets at (about) its own time.
+    while (next_ < targets_.times.size() && targets_.times[next_] <= ft + eps_) emit(frame_.get());
+    av_frame_unref(prev_.get());
+    av_frame_move_ref(prev_.get(), frame_.get());
+    prev_time_ = ft;
+    have_prev_ = true;
+  }
+
+  // Writes `f` into every slot of the next target.
+  void emit(AVFrame* f) {
+    const auto& shape = writer_.prepare(f);
+    if (!out_.defined() || out_.ndim() == 0) {
+      std::vector<std::int64_t> full(shape);
+      full.insert(full.begin(), targets_.count);
+      out_ = Tensor::empty(DType::uint8, full, allocator_);
+    }
+    const std::size_t n = writer_.frame_bytes();
+    auto* base = out_.data_as<std::uint8_t>();
+    const auto& slots = targets_.slots[next_];
+    writer_.write(base + n * std::size_t(slots[0]));
+    for (std::size_t i = 1; i < slots.size(); ++i) {
+      std::memcpy(base + n * std::size_t(slots[i]), base + n * std::size_t(slots[0]), n);
+    }
+    ++next_;
+    seek_check_ = true;
+  }
+
+  OpenVideo& v_;
+  const Targets& targets_;
+  detail::FrameWriter writer_;
+  const Allocator& allocator_;
+  const std::string& name_;
+  const double eps_;
+  detail::PacketPtr packet_;
+  detail::FramePtr frame_;
+  detail::FramePtr prev_;
+  Tensor out_;
+  std::size_t next_ = 0;
+  bool have_prev_ = false;
+  double prev_time_ = 0;
+  bool seeked_ = false;
+  bool seek_check_ = true;
+  std::int64_t seek_ts_ = 0;
+  std::int64_t last_dts_ = AV_NOPTS_VALUE;
+};
+
+// Every frame in [start, end): decoded in order and concatenated.
+Tensor decode_range(OpenVideo& v, const ImageOptions& image, double start, double end, const Allocator& allocator,
+                    const std::string& name) {
+  if (!(start >= 0)) invalid(name, "range start must be >= 0");
+  if (start > 0 && avformat_index_get_entries_count(v.stream()) > 0) {
+    check_averror(av_seek_frame(v.input.get(), v.index, v.to_pts(start), AVSEEK_FLAG_BACKWARD), name, "while seeking");
+  }
+  detail::FrameWriter writer(image, name);
+  std::vector<std::uint8_t> frames;
+  std::int64_t count = 0;
+  detail::PacketPtr pkt = detail::make_packet();
+  detail::FramePtr frame = detail::make_frame();
+  const double eps = std::min(0.25 * v.timing.frame_duration, 0.01);
+  double last = -1;
+  bool eof = false;
+  while (!eof) {
+    const int ret = av_read_frame(v.input.get(), pkt.get());
+    if (ret == AVERROR_EOF) {
+      eof = true;
+      check_averror(avcodec_send_packet(v.codec.get(), nullptr), name, "while decoding");
+    } else {
+      check_averror(ret, name, "while reading");
+      if (pkt->stream_index != v.index) {
+        av_packet_unref(pkt.get());
+        continue;
+      }
+      const int sent = avcodec_send_packet(v.codec.get(), pkt.get());
+      av_packet_unref(pkt.get());
+      check_averror(sent, name, "while decoding");
+    }
+    while (true) {
+      const int r = avcodec_receive_frame(v.codec.get(), frame.get());
+      if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) break;
+      check_averror(r, name, "while decoding");
+      double ft = detail::frame_time(frame.get(), v.timing);
+      if (std::isnan(ft)) ft = last + v.timing.frame_duration;
+      last = ft;
+      if (ft < start - eps || (end >= 0 && ft >= end - eps)) continue;
+      writer.prepare(frame.get());
+      frames.resize(frames.size() + writer.frame_bytes());
+      writer.write(frames.data() + frames.size() - writer.frame_bytes());
+      ++count;
+    }
+  }
+  if (count == 0) throw MediaError(ErrorCode::bad_data, name, "no frame in the selected range");
+  std::vector<std::int64_t> shape = writer.shape();
+  shape.insert(shape.begin(), count);
+  Tensor out = Tensor::empty(DType::uint8, shape, allocator);
+  std::memcpy(out.data(), frames.data(), frames.size());
+  return out;
+}
+
+}  // namespace
+
+VideoInfo probe_video(const Source& source) {
+  detail::Input input(source, true);
+  const int index = input.find_stream(AVMEDIA_TYPE_VIDEO);
+  return detail::video_info(input.get(), index);
+}
+
+Tensor load_video(const Source& source, const VideoOptions& options, const Allocator& allocator) {
+  const std::string& name = source.name();
+  OpenVideo video(source, options.threads);
+  const FrameSelection& sel = options.frames;
+  if (sel.kind == FrameSelection::Kind::all) return decode_range(video, options.image, 0, -1, allocator, name);
+  if (sel.kind == FrameSelection::Kind::range && sel.fps <= 0) {
+    return decode_range(video, options.image, sel.start, sel.end, allocator, name);
+  }
+  const Targets targets = plan_targets(sel, video.timing, name);
+  SelectiveDecoder decoder(video, targets, options.image, allocator, name);
+  decoder.clamp_ = sel.kind == FrameSelection::Kind::evenly_spaced;
+  return decoder.run();
+}
+
+}  // namespace brigade::media

@@ -1,0 +1,164 @@
+#include "media/video.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "media/errors.h"
+#include "media/synthetic.h"
+
+namespace brigade::media {
+namespace {
+
+VideoOptions pick(FrameSelection frames) {
+  VideoOptions o;
+  o.frames = std::move(frames);
+  return o;
+}
+
+const Bytes& h264_clip() {
+  static const Bytes clip = make_video({.codec = VideoCodec::h264, .width = 128, .height = 96, .frames = 48,
+                                        .fps = 24, .gop = 12, .b_frames = 2, .seed = 1});
+  return clip;
+}
+
+const Tensor& all_h264_frames() {
+  static const Tensor all = load_video(Source::memory(h264_clip(), "clip.mp4"));
+  return all;
+}
+
+bool same_frame(const Tensor& a, std::int64_t i, const Tensor& b, std::int64_t j) {
+  Tensor x = a[i], y = b[j];
+  return x.nbytes() == y.nbytes() && std::memcmp(x.data(), y.data(), x.nbytes()) == 0;
+}
+
+TEST(Video, ProbeReportsStreamFacts) {
+  VideoInfo info = probe_video(Source::memory(h264_clip()));
+  EXPECT_EQ(info.width, 128);
+  EXPECT_EQ(info.height, 96);
+  EXPECT_NEAR(info.fps, 24, 1e-6);
+  EXPECT_EQ(info.frames, 48);
+  EXPECT_NEAR(info.duration, 2.0, 0.05);
+  EXPECT_EQ(info.codec, "h264");
+}
+
+TEST(Video, AllFramesDecodeInOrder) {
+  const Tensor& all = all_h264_frames();
+  ASSERT_EQ(all.shape(), (std::vector<std::int64_t>{48, 96, 128, 3}));
+  EXPECT_FALSE(same_frame(all, 0, all, 1));  // there is motion
+}
+
+TEST(Video, EvenlySpacedFramesMatchFullDecode) {
+  Tensor eight = load_video(Source::memory(h264_clip()), pick(FrameSelection::evenly_spaced(8)));
+  ASSERT_EQ(eight.shape(), (std::vector<std::int64_t>{8, 96, 128, 3}));
+  for (int i = 0; i < 8; ++i) {
+    const std::int64_t idx = std::lround(i * 47.0 / 7);
+    EXPECT_TRUE(same_frame(eight, i, all_h264_frames(), idx)) << "frame " << i << " index " << idx;
+  }
+}
+
+TEST(Video, TimestampsSelectTheDisplayedFrame) {
+  Tensor t = load_video(Source::memory(h264_clip()), pick(FrameSelection::at({1.0, 0.5, 0.5, 0.02, 1.99})));
+  ASSERT_EQ(t.dim(0), 5);
+  const std::int64_t expected[] = {24, 12, 12, 0, 47};
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(same_frame(t, i, all_h264_frames(), expected[i])) << i;
+}
+
+TEST(Video, RangeSelections) {
+  Tensor sampled = load_video(Source::memory(h264_clip()), pick(FrameSelection::range(0.5, 1.0, 12)));
+  ASSERT_EQ(sampled.dim(0), 6);
+  for (int i = 0; i < 6; ++i) EXPECT_TRUE(same_frame(sampled, i, all_h264_frames(), 12 + 2 * i)) << i;
+  Tensor every = load_video(Source::memory(h264_clip()), pick(FrameSelection::range(1.0, 1.5)));
+  ASSERT_EQ(every.dim(0), 12);
+  for (int i = 0; i < 12; ++i) EXPECT_TRUE(same_frame(every, i, all_h264_frames(), 24 + i)) << i;
+}
+
+TEST(Video, ResizesAndConvertsFrames) {
+  VideoOptions o = pick(FrameSelection::evenly_spaced(3));
+  o.image.resize = ResizeMode::stretch;
+  o.image.width = 64;
+  o.image.height = 48;
+  o.image.format = PixelFormat::yuv420p;
+  EXPECT_EQ(load_video(Source::memory(h264_clip()), o).shape(), (std::vector<std::int64_t>{3, 72, 64}));
+  o.image = {};
+  o.image.filter_desc = "hflip";
+  Tensor flipped = load_video(Source::memory(h264_clip()), o);
+  ASSERT_EQ(flipped.shape(), (std::vector<std::int64_t>{3, 96, 128, 3}));
+  const auto* a = all_h264_frames()[0].data_as<std::uint8_t>();
+  const auto* b = flipped[0].data_as<std::uint8_t>();
+  for (int c = 0; c < 3; ++c) EXPECT_NEAR(a[c], b[127 * 3 + c], 2);
+}
+
+TEST(Video, OtherCodecsDecode) {
+  for (VideoCodec codec : {VideoCodec::mpeg4, VideoCodec::hevc, VideoCodec::vp9}) {
+    const Bytes clip = make_video({.codec = codec, .width = 64, .height = 48, .frames = 12, .fps = 12, .gop = 6,
+                                   .b_frames = 2, .seed = 2});
+    Tensor all = load_video(Source::memory(clip));
+    ASSERT_EQ(all.shape(), (std::vector<std::int64_t>{12, 48, 64, 3})) << int(codec);
+    Tensor four = load_video(Source::memory(clip), pick(FrameSelection::evenly_spaced(4)));
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_TRUE(same_frame(four, i, all, std::lround(i * 11.0 / 3))) << int(codec) << " " << i;
+    }
+  }
+}
+
+TEST(Video, StreamingReaderMatchesLoadVideo) {
+  VideoReader reader(Source::memory(h264_clip()), ImageOptions{});
+  std::int64_t total = 0;
+  while (std::optional<Tensor> chunk = reader.next_chunk(20)) {
+    EXPECT_LE(chunk->dim(0), 20);
+    for (std::int64_t i = 0; i < chunk->dim(0); ++i) EXPECT_TRUE(same_frame(*chunk, i, all_h264_frames(), total + i));
+    total += chunk->dim(0);
+  }
+  EXPECT_EQ(total, 48);
+}
+
+TEST(Video, DemuxerDecoderConverterPipeline) {
+  Demuxer demuxer(Source::memory(h264_clip()));
+  VideoDecoder decoder(demuxer);
+  FrameConverter converter(ImageOptions{});
+  demuxer.seek(1.0);
+  decoder.reset();
+  std::optional<Frame> first;
+  while (!first) {
+    std::optional<Packet> p = demuxer.next();
+    ASSERT_TRUE(p.has_value());
+    decoder.send(*p);
+    first = decoder.receive();
+  }
+  EXPECT_NEAR(first->time(), 1.0, 1e-6);  // keyframes every 12 frames: 1.0 s is one
+  Tensor t = converter.convert(*first);
+  EXPECT_EQ(std::memcmp(t.data(), all_h264_frames()[24].data(), t.nbytes()), 0);
+}
+
+ErrorCode video_error(const Bytes& bytes, const VideoOptions& o = {}) {
+  try {
+    load_video(Source::memory(bytes, "bad-video"), o);
+  } catch (const MediaError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad-video"), std::string::npos);
+    return e.code();
+  }
+  ADD_FAILURE() << "no error";
+  return ErrorCode::io;
+}
+
+TEST(Video, BadInputsGiveTypedErrors) {
+  EXPECT_EQ(video_error(h264_clip(), pick(FrameSelection::at({10.0}))), ErrorCode::invalid_argument);
+  EXPECT_EQ(video_error(h264_clip(), pick(FrameSelection::evenly_spaced(0))), ErrorCode::invalid_argument);
+  const Bytes audio = make_audio({.codec = AudioCodec::wav, .sample_rate = 16000, .channels = 1, .seconds = 0.1, .seed = 0});
+  EXPECT_EQ(video_error(audio), ErrorCode::unsupported);
+  const Bytes truncated(h264_clip().begin(), h264_clip().begin() + h264_clip().size() / 3);
+  EXPECT_EQ(video_error(truncated), ErrorCode::bad_data);
+  const Bytes empty;
+  EXPECT_EQ(video_error(empty), ErrorCode::bad_data);
+  try {
+    load_video(Source::file("/nonexistent/clip.mp4"));
+    FAIL();
+  } catch (const MediaError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::not_found);
+  }
+}
+
+}  // namespace
+}  // namespace brigade::media
