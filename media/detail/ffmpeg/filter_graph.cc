@@ -6,6 +6,7 @@ extern "C" {
 #include <libavfilter/avfilter.h>
 #include <libavfilter/buffersink.h>
 #include <libavfilter/buffersrc.h>
+#include <libavutil/channel_layout.h>
 #include <libavutil/frame.h>
 #include <libavutil/pixdesc.h>
 }
@@ -32,18 +33,22 @@ FilterGraph FilterGraph::video(std::string_view description, const AVFrame* firs
   check_averror(avfilter_graph_create_filter(&g.sink_, avfilter_get_by_name("buffersink"), "out", nullptr,
                                              nullptr, g.graph_.get()),
                 input, "while creating the filter sink");
+  g.connect(description, std::string(",format=pix_fmts=") + av_get_pix_fmt_name(out), input);
+  return g;
+}
+
+void FilterGraph::connect(std::string_view description, const std::string& tail, std::string_view input) {
   FilterInOutPtr outputs(avfilter_inout_alloc());
   FilterInOutPtr inputs(avfilter_inout_alloc());
   if (!outputs || !inputs) throw std::bad_alloc();
   outputs->name = av_strdup("in");
-  outputs->filter_ctx = g.src_;
+  outputs->filter_ctx = src_;
   inputs->name = av_strdup("out");
-  inputs->filter_ctx = g.sink_;
-  std::string desc = description.empty() ? std::string("null") : std::string(description);
-  desc += std::string(",format=pix_fmts=") + av_get_pix_fmt_name(out);
+  inputs->filter_ctx = sink_;
+  std::string desc = description.empty() ? std::string(tail.substr(1)) : std::string(description) + tail;
   AVFilterInOut* in_raw = inputs.release();
   AVFilterInOut* out_raw = outputs.release();
-  int ret = avfilter_graph_parse_ptr(g.graph_.get(), desc.c_str(), &in_raw, &out_raw, nullptr);
+  int ret = avfilter_graph_parse_ptr(graph_.get(), desc.c_str(), &in_raw, &out_raw, nullptr);
   inputs.reset(in_raw);
   outputs.reset(out_raw);
   if (ret < 0) {
@@ -52,13 +57,50 @@ FilterGraph FilterGraph::video(std::string_view description, const AVFrame* firs
                      std::string(input), "bad filter description '" + std::string(description) +
                                              "': " + averror_text(ret));
   }
-  ret = avfilter_graph_config(g.graph_.get(), nullptr);
+  ret = avfilter_graph_config(graph_.get(), nullptr);
   if (ret < 0) {
     throw MediaError(ErrorCode::invalid_argument, std::string(input),
                      "cannot configure filter graph '" + std::string(description) + "': " + averror_text(ret));
   }
+}
+
+FilterGraph FilterGraph::audio(std::string_view description, const AVFrame* first, AVSampleFormat out, int out_rate,
+                               int out_channels, std::string_view input) {
+  FilterGraph g;
+  g.input_ = std::string(input);
+  g.graph_.reset(avfilter_graph_alloc());
+  if (!g.graph_) throw std::bad_alloc();
+  g.graph_->nb_threads = 1;
+  char layout[128] = {};
+  if (first->ch_layout.order == AV_CHANNEL_ORDER_UNSPEC) {
+    AVChannelLayout def{};
+    av_channel_layout_default(&def, first->ch_layout.nb_channels);
+    av_channel_layout_describe(&def, layout, sizeof(layout));
+  } else {
+    av_channel_layout_describe(&first->ch_layout, layout, sizeof(layout));
+  }
+  std::string args = "time_base=1/" + std::to_string(first->sample_rate) +
+                     ":sample_rate=" + std::to_string(first->sample_rate) +
+                     ":sample_fmt=" + av_get_sample_fmt_name(static_cast<AVSampleFormat>(first->format)) +
+                     ":channel_layout=" + layout;
+  check_averror(avfilter_graph_create_filter(&g.src_, avfilter_get_by_name("abuffer"), "in", args.c_str(),
+                                             nullptr, g.graph_.get()),
+                input, "while creating the audio filter source");
+  check_averror(avfilter_graph_create_filter(&g.sink_, avfilter_get_by_name("abuffersink"), "out", nullptr,
+                                             nullptr, g.graph_.get()),
+                input, "while creating the audio filter sink");
+  AVChannelLayout out_layout{};
+  av_channel_layout_default(&out_layout, out_channels);
+  char out_desc[128] = {};
+  av_channel_layout_describe(&out_layout, out_desc, sizeof(out_desc));
+  g.connect(description,
+            ",aresample=" + std::to_string(out_rate) + ",aformat=sample_fmts=" + av_get_sample_fmt_name(out) +
+                ":sample_rates=" + std::to_string(out_rate) + ":channel_layouts=" + out_desc,
+            input);
   return g;
 }
+
+AVRational FilterGraph::output_time_base() const { return av_buffersink_get_time_base(sink_); }
 
 void FilterGraph::push(AVFrame* frame) {
   check_averror(av_buffersrc_write_frame(src_, frame), input_, "while filtering");

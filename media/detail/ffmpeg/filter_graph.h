@@ -23,6 +23,13 @@ class FilterGraph {
   static FilterGraph video(std::string_view description, const AVFrame* first, AVRational time_base,
                            AVPixelFormat out, std::string_view input);
 
+  // An audio graph for frames shaped like `first` (timestamps in 1/sample_rate),
+  // producing packed `out` samples at `out_rate` with `out_channels` channels.
+  static FilterGraph audio(std::string_view description, const AVFrame* first, AVSampleFormat out, int out_rate,
+                           int out_channels, std::string_view input);
+
+  AVRational output_time_base() const;
+
   // Pushes a frame (nullptr ends the stream). The frame is not consumed.
   void push(AVFrame* frame);
   // Fills `out` with the next output frame; false when none is ready yet or at the end.
@@ -30,6 +37,7 @@ class FilterGraph {
 
  private:
   FilterGraph() = default;
+  void connect(std::string_view description, const std::string& tail, std::string_view input);
   FilterGraphPtr graph_;
   AVFilterContext* src_ = nullptr;
   AVFilterContext* sink_ = nullptr;
