@@ -27,6 +27,11 @@
 
 namespace brigade::media {
 
+// Images and video frames larger than this are rejected (unsupported) before
+// any pixel memory is allocated: a corrupt header cannot make a decoder
+// allocate gigabytes.
+inline constexpr std::int64_t kMaxPixels = std::int64_t(1) << 27;  // e.g. 16384 x 8192
+
 enum class ResizeMode {
   none,               // keep the decoded size (width/height ignored)
   stretch,            // scale to exactly width x height, ignoring the aspect ratio

@@ -101,6 +101,10 @@ void decode_jpeg(std::span<const std::uint8_t> bytes, const ImageOptions& option
   if (tjDecompressHeader3(h, bytes.data(), size, &w, &ht, &subsamp, &cs) != 0) {
     throw_tj(h, input, "while reading the JPEG header");
   }
+  if (std::int64_t(w) * ht > kMaxPixels) {
+    throw MediaError(ErrorCode::unsupported, std::string(input),
+                     "image of " + std::to_string(w) + "x" + std::to_string(ht) + " exceeds the pixel limit");
+  }
   const tjscalingfactor f = choose_scale(options, g, w, ht);
   const int sw = TJSCALED(w, f), sh = TJSCALED(ht, f);
   const Geometry sg = rescale_source(g, w, ht, sw, sh);

@@ -15,6 +15,7 @@ extern "C" {
 }
 
 #include "media/detail/ffmpeg/error.h"
+#include "media/image.h"
 
 namespace brigade::media::detail {
 namespace {
@@ -120,6 +121,7 @@ CodecContextPtr open(const AVCodec* codec, const AVCodecParameters* par, std::st
   if (!ctx) throw std::bad_alloc();
   if (par != nullptr) check_averror(avcodec_parameters_to_context(ctx.get(), par), name, "while configuring the decoder");
   ctx->thread_count = threads;
+  ctx->max_pixels = kMaxPixels;
   check_averror(avcodec_open2(ctx.get(), codec, nullptr), name, "while opening the decoder");
   return ctx;
 }
