@@ -21,8 +21,14 @@ struct TjDeleter {
 };
 using TjHandle = std::unique_ptr<void, TjDeleter>;
 
+TjHandle& thread_handle() {
+  thread_local TjHandle handle;
+  return handle;
+}
+
 tjhandle thread_decompressor() {
-  thread_local TjHandle handle(tjInitDecompress());
+  TjHandle& handle = thread_handle();
+  if (!handle) handle.reset(tjInitDecompress());
   if (!handle) throw std::bad_alloc();
   return handle.get();
 }
@@ -41,6 +47,8 @@ std::uint8_t* scratch(std::size_t nbytes) {
 
 [[noreturn]] void throw_tj(tjhandle h, std::string_view input, const char* doing) {
   std::string msg = tjGetErrorStr2(h);
+  // A handle that failed mid-stream can keep stale decoder state: start afresh.
+  thread_handle().reset();
   ErrorCode code = msg.find("nsupported") != std::string::npos ? ErrorCode::unsupported : ErrorCode::bad_data;
   throw MediaError(code, std::string(input), std::string(doing) + ": " + msg);
 }
