@@ -156,16 +156,20 @@ class SelectiveDecoder {
   bool clamp_ = false;
 
  private:
+  // Seeks when the keyframe before the next target lies ahead of what has
+  // been read: decoding up to it would be wasted work.
   void maybe_seek() {
     if (!seek_check_) return;
     seek_check_ = false;
-    const AVStream* st = v_.stream();
+    AVStream* st = v_.stream();
     const std::int64_t ts = v_.to_pts(targets_.times[next_] - eps_);
-    const int idx = av_index_search_timestamp(const_cast<AVStream*>(st), ts, AVSEEK_FLAG_BACKWARD);
-    if (idx < 0) return;
-    const AVIndexEntry* e = avformat_index_get_entry(const_cast<AVStream*>(st), idx);
+    const int idx = av_index_search_timestamp(st, ts, AVSEEK_FLAG_BACKWARD);
+    if (idx < 0 || (idx == 0 && last_dts_ == AV_NOPTS_VALUE)) return;
+    const AVIndexEntry* e = avformat_index_get_entry(st, idx);
     if (e == nullptr || (last_dts_ != AV_NOPTS_VALUE && e->timestamp <= last_dts_)) return;
-    seek_to(e->timestamp);
+    // Index entries carry decode timestamps; demuxers seek by presentation
+    // time, so seek to the target itself (the demuxer finds its keyframe).
+    seek_to(ts);
   }
 
   void seek_to(std::int64_t ts) {
@@ -175,6 +179,19 @@ class SelectiveDecoder {
     seeked_ = true;
     have_prev_ = false;
     last_dts_ = AV_NOPTS_VALUE;
+  }
+
+  // The demuxer landed on a keyframe displayed after the target: back off
+  // further (1 s, 2 s, 4 s...), down to the start of the stream.
+  void seek_back() {
+    const auto step = std::int64_t(backoff_ / av_q2d(v_.timing.time_base));
+    backoff_ *= 2;
+    if (seek_ts_ - step <= v_.timing.start_pts) {
+      seek_to(v_.timing.start_pts);
+      seeked_ = false;  // decoding from the start: the first frame is the earliest
+    } else {
+      seek_to(seek_ts_ - step);
+    }
   }
 
   void drain() {
@@ -196,10 +213,7 @@ class SelectiveDecoder {
       } else if (!seeked_) {
         emit(frame_.get());  // before the first frame: the first frame
       } else {
-        // The keyframe we seeked to is displayed after the target: go further back.
-        const std::int64_t earlier = seek_ts_ - 1;
-        seek_to(earlier < v_.timing.start_pts ? v_.timing.start_pts : earlier);
-        if (earlier < v_.timing.start_pts) seeked_ = false;
+        seek_back();
         av_frame_unref(frame_.get());
         return;
       }
@@ -229,6 +243,7 @@ class SelectiveDecoder {
     }
     ++next_;
     seek_check_ = true;
+    backoff_ = 1.0;
   }
 
   OpenVideo& v_;
@@ -247,6 +262,7 @@ class SelectiveDecoder {
   bool seeked_ = false;
   bool seek_check_ = true;
   std::int64_t seek_ts_ = 0;
+  double backoff_ = 1.0;
   std::int64_t last_dts_ = AV_NOPTS_VALUE;
 };
 

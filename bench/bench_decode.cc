@@ -1,0 +1,363 @@
+// bench_decode: decode throughput of brigade::media against references.
+//
+//   bench_decode [--kind image|video] [--list FILE] [--threads N] [--seconds S]
+//
+// Image: decode + ImageNet eval transform (shorter side 256, center crop 224,
+// RGB). Rows: "brigade" (load_image) and "turbojpeg" (TurboJPEG full RGB
+// decode with accurate DCT + swscale bilinear crop-resize, the usual recipe).
+// Video: 8 evenly spaced frames per clip at 224x224 RGB. Rows: "brigade"
+// (load_video), "libav-sequential" (libavcodec decoding every frame, as a
+// player would, converting the 8 selected) and "ffmpeg-cli" (the ffmpeg
+// program with -threads 1, when installed; includes its process start-up).
+//
+// Inputs are read into memory first (the CLI reads its files from disk);
+// without --list, synthetic media is generated (ImageNet-like q90 4:2:0 JPEGs;
+// 10 s 320x240 H.264 clips). Exactly N worker threads decode, each
+// single-threaded. One untimed warm-up pass, then whole passes until --seconds
+// have elapsed. JSON lines on stdout, a table on stderr.
+#include <sys/resource.h>
+#include <turbojpeg.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern "C" {
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libswscale/swscale.h>
+}
+
+#include "media/errors.h"
+#include "media/image.h"
+#include "media/synthetic.h"
+#include "media/video.h"
+
+namespace {
+
+using brigade::media::Bytes;
+namespace bm = brigade::media;
+
+struct Args {
+  std::string kind = "image";
+  std::string list;
+  int threads = 1;
+  double seconds = 3.0;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "missing value for %s\n", k.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (k == "--kind") a.kind = value();
+    else if (k == "--list") a.list = value();
+    else if (k == "--threads") a.threads = std::atoi(value().c_str());
+    else if (k == "--seconds") a.seconds = std::atof(value().c_str());
+    else {
+      std::fprintf(stderr, "usage: bench_decode [--kind image|video] [--list FILE] [--threads N] [--seconds S]\n");
+      std::exit(2);
+    }
+  }
+  if ((a.kind != "image" && a.kind != "video") || a.threads <= 0) {
+    std::fprintf(stderr, "bad --kind or --threads\n");
+    std::exit(2);
+  }
+  return a;
+}
+
+double cpu_seconds(int who) {
+  rusage u{};
+  getrusage(who, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+struct Result {
+  long items = 0;
+  double seconds = 0;
+  double cpu = 0;
+  long failures = 0;
+};
+
+// Runs fn(i) for every item, on exactly `threads` threads: one warm-up pass,
+// then timed passes until `min_seconds`.
+Result run(std::size_t n, int threads, double min_seconds, const std::function<void(std::size_t)>& fn,
+           bool child_cpu = false) {
+  std::atomic<long> failures{0};
+  auto pass = [&] {
+    std::atomic<std::size_t> next{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&] {
+        for (std::size_t i; (i = next.fetch_add(1)) < n;) {
+          try {
+            fn(i);
+          } catch (const std::exception& e) {
+            if (failures.fetch_add(1) < 3) std::fprintf(stderr, "failure: %s\n", e.what());
+          }
+        }
+      });
+    }
+    for (auto& t : pool) t.join();
+  };
+  pass();  // warm-up
+  failures = 0;
+  Result r;
+  const int who = child_cpu ? RUSAGE_CHILDREN : RUSAGE_SELF;
+  const double cpu0 = cpu_seconds(who) + (child_cpu ? cpu_seconds(RUSAGE_SELF) : 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  do {
+    pass();
+    r.items += long(n);
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } while (r.seconds < min_seconds);
+  r.cpu = cpu_seconds(who) + (child_cpu ? cpu_seconds(RUSAGE_SELF) : 0) - cpu0;
+  r.failures = failures;
+  return r;
+}
+
+void report(const char* impl, const std::string& kind, const char* op, int threads, const Result& r,
+            const char* unit, double ratio) {
+  const double rate = double(r.items) / r.seconds, cpu_ms = 1e3 * r.cpu / double(r.items);
+  std::printf("{\"bench\":\"decode\",\"impl\":\"%s\",\"kind\":\"%s\",\"op\":\"%s\",\"threads\":%d,\"%s\":%ld,"
+              "\"%s_per_s\":%.1f,\"cpu_ms_per_%s\":%.3f,\"failures\":%ld",
+              impl, kind.c_str(), op, threads, unit, r.items, unit, rate, unit[0] == 'i' ? "image" : "clip", cpu_ms,
+              r.failures);
+  if (ratio > 0) std::printf(",\"ratio_vs_reference\":%.3f", ratio);
+  std::printf("}\n");
+  std::fflush(stdout);
+  std::fprintf(stderr, "%-18s %-6s threads=%d %10.1f %s/s  %8.3f cpu-ms each  failures=%ld\n", impl, kind.c_str(),
+               threads, rate, unit, cpu_ms, r.failures);
+}
+
+std::vector<std::string> read_list(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    std::fprintf(stderr, "cannot read %s\n", path.c_str());
+    std::exit(2);
+  }
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
+// ---- image references ------------------------------------------------------
+
+struct TjDeleter {
+  void operator()(void* h) const { tjDestroy(h); }
+};
+struct SwsDeleter {
+  void operator()(SwsContext* c) const { sws_freeContext(c); }
+};
+
+// TurboJPEG full-size RGB decode (accurate DCT), then swscale bilinear of the
+// center-crop region (torchvision's Resize(256) + CenterCrop(224) rounding).
+void turbojpeg_eval224(const Bytes& jpeg, std::uint8_t* out) {
+  thread_local std::unique_ptr<void, TjDeleter> tj(tjInitDecompress());
+  thread_local std::vector<std::uint8_t> rgb;
+  thread_local std::unique_ptr<SwsContext, SwsDeleter> sws;
+  int w = 0, h = 0, ss = 0, cs = 0;
+  if (tjDecompressHeader3(tj.get(), jpeg.data(), jpeg.size(), &w, &h, &ss, &cs) != 0) throw std::runtime_error("header");
+  if (rgb.size() < std::size_t(w) * h * 3 + 64) rgb.resize(std::size_t(w) * h * 3 + 64);
+  if (tjDecompress2(tj.get(), jpeg.data(), jpeg.size(), rgb.data(), w, w * 3, h, TJPF_RGB, TJFLAG_ACCURATEDCT) != 0) {
+    throw std::runtime_error(tjGetErrorStr2(tj.get()));
+  }
+  const int rw = w <= h ? 256 : int(256LL * w / h), rh = w <= h ? int(256LL * h / w) : 256;
+  const int left = int(std::lround((rw - 224) / 2.0)), top = int(std::lround((rh - 224) / 2.0));
+  const double sx = double(w) / rw, sy = double(h) / rh;
+  const int x0 = int(std::lround(left * sx)), x1 = int(std::lround((left + 224) * sx));
+  const int y0 = int(std::lround(top * sy)), y1 = int(std::lround((top + 224) * sy));
+  sws.reset(sws_getCachedContext(sws.release(), x1 - x0, y1 - y0, AV_PIX_FMT_RGB24, 224, 224, AV_PIX_FMT_RGB24,
+                                 SWS_BILINEAR | SWS_ACCURATE_RND, nullptr, nullptr, nullptr));
+  const std::uint8_t* src[1] = {rgb.data() + (std::size_t(y0) * w + x0) * 3};
+  const int src_stride[1] = {w * 3};
+  std::uint8_t* dst[1] = {out};
+  const int dst_stride[1] = {224 * 3};
+  sws_scale(sws.get(), src, src_stride, 0, y1 - y0, dst, dst_stride);
+}
+
+int bench_images(const Args& a) {
+  std::vector<Bytes> files;
+  if (a.list.empty()) {
+    // ImageNet-like sizes (most are 500 px on the long side), q90 4:2:0.
+    const int sizes[][2] = {{500, 375}, {375, 500}, {500, 333}, {333, 500}, {500, 400}, {640, 480}, {500, 500}, {400, 300}};
+    for (int i = 0; i < 48; ++i) files.push_back(bm::make_image(bm::ImageCodec::jpeg, sizes[i % 8][0], sizes[i % 8][1], i));
+  } else {
+    for (const auto& p : read_list(a.list)) files.push_back(bm::read_file(p));
+  }
+  std::vector<std::size_t> jpegs;
+  double bytes = 0;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    bytes += double(files[i].size());
+    if (files[i].size() > 2 && files[i][0] == 0xFF && files[i][1] == 0xD8) jpegs.push_back(i);
+  }
+  std::fprintf(stderr, "images: %zu (%zu JPEG), mean %.1f KB\n", files.size(), jpegs.size(), bytes / files.size() / 1e3);
+  const bm::ImageOptions eval = bm::imagenet_eval_options();
+  const std::vector<std::int64_t> shape{224, 224, 3};
+  auto out_for_thread = [] {
+    thread_local bm::Tensor out = bm::Tensor::empty(bm::DType::uint8, {224, 224, 3});
+    return out;
+  };
+  const Result ours = run(files.size(), a.threads, a.seconds, [&](std::size_t i) {
+    bm::load_image_into(bm::Source::memory(files[i], "image " + std::to_string(i)), eval, out_for_thread());
+  });
+  Result ref;
+  if (!jpegs.empty()) {
+    ref = run(jpegs.size(), a.threads, a.seconds, [&](std::size_t i) {
+      turbojpeg_eval224(files[jpegs[i]], out_for_thread().data_as<std::uint8_t>());
+    });
+  }
+  double ratio = 0;
+  if (jpegs.size() == files.size() && ref.items > 0) {
+    ratio = (double(ours.items) / ours.seconds) / (double(ref.items) / ref.seconds);
+  }
+  report("brigade", "image", "eval224", a.threads, ours, "images", ratio);
+  if (ref.items > 0) report("turbojpeg", "image", "eval224", a.threads, ref, "images", 0);
+  return 0;
+}
+
+// ---- video references ------------------------------------------------------
+
+std::vector<std::int64_t> eight_indices(std::int64_t frames) {
+  std::vector<std::int64_t> idx;
+  for (int i = 0; i < 8; ++i) idx.push_back(std::lround(i * double(frames - 1) / 7));
+  return idx;
+}
+
+struct FormatCloser {
+  void operator()(AVFormatContext* f) const { avformat_close_input(&f); }
+};
+struct CodecFreer {
+  void operator()(AVCodecContext* c) const { avcodec_free_context(&c); }
+};
+struct FrameFreer {
+  void operator()(AVFrame* f) const { av_frame_free(&f); }
+};
+struct PacketFreer {
+  void operator()(AVPacket* p) const { av_packet_free(&p); }
+};
+
+// libavcodec decoding every frame of `path` (threads=1), converting the selected ones.
+void libav_sequential(const std::string& path, const std::vector<std::int64_t>& wanted, std::uint8_t* out) {
+  AVFormatContext* raw = nullptr;
+  if (avformat_open_input(&raw, path.c_str(), nullptr, nullptr) < 0) throw std::runtime_error("open " + path);
+  std::unique_ptr<AVFormatContext, FormatCloser> fmt(raw);
+  avformat_find_stream_info(fmt.get(), nullptr);
+  const int vs = av_find_best_stream(fmt.get(), AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
+  if (vs < 0) throw std::runtime_error("no video");
+  const AVCodec* codec = avcodec_find_decoder(fmt->streams[vs]->codecpar->codec_id);
+  std::unique_ptr<AVCodecContext, CodecFreer> ctx(avcodec_alloc_context3(codec));
+  avcodec_parameters_to_context(ctx.get(), fmt->streams[vs]->codecpar);
+  ctx->thread_count = 1;
+  if (avcodec_open2(ctx.get(), codec, nullptr) < 0) throw std::runtime_error("codec");
+  std::unique_ptr<AVPacket, PacketFreer> pkt(av_packet_alloc());
+  std::unique_ptr<AVFrame, FrameFreer> frame(av_frame_alloc());
+  std::unique_ptr<SwsContext, SwsDeleter> sws;
+  std::int64_t n = 0;
+  std::size_t k = 0;
+  auto drain = [&] {
+    while (avcodec_receive_frame(ctx.get(), frame.get()) == 0) {
+      for (; k < wanted.size() && wanted[k] == n; ++k) {
+        sws.reset(sws_getCachedContext(sws.release(), frame->width, frame->height, AVPixelFormat(frame->format), 224,
+                                       224, AV_PIX_FMT_RGB24, SWS_BILINEAR | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT,
+                                       nullptr, nullptr, nullptr));
+        std::uint8_t* dst[1] = {out + k * 224 * 224 * 3};
+        const int stride[1] = {224 * 3};
+        sws_scale(sws.get(), frame->data, frame->linesize, 0, frame->height, dst, stride);
+      }
+      ++n;
+    }
+  };
+  while (av_read_frame(fmt.get(), pkt.get()) >= 0) {
+    if (pkt->stream_index == vs) avcodec_send_packet(ctx.get(), pkt.get());
+    av_packet_unref(pkt.get());
+    drain();
+  }
+  avcodec_send_packet(ctx.get(), nullptr);
+  drain();
+  if (k != wanted.size()) throw std::runtime_error("missing frames in " + path);
+}
+
+int bench_videos(const Args& a) {
+  std::vector<std::string> paths;
+  std::filesystem::path tmp;
+  if (a.list.empty()) {
+    tmp = std::filesystem::temp_directory_path() / ("bench_decode_" + std::to_string(getpid()));
+    std::filesystem::create_directories(tmp);
+    for (int i = 0; i < 6; ++i) {
+      const Bytes clip = bm::make_video({.codec = bm::VideoCodec::h264, .width = 320, .height = 240, .frames = 250,
+                                         .fps = 25, .gop = 50, .b_frames = 2, .seed = std::uint64_t(i)});
+      paths.push_back((tmp / ("clip" + std::to_string(i) + ".mp4")).string());
+      bm::write_file(paths.back(), clip);
+    }
+  } else {
+    paths = read_list(a.list);
+  }
+  std::vector<Bytes> files;
+  std::vector<std::vector<std::int64_t>> wanted;
+  for (const auto& p : paths) {
+    files.push_back(bm::read_file(p));
+    wanted.push_back(eight_indices(bm::probe_video(bm::Source::memory(files.back(), p)).frames));
+  }
+  std::fprintf(stderr, "clips: %zu\n", files.size());
+  bm::VideoOptions opts;
+  opts.frames = bm::FrameSelection::evenly_spaced(8);
+  opts.image.resize = bm::ResizeMode::stretch;
+  opts.image.width = opts.image.height = 224;
+  opts.threads = 1;
+  const Result ours = run(files.size(), a.threads, a.seconds, [&](std::size_t i) {
+    bm::load_video(bm::Source::memory(files[i], paths[i]), opts);
+  });
+  const Result seq = run(files.size(), a.threads, a.seconds, [&](std::size_t i) {
+    std::vector<std::uint8_t> out(8 * 224 * 224 * 3);
+    libav_sequential(paths[i], wanted[i], out.data());
+  });
+  report("brigade", "video", "clip8x224", a.threads, ours, "clips",
+         (double(ours.items) / ours.seconds) / (double(seq.items) / seq.seconds));
+  report("libav-sequential", "video", "clip8x224", a.threads, seq, "clips", 0);
+  if (std::system("command -v ffmpeg >/dev/null 2>&1") == 0) {
+    const Result cli = run(files.size(), a.threads, a.seconds, [&](std::size_t i) {
+      std::string select;
+      for (auto n : wanted[i]) select += (select.empty() ? "" : "+") + ("eq(n\\," + std::to_string(n) + ")");
+      const std::string cmd = "ffmpeg -nostdin -loglevel error -threads 1 -i '" + paths[i] +
+                              "' -filter_threads 1 -vf \"select='" + select +
+                              "',scale=224:224:flags=bilinear\" -vsync 0 -pix_fmt rgb24 -f rawvideo -y /dev/null";
+      if (std::system(cmd.c_str()) != 0) throw std::runtime_error("ffmpeg failed on " + paths[i]);
+    }, true);
+    report("ffmpeg-cli", "video", "clip8x224", a.threads, cli, "clips", 0);
+  } else {
+    std::fprintf(stderr, "ffmpeg CLI not installed: no ffmpeg-cli row\n");
+  }
+  if (!tmp.empty()) std::filesystem::remove_all(tmp);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  try {
+    return a.kind == "image" ? bench_images(a) : bench_videos(a);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_decode: %s\n", e.what());
+    return 1;
+  }
+}
