@@ -149,10 +149,10 @@ void FrameConverter::convert_into(const Frame& frame, const Tensor& out) const {
 }
 
 VideoReader::VideoReader(const Source& source, ImageOptions options, int threads)
-    : demuxer_(source), decoder_(demuxer_, threads), converter_(std::move(options)) {}
+    : name_(source.name()), demuxer_(source), decoder_(demuxer_, threads), converter_(std::move(options)) {}
 
 std::optional<Tensor> VideoReader::next_chunk(int chunk_frames, const Allocator& allocator) {
-  if (chunk_frames <= 0) throw MediaError(ErrorCode::invalid_argument, "VideoReader", "chunk_frames must be > 0");
+  if (chunk_frames <= 0) throw MediaError(ErrorCode::invalid_argument, name_, "chunk_frames must be > 0");
   Tensor chunk;
   int n = 0;
   while (n < chunk_frames) {
@@ -172,7 +172,7 @@ std::optional<Tensor> VideoReader::next_chunk(int chunk_frames, const Allocator&
       shape.insert(shape.begin(), chunk_frames);
       chunk = Tensor::empty(DType::uint8, shape, allocator);
     } else if (!std::equal(shape.begin(), shape.end(), chunk.shape().begin() + 1)) {
-      throw MediaError(ErrorCode::bad_data, "VideoReader", "the frame size changed mid-stream");
+      throw MediaError(ErrorCode::bad_data, name_, "the frame size changed mid-stream");
     }
     converter_.convert_into(*frame, chunk[n]);
     ++n;

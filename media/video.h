@@ -167,6 +167,7 @@ class VideoReader {
   std::optional<Tensor> next_chunk(int chunk_frames, const Allocator& allocator = {});
 
  private:
+  std::string name_;
   Demuxer demuxer_;
   VideoDecoder decoder_;
   FrameConverter converter_;

@@ -128,8 +128,10 @@ TEST(Image, EvalTransformMatchesFloatBilinearReference) {
       Tensor t = load_image(Source::memory(jpeg), o);
       ASSERT_EQ(t.shape(), (std::vector<std::int64_t>{224, 224, 3}));
       const double mae = mean_abs_diff(t.data_as<std::uint8_t>(), ref.data(), ref.size());
-      // DCT scaling (opt-in) keeps more of the sensor noise than a filtered resize.
-      EXPECT_LT(mae, dct ? 5.0 : 2.0) << w << "x" << h << " dct_scaling=" << dct;
+      // The crop's source rectangle is rounded to whole pixels (up to half a
+      // source pixel at each edge), which on this deliberately noisy content
+      // costs about 1-2 levels; DCT scaling (opt-in) keeps more of the noise.
+      EXPECT_LT(mae, dct ? 5.0 : 2.5) << w << "x" << h << " dct_scaling=" << dct;
       std::fprintf(stderr, "eval224 %dx%d dct_scaling=%d MAE=%.3f\n", w, h, int(dct), mae);
     }
   }
