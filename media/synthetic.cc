@@ -252,7 +252,9 @@ Bytes make_video(const VideoSpec& spec) {
   switch (spec.codec) {
     case VideoCodec::h264:
       av_opt_set(enc->priv_data, "preset", "veryfast", 0);
-      av_opt_set(enc->priv_data, "x264-params", "scenecut=0:threads=1", 0);
+      // No lookahead: with it, this libx264 build's output varied from call to
+      // call (even single-threaded); fixed B-frame placement keeps B-frames.
+      av_opt_set(enc->priv_data, "x264-params", "scenecut=0:threads=1:rc-lookahead=0:b-adapt=0", 0);
       av_opt_set_int(enc->priv_data, "crf", 23, 0);
       break;
     case VideoCodec::hevc:
@@ -286,6 +288,8 @@ Bytes make_video(const VideoSpec& spec) {
   frame->width = spec.width;
   frame->height = spec.height;
   check_averror(av_frame_get_buffer(frame.get(), 0), name, "while allocating a frame");
+  // Encoders may read the padding past each row: make it deterministic.
+  for (int p = 0; p < 4 && frame->buf[p]; ++p) std::memset(frame->buf[p]->data, 0, frame->buf[p]->size);
   detail::SwsContextPtr sws(sws_getContext(spec.width, spec.height, AV_PIX_FMT_RGB24, spec.width, spec.height,
                                            AV_PIX_FMT_YUV420P, SWS_BILINEAR | SWS_ACCURATE_RND, nullptr, nullptr,
                                            nullptr));

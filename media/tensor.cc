@@ -4,7 +4,6 @@
 #include <new>
 #include <stdexcept>
 
-#include "media/errors.h"
 
 namespace brigade::media {
 

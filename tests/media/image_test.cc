@@ -248,6 +248,18 @@ TEST(Image, AppliesFilterDescription) {
   EXPECT_NE(make_filter_desc(imagenet_eval_options(), 500, 375).find("crop="), std::string::npos);
 }
 
+TEST(Image, FfmpegMjpegPathMatchesTurboJpeg) {
+  // With a filter, JPEG goes through FFmpeg's MJPEG decoder (yuvj420p frames).
+  const Bytes jpeg = make_image(ImageCodec::jpeg, 160, 120, 15);
+  ImageOptions o;
+  Tensor tj = load_image(Source::memory(jpeg), o);
+  o.filter_desc = "null";
+  Tensor ff = load_image(Source::memory(jpeg), o);
+  ASSERT_EQ(tj.shape(), ff.shape());
+  // Different IDCTs and chroma upsampling (the filter graph converts with its own swscale settings).
+  EXPECT_LT(mean_abs_diff(tj.data_as<std::uint8_t>(), ff.data_as<std::uint8_t>(), tj.nbytes()), 3.0);
+}
+
 TEST(Image, ReadsFilesWhateverTheirExtension) {
   const auto dir = std::filesystem::temp_directory_path();
   const std::string path = (dir / "brigade_image_test_png_named.jpg").string();

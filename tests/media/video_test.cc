@@ -95,7 +95,7 @@ TEST(Video, ResizesAndConvertsFrames) {
 }
 
 TEST(Video, OtherCodecsDecode) {
-  for (VideoCodec codec : {VideoCodec::mpeg4, VideoCodec::hevc, VideoCodec::vp9}) {
+  for (VideoCodec codec : {VideoCodec::mpeg4, VideoCodec::hevc, VideoCodec::vp9, VideoCodec::av1}) {
     const Bytes clip = make_video({.codec = codec, .width = 64, .height = 48, .frames = 12, .fps = 12, .gop = 6,
                                    .b_frames = 2, .seed = 2});
     Tensor all = load_video(Source::memory(clip));
