@@ -1,0 +1,425 @@
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "actors/detail/run.h"
+
+namespace brigade::actors::detail {
+namespace {
+
+// Dispatch granularity follows the measured task time: cheap tasks go to a worker in
+// chunks so that messaging does not dominate; slow tasks go one at a time so that a
+// free worker always takes the next item (load balance beats message count there).
+constexpr double kCheapTaskNs = 20'000;
+constexpr double kMediumTaskNs = 200'000;
+constexpr std::size_t kMaxChunk = 64;
+
+void call_hooks_before(const RunShared& run, const TaskInfo& info) {
+  for (const auto& hook : run.options.hooks) {
+    try {
+      hook->before_task(info);
+    } catch (const std::exception& e) {
+      spdlog::warn("brigade: task hook threw in stage '{}': {}", info.stage, e.what());
+    }
+  }
+}
+
+void call_hooks_after(const RunShared& run, const TaskInfo& info, const Result& r) {
+  for (const auto& hook : run.options.hooks) {
+    try {
+      hook->after_task(info, std::chrono::nanoseconds(r.ns), r.outcome, r.error);
+    } catch (const std::exception& e) {
+      spdlog::warn("brigade: task hook threw in stage '{}': {}", info.stage, e.what());
+    }
+  }
+}
+
+// Sleeps in short slices so that a stop is not delayed by a long backoff.
+void backoff_sleep(const RunShared& run, std::chrono::duration<double, std::milli> total) {
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(total);
+  while (!run.stopping.load(std::memory_order_relaxed) && Clock::now() < until) {
+    std::this_thread::sleep_for(std::min<Clock::duration>(until - Clock::now(),
+                                                           std::chrono::milliseconds(10)));
+  }
+}
+
+void assign_output_positions(StageKind kind, Result& r, std::vector<AnyValue>& outs) {
+  r.outputs.reserve(outs.size());
+  const bool split = kind == StageKind::disaggregate && outs.size() == r.positions.size();
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    Positions p = split ? Positions(r.positions[i]) : r.positions;
+    r.outputs.push_back(Item{std::move(outs[i]), std::move(p)});
+  }
+}
+
+Result run_task(const RunShared& run, const StageSpec& spec, Task&& task) {
+  Result r;
+  r.seq = task.seq;
+  r.positions = std::move(task.item.positions);
+  const TaskInfo info{spec.options.name, r.positions};
+  if (!run.options.hooks.empty()) call_hooks_before(run, info);
+  const int attempts = std::max(1, spec.options.retry.attempts);
+  std::chrono::duration<double, std::milli> backoff = spec.options.retry.backoff;
+  std::vector<AnyValue> outs;
+  const auto t0 = Clock::now();
+  for (int attempt = 1;; ++attempt) {
+    try {
+      outs.clear();
+      spec.fn(task.item.value, outs, attempt < attempts);
+      r.outcome = outs.empty() ? TaskOutcome::filtered : TaskOutcome::ok;
+      r.error.clear();
+      break;
+    } catch (const std::exception& e) {
+      r.error = e.what();
+    } catch (...) {
+      r.error = "unknown exception (not derived from std::exception)";
+    }
+    if (attempt >= attempts || run.stopping.load(std::memory_order_relaxed)) {
+      r.outcome = TaskOutcome::failed;
+      outs.clear();  // a generator that threw midway delivers nothing of its input
+      break;
+    }
+    ++r.retries;
+    backoff_sleep(run, backoff);
+    backoff *= spec.options.retry.multiplier;
+  }
+  r.ns = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+  if (!run.options.hooks.empty()) call_hooks_after(run, info, r);
+  assign_output_positions(spec.kind, r, outs);
+  return r;
+}
+
+struct WorkerState {
+  WorkerState() = default;
+  static inline const char* name = "brigade.worker";
+};
+
+worker_actor::behavior_type worker_main(worker_actor::stateful_pointer<WorkerState> self,
+                                        std::shared_ptr<RunShared> run, int stage, int index,
+                                        stage_actor coordinator) {
+  return {
+      [=](work_atom, TaskBatch& batch) {
+        const StageSpec& spec = run->spec.stages[stage];
+        auto results = std::make_shared<std::vector<Result>>();
+        results->reserve(batch.tasks->size());
+        for (auto& task : *batch.tasks) {
+          if (run->stopping.load(std::memory_order_relaxed)) return;  // cancelled
+          results->push_back(run_task(*run, spec, std::move(task)));
+        }
+        self->send(coordinator, done_atom::value, ResultBatch{std::move(results), index});
+      },
+      [=](stop_atom) { self->quit(); },
+  };
+}
+
+struct OutItem {
+  Item item;
+  int weight;  // input units this output accounts for in `held`
+};
+
+/// A stage's coordinator. It owns the stage's queue, order and credit:
+/// `held` counts every item the stage holds (queued, at a worker, finished and waiting
+/// for order or credit, accumulating in an aggregate), in the stage's input units,
+/// and upstream is granted credit only while held + granted < capacity.
+struct StageState {
+  StageState() = default;  // not an aggregate: CAF probes State(self)
+  static inline const char* name = "brigade.stage";
+
+  std::shared_ptr<RunShared> run;
+  const StageSpec* spec = nullptr;
+  StageCounters* counters = nullptr;
+  upstream_actor upstream;
+  downstream_actor downstream;
+  std::vector<worker_actor> workers;
+  std::vector<std::size_t> load;  // tasks given to each worker, not yet answered
+  std::deque<Task> queue;
+  std::deque<std::optional<Result>> reorder;  // input order: results by seq - next_emit
+  std::uint64_t next_seq = 0;
+  std::deque<OutItem> out;
+  std::unique_ptr<ErasedAggregator> aggregator;
+  Positions accumulated;
+  int accumulated_count = 0;
+  int capacity = 0;
+  int held = 0;
+  std::size_t in_flight = 0;
+  std::uint32_t granted = 0;
+  std::uint32_t credit = 0;
+  std::uint64_t tasks = 0;
+  std::uint64_t failures = 0;
+  double ewma_ns = -1;
+  bool upstream_done = false;
+  bool flushed = false;
+  bool finished = false;
+};
+
+using StagePtr = stage_actor::stateful_pointer<StageState>;
+
+void quit_stage(StagePtr self) {
+  auto& st = self->state;
+  for (auto& w : st.workers) self->send(w, stop_atom::value);
+  st.finished = true;
+  self->quit();
+}
+
+void record_failure(StagePtr self, const Positions& positions, const std::string& error) {
+  auto& st = self->state;
+  ++st.failures;
+  st.run->total_failures.fetch_add(1, std::memory_order_relaxed);
+  st.run->record_failure(FailureRecord{st.spec->options.name, positions, error});
+}
+
+void check_budgets(StagePtr self) {
+  auto& st = self->state;
+  const auto& own = st.spec->options.max_failures;
+  const auto& global = st.run->options.max_failures;
+  if (own.exceeded(st.failures, st.tasks)) {
+    st.run->fail("stage '" + st.spec->options.name + "' exceeded its failure budget (" +
+                 own.describe() + "): " + std::to_string(st.failures) + " failures in " +
+                 std::to_string(st.tasks) + " tasks");
+  } else if (global.exceeded(st.run->total_failures.load(), st.run->total_tasks.load())) {
+    st.run->fail("the pipeline exceeded its failure budget (" + global.describe() +
+                 "): " + std::to_string(st.run->total_failures.load()) + " failures in " +
+                 std::to_string(st.run->total_tasks.load()) + " tasks");
+  }
+}
+
+void emit_aggregate(StagePtr self, AnyValue&& value) {
+  auto& st = self->state;
+  const bool fixed = st.spec->aggregate_size > 0;
+  const int weight = fixed ? st.accumulated_count : 1;
+  if (!fixed) st.held += 1;
+  st.out.push_back(OutItem{Item{std::move(value), std::move(st.accumulated)}, weight});
+  st.accumulated.clear();
+  st.accumulated_count = 0;
+}
+
+void accumulate(StagePtr self, Item&& item) {
+  auto& st = self->state;
+  const auto t0 = Clock::now();
+  const bool fixed = st.spec->aggregate_size > 0;
+  ++st.tasks;
+  st.run->total_tasks.fetch_add(1, std::memory_order_relaxed);
+  try {
+    auto batch = st.aggregator->accumulate(std::move(item.value));
+    st.accumulated.append(item.positions);
+    ++st.accumulated_count;
+    if (!fixed) st.held -= 1;  // a custom aggregator bounds what it keeps itself
+    if (batch) emit_aggregate(self, std::move(*batch));
+    st.counters->record_task(
+        static_cast<std::uint64_t>((Clock::now() - t0).count()), TaskOutcome::ok, 0);
+  } catch (const std::exception& e) {
+    st.held -= 1;
+    st.counters->record_task(0, TaskOutcome::failed, 0);
+    record_failure(self, item.positions, e.what());
+    check_budgets(self);
+  }
+}
+
+void flush_aggregate(StagePtr self) {
+  auto& st = self->state;
+  st.flushed = true;
+  const bool fixed = st.spec->aggregate_size > 0;
+  try {
+    auto batch = st.aggregator->flush();
+    if (batch) {
+      emit_aggregate(self, std::move(*batch));
+      return;
+    }
+    st.counters->record_filtered(static_cast<std::uint64_t>(st.accumulated_count));
+  } catch (const std::exception& e) {
+    record_failure(self, st.accumulated, std::string("aggregate flush: ") + e.what());
+  }
+  if (fixed) st.held -= st.accumulated_count;
+  st.accumulated.clear();
+  st.accumulated_count = 0;
+}
+
+void accept(StagePtr self, ItemBatch& batch) {
+  auto& st = self->state;
+  const auto n = static_cast<std::uint32_t>(batch.items->size());
+  st.granted -= std::min(st.granted, n);
+  st.held += static_cast<int>(n);
+  if (st.spec->kind == StageKind::aggregate) {
+    for (auto& item : *batch.items) accumulate(self, std::move(item));
+    return;
+  }
+  const bool ordered = st.spec->options.output_order == Order::input;
+  for (auto& item : *batch.items) {
+    st.queue.push_back(Task{st.next_seq++, std::move(item)});
+    if (ordered) st.reorder.emplace_back();
+  }
+}
+
+void take_result(StagePtr self, Result&& r) {
+  auto& st = self->state;
+  ++st.tasks;
+  st.run->total_tasks.fetch_add(1, std::memory_order_relaxed);
+  st.counters->record_task(r.ns, r.outcome, r.retries);
+  st.ewma_ns = st.ewma_ns < 0 ? static_cast<double>(r.ns) : 0.9 * st.ewma_ns + 0.1 * r.ns;
+  if (r.outcome == TaskOutcome::failed) {
+    spdlog::warn("brigade: stage '{}' failed on source position {}: {}",
+                 st.spec->options.name, r.positions.empty() ? 0 : r.positions.front(), r.error);
+    record_failure(self, r.positions, r.error);
+  }
+  st.held += static_cast<int>(r.outputs.size()) - 1;
+  if (st.spec->options.output_order == Order::input) {
+    st.reorder[r.seq - (st.next_seq - st.reorder.size())] = std::move(r);
+    return;
+  }
+  for (auto& item : r.outputs) st.out.push_back(OutItem{std::move(item), 1});
+}
+
+void on_results(StagePtr self, ResultBatch& batch) {
+  auto& st = self->state;
+  st.load[batch.worker] -= batch.results->size();
+  st.in_flight -= batch.results->size();
+  for (auto& r : *batch.results) take_result(self, std::move(r));
+  while (!st.reorder.empty() && st.reorder.front()) {
+    for (auto& item : st.reorder.front()->outputs) st.out.push_back(OutItem{std::move(item), 1});
+    st.reorder.pop_front();
+  }
+  check_budgets(self);
+}
+
+void dispatch(StagePtr self) {
+  auto& st = self->state;
+  while (!st.queue.empty()) {
+    const auto idle = static_cast<std::size_t>(std::count(st.load.begin(), st.load.end(), 0));
+    if (idle == 0) return;
+    const auto w = static_cast<std::size_t>(std::find(st.load.begin(), st.load.end(), 0) -
+                                            st.load.begin());
+    std::size_t chunk = 1;
+    if (st.ewma_ns >= 0 && st.ewma_ns < kCheapTaskNs) {
+      chunk = std::min(st.queue.size(), kMaxChunk);
+    } else if (st.ewma_ns >= 0 && st.ewma_ns < kMediumTaskNs) {
+      chunk = (st.queue.size() + idle - 1) / idle;
+    }
+    auto tasks = std::make_shared<std::vector<Task>>();
+    tasks->reserve(chunk);
+    for (std::size_t i = 0; i < chunk; ++i) {
+      tasks->push_back(std::move(st.queue.front()));
+      st.queue.pop_front();
+    }
+    st.load[w] += chunk;
+    st.in_flight += chunk;
+    self->send(st.workers[w], work_atom::value, TaskBatch{std::move(tasks)});
+  }
+}
+
+void forward(StagePtr self) {
+  auto& st = self->state;
+  const std::size_t n = std::min<std::size_t>(st.credit, st.out.size());
+  if (n == 0) return;
+  auto items = std::make_shared<std::vector<Item>>();
+  items->reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    st.held -= st.out.front().weight;
+    items->push_back(std::move(st.out.front().item));
+    st.out.pop_front();
+  }
+  st.credit -= static_cast<std::uint32_t>(n);
+  st.counters->record_outputs(n);
+  self->send(st.downstream, items_atom::value, ItemBatch{std::move(items)});
+}
+
+void maybe_finish(StagePtr self) {
+  auto& st = self->state;
+  if (!st.upstream_done || st.finished) return;
+  if (!st.queue.empty() || st.in_flight > 0 || !st.reorder.empty()) return;
+  if (st.aggregator && !st.flushed) {
+    flush_aggregate(self);
+    forward(self);
+  }
+  if (!st.out.empty()) return;
+  self->send(st.downstream, end_atom::value);
+  quit_stage(self);
+}
+
+void grant(StagePtr self) {
+  auto& st = self->state;
+  if (!st.upstream || st.upstream_done || st.finished) return;
+  const int free = st.capacity - st.held - static_cast<int>(st.granted);
+  if (free <= 0 || free < std::max(1, st.capacity / 4)) return;
+  st.granted += static_cast<std::uint32_t>(free);
+  self->send(st.upstream, demand_atom::value, static_cast<std::uint32_t>(free));
+}
+
+void pump(StagePtr self) {
+  auto& st = self->state;
+  if (st.finished) return;
+  dispatch(self);
+  forward(self);
+  maybe_finish(self);
+  if (st.finished) return;
+  grant(self);
+  const bool starved = !st.upstream_done && st.queue.empty() &&
+                       st.in_flight < st.workers.size();
+  const bool backpressured = !st.out.empty() && st.credit == 0;
+  st.counters->advance(st.held, starved, backpressured);
+}
+
+stage_actor::behavior_type stage_main(StagePtr self, std::shared_ptr<RunShared> run, int index,
+                                      downstream_actor downstream) {
+  auto& st = self->state;
+  st.run = run;
+  st.spec = &run->spec.stages[index];
+  st.counters = run->counters[index].get();
+  st.downstream = std::move(downstream);
+  st.capacity = st.spec->capacity();
+  if (st.spec->kind == StageKind::aggregate) {
+    st.aggregator = st.spec->make_aggregator();
+  } else {
+    const stage_actor me = self;
+    for (int w = 0; w < st.spec->options.concurrency; ++w) {
+      worker_actor worker = st.spec->options.executor == Executor::io
+                                ? self->spawn<caf::detached>(worker_main, run, index, w, me)
+                                : self->spawn(worker_main, run, index, w, me);
+      run->add_actor(caf::actor_cast<caf::actor>(worker));
+      st.workers.push_back(std::move(worker));
+      st.load.push_back(0);
+    }
+  }
+  auto live = [self] {
+    if (!self->state.run->stopping.load(std::memory_order_relaxed)) return true;
+    quit_stage(self);
+    return false;
+  };
+  return {
+      [=](connect_atom, upstream_actor up) {
+        self->state.upstream = std::move(up);
+        if (live()) pump(self);
+      },
+      [=](items_atom, ItemBatch& batch) {
+        if (!live()) return;
+        accept(self, batch);
+        pump(self);
+      },
+      [=](done_atom, ResultBatch& batch) {
+        if (!live()) return;
+        on_results(self, batch);
+        pump(self);
+      },
+      [=](demand_atom, std::uint32_t n) {
+        if (!live()) return;
+        self->state.credit += n;
+        pump(self);
+      },
+      [=](end_atom) {
+        if (!live()) return;
+        self->state.upstream_done = true;
+        pump(self);
+      },
+      [=](stop_atom) { quit_stage(self); },
+  };
+}
+
+}  // namespace
+
+stage_actor spawn_stage(caf::actor_system& system, std::shared_ptr<RunShared> run, int index,
+                        downstream_actor downstream) {
+  return system.spawn(stage_main, std::move(run), index, std::move(downstream));
+}
+
+}  // namespace brigade::actors::detail

@@ -1,0 +1,50 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "actors/detail/histogram.h"
+#include "actors/hooks.h"
+#include "actors/stats.h"
+
+namespace brigade::actors::detail {
+
+using Clock = std::chrono::steady_clock;
+
+/// The live counters behind one StageStats.
+///
+/// Written by the stage's coordinator (one actor, so one writer at a time), read by
+/// any thread through `snapshot`; a mutex guards both (uncontended on the hot path:
+/// the coordinator takes it once per message, not per item).
+class StageCounters {
+ public:
+  StageCounters(std::string name, std::string kind, int concurrency, int capacity);
+
+  /// One finished task. `ns` is its run time, `retries` the extra attempts.
+  void record_task(std::uint64_t ns, TaskOutcome outcome, int retries);
+  void record_filtered(std::uint64_t n);  // items dropped without a task (aggregate tail)
+  void record_outputs(std::uint64_t n);
+  /// Integrates the previous state up to `now`, then remembers the new one.
+  void advance(int held, bool starved, bool backpressured);
+
+  std::uint64_t tasks() const;
+  std::uint64_t failures() const;
+  StageStats snapshot() const;
+
+ private:
+  mutable std::mutex mutex_;
+  StageStats stats_;  // name, kind, counters; times filled in by snapshot()
+  DurationHistogram task_ns_;
+  Clock::time_point start_ = Clock::now();
+  Clock::time_point last_ = start_;
+  int held_ = 0;
+  bool starved_ = false;
+  bool backpressured_ = false;
+  double held_integral_ = 0;  // item-seconds
+  double starved_s_ = 0;
+  double backpressured_s_ = 0;
+};
+
+}  // namespace brigade::actors::detail

@@ -1,0 +1,25 @@
+#include "actors/errors.h"
+
+namespace brigade::actors {
+namespace {
+
+std::string with_causes(const std::string& reason, const std::vector<FailureRecord>& recent) {
+  std::string text = reason;
+  if (!recent.empty()) text += "; recent causes:";
+  for (const auto& r : recent) {
+    text += "\n  stage '" + r.stage + "', source position";
+    text += r.positions.size() == 1 ? " " : "s ";
+    for (std::size_t i = 0; i < r.positions.size(); ++i) {
+      text += (i ? "," : "") + std::to_string(r.positions[i]);
+    }
+    text += ": " + r.message;
+  }
+  return text;
+}
+
+}  // namespace
+
+PipelineFailure::PipelineFailure(const std::string& reason, std::vector<FailureRecord> recent)
+    : std::runtime_error(with_causes(reason, recent)), recent_(std::move(recent)) {}
+
+}  // namespace brigade::actors

@@ -1,0 +1,46 @@
+# Warning flags and sanitizer flags live in one PRIVATE interface target.
+add_library(brigade_warnings INTERFACE)
+target_compile_options(brigade_warnings INTERFACE -Wall -Wextra -Wpedantic
+  $<$<BOOL:${BRIGADE_WERROR}>:-Werror>)
+
+add_library(brigade_sanitize INTERFACE)
+if(BRIGADE_SANITIZE STREQUAL "thread")
+  target_compile_options(brigade_sanitize INTERFACE -fsanitize=thread -fno-omit-frame-pointer)
+  target_link_options(brigade_sanitize INTERFACE -fsanitize=thread)
+elseif(BRIGADE_SANITIZE STREQUAL "address")
+  target_compile_options(brigade_sanitize INTERFACE -fsanitize=address,undefined
+    -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+  target_link_options(brigade_sanitize INTERFACE -fsanitize=address,undefined)
+elseif(NOT BRIGADE_SANITIZE STREQUAL "")
+  message(FATAL_ERROR "BRIGADE_SANITIZE must be '', 'thread' or 'address'")
+endif()
+
+# brigade_add_module(NAME SOURCES ... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...])
+# Makes the library brigade_<NAME>; public headers are included as "<module>/x.h".
+function(brigade_add_module name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(brigade_${name} ${ARG_SOURCES})
+  target_include_directories(brigade_${name} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+  target_link_libraries(brigade_${name} PUBLIC ${ARG_PUBLIC_DEPS} brigade_sanitize
+    PRIVATE ${ARG_PRIVATE_DEPS} brigade_warnings)
+endfunction()
+
+# brigade_add_tests(MODULE SOURCES ... [DEPS ...] [LABELS ...])
+# Makes the test binary <MODULE>_tests from one file per unit and registers every
+# TEST with CTest (gtest_discover_tests), labelled with the module's name.
+function(brigade_add_tests module)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${module}_tests ${ARG_SOURCES})
+  target_link_libraries(${module}_tests PRIVATE brigade_${module} ${ARG_DEPS}
+    GTest::gtest GTest::gtest_main brigade_warnings)
+  gtest_discover_tests(${module}_tests
+    PROPERTIES LABELS "${module};${ARG_LABELS}"
+    DISCOVERY_TIMEOUT 60)
+endfunction()
+
+# brigade_add_bench(NAME SOURCES ... DEPS ...): one executable per benchmark.
+function(brigade_add_bench name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} brigade_warnings)
+endfunction()

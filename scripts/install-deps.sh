@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages Brigade needs to build, test and benchmark.
+# Idempotent: installs only what is missing. Needs root (or sudo).
+set -euo pipefail
+pkgs=(
+  build-essential cmake pkg-config ccache git
+  libcaf-dev
+  libcapnp-dev capnproto
+  libspdlog-dev libfmt-dev
+  libavformat-dev libavcodec-dev libavfilter-dev libswscale-dev libswresample-dev libavutil-dev
+  libturbojpeg0-dev zlib1g-dev ffmpeg
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+  echo "install-deps: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
