@@ -274,8 +274,10 @@ Tensor decode_range(OpenVideo& v, const ImageOptions& image, double start, doubl
     check_averror(av_seek_frame(v.input.get(), v.index, v.to_pts(start), AVSEEK_FLAG_BACKWARD), name, "while seeking");
   }
   detail::FrameWriter writer(image, name);
-  std::vector<std::uint8_t> frames;
-  std::int64_t count = 0;
+  // Frames go straight into the output, sized from the container's frame
+  // count and grown (doubling) if the stream holds more.
+  Tensor out;
+  std::int64_t count = 0, capacity = 0;
   detail::PacketPtr pkt = detail::make_packet();
   detail::FramePtr frame = detail::make_frame();
   const double eps = std::min(0.25 * v.timing.frame_duration, 0.01);
@@ -304,18 +306,23 @@ Tensor decode_range(OpenVideo& v, const ImageOptions& image, double start, doubl
       if (std::isnan(ft)) ft = last + v.timing.frame_duration;
       last = ft;
       if (ft < start - eps || (end >= 0 && ft >= end - eps)) continue;
-      writer.prepare(frame.get());
-      frames.resize(frames.size() + writer.frame_bytes());
-      writer.write(frames.data() + frames.size() - writer.frame_bytes());
+      std::vector<std::int64_t> shape = writer.prepare(frame.get());
+      if (count == capacity) {
+        const double span = (end >= 0 ? std::min(end, v.timing.duration) : v.timing.duration) - start;
+        capacity = std::max<std::int64_t>({capacity * 2, std::llround(span * v.timing.fps) + 1, 16});
+        shape.insert(shape.begin(), capacity);
+        Tensor grown = Tensor::empty(DType::uint8, shape, allocator);
+        if (count > 0) std::memcpy(grown.data(), out.data(), std::size_t(count) * writer.frame_bytes());
+        out = std::move(grown);
+      }
+      writer.write(out.data_as<std::uint8_t>() + std::size_t(count) * writer.frame_bytes());
       ++count;
     }
   }
   if (count == 0) throw MediaError(ErrorCode::bad_data, name, "no frame in the selected range");
-  std::vector<std::int64_t> shape = writer.shape();
-  shape.insert(shape.begin(), count);
-  Tensor out = Tensor::empty(DType::uint8, shape, allocator);
-  std::memcpy(out.data(), frames.data(), frames.size());
-  return out;
+  std::vector<std::int64_t> shape = out.shape();
+  shape[0] = count;
+  return Tensor(DType::uint8, std::move(shape), out.owner(), out.data());
 }
 
 }  // namespace

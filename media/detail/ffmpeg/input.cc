@@ -113,6 +113,7 @@ int Input::find_stream(AVMediaType type) const {
 namespace {
 
 CodecContextPtr open(const AVCodec* codec, const AVCodecParameters* par, std::string_view name, int threads) {
+  init_ffmpeg_logging();
   if (codec == nullptr) {
     throw MediaError(ErrorCode::unsupported, std::string(name),
                      std::string("no decoder for codec ") + avcodec_get_name(par ? par->codec_id : AV_CODEC_ID_NONE));
