@@ -3,8 +3,10 @@
 //   bench_decode [--kind image|video] [--list FILE] [--threads N] [--seconds S]
 //
 // Image: decode + ImageNet eval transform (shorter side 256, center crop 224,
-// RGB). Rows: "brigade" (load_image) and "turbojpeg" (TurboJPEG full RGB
-// decode with accurate DCT + swscale bilinear crop-resize, the usual recipe).
+// RGB). Rows: "brigade" (load_image), "turbojpeg" (TurboJPEG full RGB decode
+// with accurate DCT + swscale bilinear crop-resize, the usual recipe; the
+// reference of ratio_vs_reference) and "ffmpeg-mjpeg" (FFmpeg's MJPEG decoder +
+// the same swscale step: why load_image uses libjpeg-turbo for JPEG).
 // Video: 8 evenly spaced frames per clip at 224x224 RGB. Rows: "brigade"
 // (load_video), "libav-sequential" (libavcodec decoding every frame, as a
 // player would, converting the 8 selected) and "ffmpeg-cli" (the ffmpeg
@@ -194,6 +196,49 @@ void turbojpeg_eval224(const Bytes& jpeg, std::uint8_t* out) {
   sws_scale(sws.get(), src, src_stride, 0, y1 - y0, dst, dst_stride);
 }
 
+struct CodecFreerImg {
+  void operator()(AVCodecContext* c) const { avcodec_free_context(&c); }
+};
+
+// FFmpeg's MJPEG decoder (threads=1) + the same swscale crop-resize: the
+// measurement behind using libjpeg-turbo for JPEG in load_image.
+void ffmpeg_mjpeg_eval224(const Bytes& jpeg, std::uint8_t* out) {
+  thread_local std::unique_ptr<AVCodecContext, CodecFreerImg> ctx;
+  thread_local std::unique_ptr<SwsContext, SwsDeleter> sws;
+  thread_local AVPacket* pkt = av_packet_alloc();
+  thread_local AVFrame* frame = av_frame_alloc();
+  if (!ctx) {
+    const AVCodec* codec = avcodec_find_decoder(AV_CODEC_ID_MJPEG);
+    ctx.reset(avcodec_alloc_context3(codec));
+    ctx->thread_count = 1;
+    if (avcodec_open2(ctx.get(), codec, nullptr) < 0) throw std::runtime_error("mjpeg");
+  }
+  pkt->data = const_cast<std::uint8_t*>(jpeg.data());
+  pkt->size = int(jpeg.size());
+  if (avcodec_send_packet(ctx.get(), pkt) < 0 || avcodec_receive_frame(ctx.get(), frame) < 0) {
+    throw std::runtime_error("mjpeg decode");
+  }
+  const int w = frame->width, h = frame->height;
+  const int rw = w <= h ? 256 : int(256LL * w / h), rh = w <= h ? int(256LL * h / w) : 256;
+  const int left = int(std::lround((rw - 224) / 2.0)), top = int(std::lround((rh - 224) / 2.0));
+  const double sx = double(w) / rw, sy = double(h) / rh;
+  const int x0 = int(std::lround(left * sx)) & ~1, x1 = int(std::lround((left + 224) * sx));
+  const int y0 = int(std::lround(top * sy)) & ~1, y1 = int(std::lround((top + 224) * sy));
+  // yuvj420p is yuv420p with full range (set explicitly: swscale warns and
+  // re-initialises on the deprecated format).
+  sws.reset(sws_getCachedContext(sws.release(), x1 - x0, y1 - y0, AV_PIX_FMT_YUV420P, 224, 224, AV_PIX_FMT_RGB24,
+                                 SWS_BILINEAR | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT, nullptr, nullptr, nullptr));
+  sws_setColorspaceDetails(sws.get(), sws_getCoefficients(SWS_CS_ITU601), 1, sws_getCoefficients(SWS_CS_ITU601), 1,
+                           0, 1 << 16, 1 << 16);
+  const std::uint8_t* src[3] = {frame->data[0] + std::size_t(y0) * frame->linesize[0] + x0,
+                                frame->data[1] + std::size_t(y0 / 2) * frame->linesize[1] + x0 / 2,
+                                frame->data[2] + std::size_t(y0 / 2) * frame->linesize[2] + x0 / 2};
+  std::uint8_t* dst[1] = {out};
+  const int dst_stride[1] = {224 * 3};
+  sws_scale(sws.get(), src, frame->linesize, 0, y1 - y0, dst, dst_stride);
+  av_frame_unref(frame);
+}
+
 int bench_images(const Args& a) {
   std::vector<Bytes> files;
   if (a.list.empty()) {
@@ -225,12 +270,19 @@ int bench_images(const Args& a) {
       turbojpeg_eval224(files[jpegs[i]], out_for_thread().data_as<std::uint8_t>());
     });
   }
+  Result mjpeg;
+  if (!jpegs.empty()) {
+    mjpeg = run(jpegs.size(), a.threads, a.seconds, [&](std::size_t i) {
+      ffmpeg_mjpeg_eval224(files[jpegs[i]], out_for_thread().data_as<std::uint8_t>());
+    });
+  }
   double ratio = 0;
   if (jpegs.size() == files.size() && ref.items > 0) {
     ratio = (double(ours.items) / ours.seconds) / (double(ref.items) / ref.seconds);
   }
   report("brigade", "image", "eval224", a.threads, ours, "images", ratio);
   if (ref.items > 0) report("turbojpeg", "image", "eval224", a.threads, ref, "images", 0);
+  if (mjpeg.items > 0) report("ffmpeg-mjpeg", "image", "eval224", a.threads, mjpeg, "images", 0);
   return 0;
 }
 
