@@ -127,8 +127,21 @@ struct Copyable<std::pair<A, B>> : std::conjunction<Copyable<A>, Copyable<B>> {}
 template <class S>
 concept RangeSource = std::ranges::input_range<typename UnwrapRef<std::decay_t<S>>::type>;
 
+template <class T>
+struct IsPositioned : std::false_type {};
+template <class T>
+struct IsPositioned<Positioned<T>> : std::true_type {};
+
 template <class S>
-concept NextSource = !RangeSource<S> && std::invocable<std::decay_t<S>&> &&
+concept PositionedSource = requires(typename UnwrapRef<std::decay_t<S>>::type& s) {
+  { s.next() };
+  requires IsOptional<std::decay_t<decltype(s.next())>>::value;
+  requires IsPositioned<typename std::decay_t<decltype(s.next())>::value_type>::value;
+};
+
+template <class S>
+concept NextSource = !RangeSource<S> && !PositionedSource<S> &&
+                     std::invocable<std::decay_t<S>&> &&
                      IsOptional<std::invoke_result_t<std::decay_t<S>&>>::value;
 
 // The U of a generate() function `void(T, Emitter<U>&)`, read from its signature.
@@ -173,6 +186,26 @@ class RangeCursor final : public SourceCursor {
   std::ranges::sentinel_t<Inner> end_;
 };
 
+template <class S>
+class PositionedCursor final : public SourceCursor {
+ public:
+  explicit PositionedCursor(std::shared_ptr<S> source) : source_(std::move(source)) {}
+  bool next(AnyValue& value, std::uint64_t& position) override {
+    auto& s = [this]() -> auto& {
+      if constexpr (std::is_same_v<typename UnwrapRef<S>::type, S>) return *source_;
+      else return source_->get();
+    }();
+    auto v = s.next();
+    if (!v) return false;
+    position = v->position;
+    value = AnyValue::make(std::move(v->value));
+    return true;
+  }
+
+ private:
+  std::shared_ptr<S> source_;
+};
+
 template <class G>
 class NextCursor final : public SourceCursor {
  public:
@@ -210,12 +243,20 @@ class PipelineBuilder {
   /// A source: a range (copied or moved in and iterated anew each epoch),
   /// std::ref(range) (iterated anew each epoch, by reference: it must outlive the
   /// pipeline) or a callable returning std::optional<V> (one pass: a new epoch
-  /// continues where the last one stopped). Items are numbered 0, 1, … per epoch.
+  /// continues where the last one stopped); items are numbered 0, 1, … per epoch.
+  /// Or a positioned source (a sampler, or std::ref to one): an object whose
+  /// `next()` returns std::optional<Positioned<V>>, which numbers its own items.
   template <class S>
-    requires detail::RangeSource<S> || detail::NextSource<S>
+    requires detail::RangeSource<S> || detail::NextSource<S> || detail::PositionedSource<S>
   auto add_source(S&& source) && {
     using D = std::decay_t<S>;
-    if constexpr (detail::RangeSource<S>) {
+    if constexpr (detail::PositionedSource<S>) {
+      using Inner = typename detail::UnwrapRef<D>::type;
+      using V = decltype(std::declval<Inner&>().next()->value);
+      auto holder = std::make_shared<D>(std::forward<S>(source));
+      return std::move(*this).template with_source<V>(
+          [holder] { return std::make_unique<detail::PositionedCursor<D>>(holder); });
+    } else if constexpr (detail::RangeSource<S>) {
       using V = std::remove_cvref_t<std::ranges::range_reference_t<typename detail::UnwrapRef<D>::type>>;
       auto holder = std::make_shared<D>(std::forward<S>(source));
       return std::move(*this).template with_source<V>(
@@ -482,7 +523,12 @@ class Pipeline {
   ~Pipeline() = default;  // the engine's destructor stops a running pipeline
 
   /// Starts a run (epoch) unless one is active. next() and begin() start one too.
-  void start() { engine_->start(); }
+  /// `resume`: the committed state this run continues from (positions it lists are
+  /// committed already; a resumed sampler does not yield them again).
+  void start(CommitState resume = {}) { engine_->start(std::move(resume)); }
+  /// Which source positions of the current (or last) run are committed, consistent
+  /// with exactly the items the consumer has taken (call it from the consumer thread).
+  CommitState committed() const { return engine_->committed(); }
   /// Stops the active run: queued work is dropped, running tasks finish their current
   /// item, every actor and thread of the run is joined. Safe to call at any point.
   void stop() { engine_->stop(); }

@@ -37,4 +37,8 @@ bool operator==(const Positions& a, const Positions& b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end());
 }
 
+bool CommitState::committed(std::uint64_t position) const {
+  return position < watermark || std::binary_search(above.begin(), above.end(), position);
+}
+
 }  // namespace brigade::actors

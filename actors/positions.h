@@ -42,4 +42,28 @@ class Positions {
   std::vector<std::uint64_t> heap_;  // all positions once size_ > 1
 };
 
+/// An item as a positioned source yields it: a source whose `next()` returns
+/// std::optional<Positioned<T>> numbers its own items (a sampler reports the index of
+/// the sample within this rank's epoch sequence, so a resumed sampler keeps numbering
+/// where the checkpoint left off).
+template <class T>
+struct Positioned {
+  std::uint64_t position = 0;
+  T value;
+};
+
+/// Which source positions are committed: delivered to the consumer, filtered out, or
+/// dropped with a recorded failure. Everything below `watermark` is committed, and so
+/// is every position in `above` (sorted, all > watermark); nothing else is. A position
+/// that a generator split into several items is committed when all of them are.
+/// `above` stays small: it holds positions finished out of order while an earlier one
+/// is still in flight, so its size is bounded by the pipeline's item bound.
+struct CommitState {
+  std::uint64_t watermark = 0;
+  std::vector<std::uint64_t> above{};
+
+  bool committed(std::uint64_t position) const;
+  friend bool operator==(const CommitState&, const CommitState&) = default;
+};
+
 }  // namespace brigade::actors

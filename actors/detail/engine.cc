@@ -45,8 +45,8 @@ struct Engine::Impl {
     return s;
   }
 
-  void start_locked() {
-    run = std::make_shared<RunShared>(spec, options);
+  void start_locked(CommitState resume = {}) {
+    run = std::make_shared<RunShared>(spec, options, std::move(resume));
     sink = spawn_sink(*system, run);
     run->add_actor(caf::actor_cast<caf::actor>(sink));
     downstream_actor down = sink;
@@ -96,9 +96,14 @@ Engine::Engine(PipelineSpec spec, BuildOptions options)
 
 Engine::~Engine() { stop(); }
 
-void Engine::start() {
+void Engine::start(CommitState resume) {
   std::lock_guard lock(impl_->mutex);
-  if (!impl_->active) impl_->start_locked();
+  if (!impl_->active) impl_->start_locked(std::move(resume));
+}
+
+CommitState Engine::committed() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->run ? impl_->run->commits.snapshot() : CommitState{};
 }
 
 void Engine::stop() {
@@ -129,6 +134,7 @@ NextStatus Engine::next(Item& out, std::optional<std::chrono::nanoseconds> timeo
     throw;
   }
   if (notify) caf::anon_send(sink, wake_atom::value);
+  if (status == NextStatus::item) run->commits.commit(out.positions);
   if (status == NextStatus::end) {
     std::lock_guard lock(impl_->mutex);
     if (impl_->run == run) impl_->join_locked(/*cancel=*/run->stopping.load());

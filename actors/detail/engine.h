@@ -25,7 +25,8 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  void start();  // no-op while a run is active
+  void start(CommitState resume = {});  // no-op while a run is active
+  CommitState committed() const;        // of the current (or last) run
   void stop();   // cancels queued work, waits for running tasks, joins all actors
   bool running() const;
 

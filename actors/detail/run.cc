@@ -8,8 +8,9 @@ namespace {
 constexpr std::size_t kRecentFailures = 16;
 }
 
-RunShared::RunShared(const PipelineSpec& s, const BuildOptions& o)
-    : spec(s), options(o), queue(static_cast<std::size_t>(*s.sink_buffer)) {
+RunShared::RunShared(const PipelineSpec& s, const BuildOptions& o, CommitState resume)
+    : spec(s), options(o), queue(static_cast<std::size_t>(*s.sink_buffer)),
+      commits(std::move(resume)) {
   for (const auto& stage : spec.stages) {
     counters.push_back(std::make_unique<StageCounters>(
         stage.options.name, kind_name(stage.kind), stage.options.concurrency, stage.capacity()));

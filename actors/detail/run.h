@@ -13,6 +13,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/detail/commit_tracker.h"
 #include "actors/detail/handoff_queue.h"
 #include "actors/detail/spec.h"
 #include "actors/detail/stage_counters.h"
@@ -99,11 +100,12 @@ using sink_actor = caf::typed_actor<
 /// State shared by the actors of one run and the consumer thread.
 class RunShared {
  public:
-  RunShared(const PipelineSpec& spec, const BuildOptions& options);
+  RunShared(const PipelineSpec& spec, const BuildOptions& options, CommitState resume);
 
   const PipelineSpec& spec;
   const BuildOptions& options;
   HandoffQueue queue;
+  CommitTracker commits;
   std::vector<std::unique_ptr<StageCounters>> counters;  // one per stage
   std::atomic<bool> stopping{false};
   std::atomic<std::uint64_t> source_items{0};

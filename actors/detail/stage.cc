@@ -212,6 +212,7 @@ void accumulate(StagePtr self, Item&& item) {
   } catch (const std::exception& e) {
     st.held -= 1;
     st.counters->record_task(0, TaskOutcome::failed, 0);
+    st.run->commits.commit(item.positions);
     record_failure(self, item.positions, e.what());
     check_budgets(self);
   }
@@ -231,6 +232,7 @@ void flush_aggregate(StagePtr self) {
   } catch (const std::exception& e) {
     record_failure(self, st.accumulated, std::string("aggregate flush: ") + e.what());
   }
+  st.run->commits.commit(st.accumulated);
   if (fixed) st.held -= st.accumulated_count;
   st.accumulated.clear();
   st.accumulated_count = 0;
@@ -262,6 +264,12 @@ void take_result(StagePtr self, Result&& r) {
     spdlog::warn("brigade: stage '{}' failed on source position {}: {}",
                  st.spec->options.name, r.positions.empty() ? 0 : r.positions.front(), r.error);
     record_failure(self, r.positions, r.error);
+  }
+  if (r.outputs.empty()) {
+    st.run->commits.commit(r.positions);  // filtered or failed: committed here
+  } else if (r.outputs.size() > 1 &&
+             !(st.spec->kind == StageKind::disaggregate && r.outputs.size() == r.positions.size())) {
+    st.run->commits.split(r.positions, r.outputs.size());
   }
   st.held += static_cast<int>(r.outputs.size()) - 1;
   if (st.spec->options.output_order == Order::input) {

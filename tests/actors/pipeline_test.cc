@@ -225,3 +225,28 @@ TEST(Pipeline, BuildRejectsBadUseByName) {
 
 }  // namespace
 }  // namespace brigade::actors
+
+namespace brigade::actors {
+namespace {
+
+struct CountDown {
+  std::uint64_t next_position = 10;
+  std::optional<Positioned<std::string>> next() {
+    if (next_position == 15) return std::nullopt;
+    const auto p = next_position++;
+    return Positioned<std::string>{p, "s" + std::to_string(p)};
+  }
+};
+
+TEST(Pipeline, PositionedSourceNumbersItsOwnItems) {
+  auto p = PipelineBuilder().add_source(CountDown{}).add_sink(2).build(quiet());
+  std::vector<std::uint64_t> positions;
+  for (auto r = p.next(); r; r = p.next()) {
+    EXPECT_EQ(*r.item, "s" + std::to_string(r.positions.front()));
+    positions.push_back(r.positions.front());
+  }
+  EXPECT_EQ(positions, (std::vector<std::uint64_t>{10, 11, 12, 13, 14}));
+}
+
+}  // namespace
+}  // namespace brigade::actors

@@ -1,0 +1,428 @@
+#include "actors/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "actors/detail/permutation.h"
+
+namespace brigade::actors {
+namespace {
+
+constexpr std::uint64_t kMaxUint32Ids = std::uint64_t{1} << 32;
+
+// Appends a run, merging it into the last one when together they form one stride.
+void push_run(std::vector<PositionRun>& runs, PositionRun r) {
+  if (r.count == 0) return;
+  if (r.count == 1) r.stride = 1;
+  if (!runs.empty()) {
+    PositionRun& last = runs.back();
+    const std::uint64_t last_end = last.start + (last.count - 1) * last.stride;
+    if (r.start > last_end) {
+      const std::uint64_t stride = last.count > 1 ? last.stride : r.start - last.start;
+      if (r.start == last_end + stride && (r.count == 1 || r.stride == stride)) {
+        last.stride = stride;
+        last.count += r.count;
+        return;
+      }
+    }
+  }
+  runs.push_back(r);
+}
+
+// Walks a list of runs by increasing local position, appending the sub-runs that
+// cover local intervals [a, b) given in increasing order.
+class RunSlicer {
+ public:
+  explicit RunSlicer(const std::vector<PositionRun>& runs) : runs_(runs) {}
+  void append(std::uint64_t a, std::uint64_t b, std::vector<PositionRun>& out) {
+    while (a < b && run_ < runs_.size()) {
+      const PositionRun& r = runs_[run_];
+      const std::uint64_t end = begin_ + r.count;
+      if (a >= end) {
+        begin_ = end;
+        ++run_;
+        continue;
+      }
+      const std::uint64_t from = std::max(a, begin_) - begin_;
+      const std::uint64_t to = std::min(b, end) - begin_;
+      push_run(out, {r.start + from * r.stride, r.stride, to - from});
+      a = begin_ + to;
+    }
+  }
+
+ private:
+  const std::vector<PositionRun>& runs_;
+  std::size_t run_ = 0;
+  std::uint64_t begin_ = 0;  // local position of runs_[run_]'s first entry
+};
+
+std::uint64_t count_of(const std::vector<PositionRun>& runs) {
+  std::uint64_t total = 0;
+  for (const auto& r : runs) total += r.count;
+  return total;
+}
+
+// The uncommitted owned positions of one state, as runs of global positions.
+void append_remaining(const SamplerState& s, std::vector<PositionRun>& out) {
+  const std::uint64_t share = s.share();
+  RunSlicer slicer(s.owned);
+  std::uint64_t cur = std::min(s.committed.watermark, share);
+  for (std::uint64_t x : s.committed.above) {
+    if (x < cur) continue;
+    if (x >= share) break;
+    slicer.append(cur, x, out);
+    cur = x + 1;
+  }
+  slicer.append(cur, share, out);
+}
+
+void check_state(const SamplerState& s) {
+  auto fail = [&](const std::string& what) {
+    throw SamplerStateError("sampler state of rank " + std::to_string(s.rank) + " of " +
+                            std::to_string(s.world_size) + ": " + what);
+  };
+  if (s.format_version != SamplerState::kFormatVersion) {
+    fail("format version " + std::to_string(s.format_version) + " is not supported (expected " +
+         std::to_string(SamplerState::kFormatVersion) + ")");
+  }
+  if (s.world_size == 0) fail("world_size is 0");
+  if (s.rank >= s.world_size) fail("rank is not below world_size");
+  for (const auto& r : s.owned) {
+    if (r.count == 0) continue;
+    if (r.stride == 0 && r.count > 1) fail("an owned run has stride 0");
+    if (r.start >= s.epoch_length || (r.count - 1) > (s.epoch_length - 1 - r.start) / std::max<std::uint64_t>(r.stride, 1)) {
+      fail("an owned run reaches beyond the epoch length " + std::to_string(s.epoch_length));
+    }
+  }
+  const auto& above = s.committed.above;
+  for (std::size_t i = 1; i < above.size(); ++i) {
+    if (above[i] <= above[i - 1]) fail("committed positions are not sorted and unique");
+  }
+}
+
+}  // namespace
+
+const char* to_string(TailPolicy tail) {
+  switch (tail) {
+    case TailPolicy::none: return "none";
+    case TailPolicy::drop_last: return "drop_last";
+    case TailPolicy::pad: return "pad";
+  }
+  return "unknown";
+}
+
+const char* to_string(SamplerKind kind) {
+  switch (kind) {
+    case SamplerKind::deterministic: return "deterministic";
+    case SamplerKind::random: return "random";
+    case SamplerKind::weighted: return "weighted";
+  }
+  return "unknown";
+}
+
+std::string describe_conflict(const DatasetFingerprint& saved, const DatasetFingerprint& caller) {
+  auto num = [](const char* name, std::uint64_t a, std::uint64_t b) {
+    return std::string(name) + ": checkpoint has " + std::to_string(a) + ", caller has " +
+           std::to_string(b);
+  };
+  if (saved.n != caller.n) return num("dataset size n", saved.n, caller.n);
+  if (saved.identity_hash != caller.identity_hash) {
+    return num("dataset identity hash", saved.identity_hash, caller.identity_hash);
+  }
+  if (saved.kind != caller.kind) {
+    return std::string("sampler kind: checkpoint has ") + to_string(saved.kind) +
+           ", caller has " + to_string(caller.kind);
+  }
+  if (saved.seed != caller.seed) return num("seed", saved.seed, caller.seed);
+  if (saved.num_draws != caller.num_draws) return num("num_draws", saved.num_draws, caller.num_draws);
+  if (saved.weights_hash != caller.weights_hash) {
+    return num("weights hash", saved.weights_hash, caller.weights_hash);
+  }
+  if (saved.tail != caller.tail) {
+    return std::string("tail policy: checkpoint has ") + to_string(saved.tail) +
+           ", caller has " + to_string(caller.tail);
+  }
+  return {};
+}
+
+std::uint64_t hash_sample_identities(std::span<const std::string> identities) {
+  std::uint64_t h = detail::hash_bytes(nullptr, 0, identities.size());
+  for (const auto& s : identities) h = detail::hash_bytes(s.data(), s.size(), h);
+  return h;
+}
+
+std::uint64_t SamplerState::share() const { return count_of(owned); }
+
+std::uint64_t SamplerState::remaining() const {
+  std::vector<PositionRun> runs;
+  append_remaining(*this, runs);
+  return count_of(runs);
+}
+
+std::uint64_t epoch_length(std::uint64_t length, TailPolicy tail, std::uint32_t world_size) {
+  const std::uint64_t w = std::max<std::uint32_t>(world_size, 1);
+  switch (tail) {
+    case TailPolicy::none: return length;
+    case TailPolicy::drop_last: return length / w * w;
+    case TailPolicy::pad: return (length + w - 1) / w * w;
+  }
+  return length;
+}
+
+std::vector<PositionRun> initial_partition(std::uint64_t epoch_length, std::uint32_t rank,
+                                           std::uint32_t world_size) {
+  if (rank >= epoch_length) return {};
+  const std::uint64_t count = (epoch_length - rank + world_size - 1) / world_size;
+  std::vector<PositionRun> runs;
+  push_run(runs, {rank, world_size, count});
+  return runs;
+}
+
+SamplerState repartition(std::span<const SamplerState> ranks, std::uint32_t new_rank,
+                         std::uint32_t new_world_size) {
+  if (ranks.empty()) throw SamplerStateError("repartition: no rank states");
+  if (new_world_size == 0 || new_rank >= new_world_size) {
+    throw SamplerStateError("repartition: rank " + std::to_string(new_rank) +
+                            " is not below world size " + std::to_string(new_world_size));
+  }
+  const std::uint32_t world = ranks.front().world_size;
+  if (ranks.size() != world) {
+    throw SamplerStateError("repartition: " + std::to_string(ranks.size()) +
+                            " rank states for world size " + std::to_string(world));
+  }
+  std::vector<const SamplerState*> by_rank(world, nullptr);
+  for (const auto& s : ranks) {
+    check_state(s);
+    const auto& first = ranks.front();
+    auto mismatch = [&](const std::string& what) {
+      throw SamplerStateError("repartition: rank " + std::to_string(s.rank) + " differs from rank " +
+                              std::to_string(first.rank) + " in " + what);
+    };
+    if (s.world_size != world) mismatch("world_size");
+    if (s.generation != first.generation) mismatch("generation");
+    if (s.epoch != first.epoch) mismatch("epoch");
+    if (s.epoch_length != first.epoch_length) mismatch("epoch length");
+    if (auto c = describe_conflict(first.fingerprint, s.fingerprint); !c.empty()) mismatch(c);
+    if (by_rank[s.rank]) {
+      throw SamplerStateError("repartition: rank " + std::to_string(s.rank) + " appears twice");
+    }
+    by_rank[s.rank] = &s;
+  }
+  std::vector<PositionRun> uncommitted;
+  std::uint64_t owned_total = 0;
+  for (const auto* s : by_rank) {
+    append_remaining(*s, uncommitted);
+    owned_total += s->share();
+  }
+  const SamplerState& first = *by_rank.front();
+  if (owned_total > first.epoch_length) {
+    throw SamplerStateError("repartition: the ranks own more positions than the epoch has");
+  }
+  const std::uint64_t m = count_of(uncommitted);
+  const std::uint64_t base = m / new_world_size, extra = m % new_world_size;
+  const std::uint64_t lo = new_rank * base + std::min<std::uint64_t>(new_rank, extra);
+  const std::uint64_t hi = lo + base + (new_rank < extra ? 1 : 0);
+
+  SamplerState out;
+  out.generation = first.generation;
+  out.fingerprint = first.fingerprint;
+  out.epoch = first.epoch;
+  out.epoch_length = first.epoch_length;
+  out.world_size = new_world_size;
+  out.rank = new_rank;
+  RunSlicer(uncommitted).append(lo, hi, out.owned);
+  return out;
+}
+
+DistributedSampler::DistributedSampler(DatasetFingerprint fingerprint, std::uint32_t rank,
+                                       std::uint32_t world_size, std::uint64_t epoch,
+                                       std::vector<double> weights)
+    : fingerprint_(fingerprint), rank_(rank), world_size_(world_size), weights_(std::move(weights)) {
+  if (world_size_ == 0) throw SamplerStateError("sampler: world_size must be at least 1");
+  if (rank_ >= world_size_) {
+    throw SamplerStateError("sampler: rank " + std::to_string(rank_) + " is not below world_size " +
+                            std::to_string(world_size_));
+  }
+  set_epoch(epoch);
+}
+
+void DistributedSampler::set_epoch(std::uint64_t epoch) {
+  const std::uint64_t length = epoch_length(fingerprint_.num_draws, fingerprint_.tail, world_size_);
+  start_epoch(epoch, length, initial_partition(length, rank_, world_size_), CommitState{});
+}
+
+void DistributedSampler::restore(const SamplerState& state) {
+  check_state(state);
+  if (auto c = describe_conflict(state.fingerprint, fingerprint_); !c.empty()) {
+    throw SamplerStateError("restore: " + c);
+  }
+  if (state.world_size != world_size_ || state.rank != rank_) {
+    throw SamplerStateError("restore: the state is for rank " + std::to_string(state.rank) + " of " +
+                            std::to_string(state.world_size) + ", this sampler is rank " +
+                            std::to_string(rank_) + " of " + std::to_string(world_size_));
+  }
+  const std::uint64_t base = fingerprint_.num_draws;
+  const bool length_ok = state.epoch_length == base ||
+                         (fingerprint_.tail == TailPolicy::drop_last && state.epoch_length <= base) ||
+                         (fingerprint_.tail == TailPolicy::pad && state.epoch_length >= base);
+  if (!length_ok) {
+    throw SamplerStateError("restore: epoch length " + std::to_string(state.epoch_length) +
+                            " does not fit " + std::to_string(base) + " draws under tail policy " +
+                            to_string(fingerprint_.tail));
+  }
+  start_epoch(state.epoch, state.epoch_length, state.owned, state.committed);
+}
+
+void DistributedSampler::start_epoch(std::uint64_t epoch, std::uint64_t epoch_length,
+                                     std::vector<PositionRun> owned, const CommitState& committed) {
+  if (epoch != epoch_ || !sequence_ready_) {
+    sequence_ready_ = false;
+    sequence32_ = {};
+    sequence64_ = {};
+  }
+  epoch_ = epoch;
+  epoch_length_ = epoch_length;
+  owned_.clear();
+  for (const auto& r : owned) push_run(owned_, r);
+  run_offsets_.clear();
+  share_ = 0;
+  for (const auto& r : owned_) {
+    run_offsets_.push_back(share_);
+    share_ += r.count;
+  }
+  local_ = std::min(committed.watermark, share_);
+  const auto it = std::upper_bound(run_offsets_.begin(), run_offsets_.end(), local_);
+  run_ = it == run_offsets_.begin() ? 0 : static_cast<std::size_t>(it - run_offsets_.begin() - 1);
+  offset_ = run_ < owned_.size() ? local_ - run_offsets_[run_] : 0;
+  skip_.clear();
+  for (auto x : committed.above) {
+    if (x >= local_ && x < share_) skip_.push_back(x);
+  }
+  skip_index_ = 0;
+  ended_ = false;
+}
+
+void DistributedSampler::ensure_sequence() const {
+  if (sequence_ready_) return;
+  const auto& f = fingerprint_;
+  if (f.kind != SamplerKind::deterministic && f.n > 0) {
+    const bool narrow = f.n <= kMaxUint32Ids;
+    if (f.kind == SamplerKind::weighted) {
+      const auto seed = detail::mix_seed(f.seed, epoch_);
+      if (narrow) sequence32_ = detail::weighted_draws<std::uint32_t>(weights_, f.num_draws, seed);
+      else sequence64_ = detail::weighted_draws<std::uint64_t>(weights_, f.num_draws, seed);
+    } else {
+      // More draws than n: independent permutations back to back, one stream each.
+      for (std::uint64_t block = 0, done = 0; done < f.num_draws; ++block) {
+        const std::uint64_t count = std::min(f.n, f.num_draws - done);
+        const auto seed = detail::mix_seed(f.seed, epoch_, block);
+        if (narrow) {
+          auto p = detail::permutation<std::uint32_t>(f.n, count, seed);
+          if (block == 0) sequence32_ = std::move(p);
+          else sequence32_.insert(sequence32_.end(), p.begin(), p.end());
+        } else {
+          auto p = detail::permutation<std::uint64_t>(f.n, count, seed);
+          if (block == 0) sequence64_ = std::move(p);
+          else sequence64_.insert(sequence64_.end(), p.begin(), p.end());
+        }
+        done += count;
+      }
+    }
+  }
+  sequence_ready_ = true;
+}
+
+SampleId DistributedSampler::at_global(std::uint64_t global) const {
+  const std::uint64_t length = fingerprint_.num_draws;
+  const std::uint64_t j = global < length ? global : global % length;
+  SampleId s;
+  s.is_padding = global >= length;
+  if (fingerprint_.kind == SamplerKind::deterministic) s.id = j;
+  else s.id = sequence32_.empty() ? sequence64_[j] : sequence32_[j];
+  return s;
+}
+
+SampleId DistributedSampler::at(std::uint64_t position) const {
+  if (position >= share_) {
+    throw std::out_of_range("sampler: position " + std::to_string(position) + " is beyond this rank's " +
+                            std::to_string(share_) + " positions");
+  }
+  ensure_sequence();
+  const auto it = std::upper_bound(run_offsets_.begin(), run_offsets_.end(), position);
+  const auto& r = owned_[static_cast<std::size_t>(it - run_offsets_.begin() - 1)];
+  return at_global(r.start + (position - *(it - 1)) * r.stride);
+}
+
+std::optional<Positioned<SampleId>> DistributedSampler::next() {
+  if (ended_) set_epoch(epoch_ + 1);
+  ensure_sequence();
+  while (local_ < share_) {
+    const std::uint64_t position = local_++;
+    const PositionRun& r = owned_[run_];
+    const std::uint64_t global = r.start + offset_ * r.stride;
+    if (++offset_ == r.count) {
+      ++run_;
+      offset_ = 0;
+    }
+    if (skip_index_ < skip_.size() && skip_[skip_index_] == position) {
+      ++skip_index_;
+      continue;
+    }
+    return Positioned<SampleId>{position, at_global(global)};
+  }
+  ended_ = true;
+  return std::nullopt;
+}
+
+SamplerState DistributedSampler::state(const CommitState& committed, std::uint64_t generation) const {
+  SamplerState s;
+  s.generation = generation;
+  s.fingerprint = fingerprint_;
+  s.epoch = epoch_;
+  s.epoch_length = epoch_length_;
+  s.world_size = world_size_;
+  s.rank = rank_;
+  s.owned = owned_;
+  s.committed = committed;
+  return s;
+}
+
+DistributedDeterministicSampler::DistributedDeterministicSampler(std::uint64_t n,
+                                                                 const DeterministicOptions& o)
+    : DistributedSampler(
+          DatasetFingerprint{.n = n, .identity_hash = o.identity_hash, .kind = SamplerKind::deterministic,
+                             .seed = 0, .num_draws = n, .weights_hash = 0, .tail = o.tail},
+          o.rank, o.world_size, o.epoch, {}) {}
+
+namespace {
+
+DatasetFingerprint random_fingerprint(std::uint64_t n, const RandomOptions& o) {
+  DatasetFingerprint f{.n = n, .identity_hash = o.identity_hash, .kind = SamplerKind::random,
+                       .seed = o.seed, .num_draws = o.num_draws == 0 ? n : o.num_draws,
+                       .weights_hash = 0, .tail = o.tail};
+  if (!o.weights.empty()) {
+    if (o.weights.size() != n) {
+      throw SamplerStateError("sampler: " + std::to_string(o.weights.size()) + " weights for " +
+                              std::to_string(n) + " samples");
+    }
+    double sum = 0;
+    for (double w : o.weights) {
+      if (!std::isfinite(w) || w < 0) throw SamplerStateError("sampler: weights must be finite and >= 0");
+      sum += w;
+    }
+    if (!(sum > 0) || !std::isfinite(sum)) throw SamplerStateError("sampler: the weights' sum must be positive");
+    f.kind = SamplerKind::weighted;
+    f.weights_hash = detail::hash_bytes(o.weights.data(), o.weights.size() * sizeof(double), n) | 1;
+  }
+  if (n == 0) f.num_draws = 0;
+  return f;
+}
+
+}  // namespace
+
+DistributedRandomSampler::DistributedRandomSampler(std::uint64_t n, const RandomOptions& o)
+    : DistributedSampler(random_fingerprint(n, o), o.rank, o.world_size, o.epoch,
+                         o.weights) {}
+
+}  // namespace brigade::actors

@@ -1,0 +1,256 @@
+#pragma once
+
+// Distributed samplers: which dataset indices this rank reads, in which order, in
+// each epoch — and the state that lets a run stop and resume exactly, at the same or
+// at a different world size.
+//
+//   DistributedRandomSampler sampler(files.size(), {.rank = rank, .world_size = world,
+//                                                   .seed = 42, .epoch = 0});
+//   auto pipeline = PipelineBuilder().add_source(std::ref(sampler))...;
+//
+// THE EPOCH SEQUENCE. Each epoch has one global sequence of sample ids, the same on
+// every rank: 0, 1, …, n-1 for the deterministic sampler; for the random sampler a
+// permutation of [0, n) drawn from (seed, epoch) — the epoch is mixed into the seed,
+// never substituted for it — or, with weights, `num_draws` draws with replacement.
+// The tail policy then fixes the epoch's length L' for the world size W at which the
+// epoch starts (L = the sequence's length before it):
+//   none       L' = L. Every sample exactly once; rank shares differ by at most one
+//              (a rank may get nothing when n < W).
+//   drop_last  L' = floor(L / W) × W, as PyTorch's DistributedSampler(drop_last=True):
+//              every rank gets the same count, the tail is not read this epoch.
+//   pad        L' = ceil(L / W) × W, the extra positions repeat the sequence from its
+//              start (PyTorch's padding) and are marked `is_padding`.
+// The set of global positions [0, L') is fixed when the epoch starts: a tail dropped
+// at W stays dropped when the epoch is resumed at W'.
+//
+// SHARDING AND POSITIONS. At the start of an epoch rank r owns the global positions
+// r, r + W, r + 2W, … < L'. What a rank owns is kept as a list of strided runs of
+// global positions (PositionRun), which stays compact after elastic re-partitions.
+// `next()` walks the owned runs in order and reports each sample with its *local*
+// position: its index 0 … size()-1 within this rank's epoch sequence. The pipeline's
+// committed state (CommitState: a watermark plus the positions finished above it) is
+// over these local positions.
+//
+// RESUME. `restore(state)` continues an epoch from a SamplerState: it yields exactly
+// the owned positions that are not committed, in order, with their original local
+// positions, reaching the first one in O(log runs) once the epoch's sequence is
+// generated (no replay). `repartition()` turns the states of all W ranks into the
+// state of rank r' of W': the not-yet-committed positions of the epoch, split into
+// contiguous slices whose sizes differ by at most one. The next epoch starts normally
+// at the world size of the state.
+//
+// EPOCHS. After `next()` has returned std::nullopt at the end of epoch e, the next
+// call starts epoch e + 1 (so a pipeline re-run reads the next epoch); `set_epoch(e)`
+// starts epoch e from its beginning at any time.
+//
+// COST. The random sampler generates its sequence lazily, on the first next() or
+// at() of an epoch: a Fisher–Yates shuffle with xoshiro256** (uint32 ids while n <=
+// 2^32), about 0.1–0.2 s for 10 million ids. A rank holds the epoch's sequence (4 or
+// 8 bytes per draw) and its owned runs; the deterministic sampler holds no sequence.
+//
+// THREADING. A sampler is a value type and not thread-safe: one thread (the pipeline's
+// source) calls next(). Copies are independent.
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "actors/positions.h"
+
+namespace brigade::actors {
+
+/// What happens to the part of an epoch that does not divide evenly among ranks.
+/// See the header comment. Stored in checkpoints by value: do not renumber.
+enum class TailPolicy : std::uint8_t { none = 0, drop_last = 1, pad = 2 };
+
+/// Which sequence a sampler draws. Stored in checkpoints: do not renumber.
+enum class SamplerKind : std::uint8_t { deterministic = 0, random = 1, weighted = 2 };
+
+const char* to_string(TailPolicy tail);
+const char* to_string(SamplerKind kind);
+
+/// What a sampler yields: a dataset index, and whether this entry only pads the epoch
+/// so that every rank gets the same count (TailPolicy::pad).
+struct SampleId {
+  std::uint64_t id = 0;
+  bool is_padding = false;
+  friend bool operator==(const SampleId&, const SampleId&) = default;
+};
+
+/// The global epoch positions start, start + stride, …, (count of them).
+struct PositionRun {
+  std::uint64_t start = 0;
+  std::uint64_t stride = 1;
+  std::uint64_t count = 0;
+  friend bool operator==(const PositionRun&, const PositionRun&) = default;
+};
+
+/// Everything that determines an epoch's sequence, so that a checkpoint taken on one
+/// dataset and sampler is never resumed on another.
+struct DatasetFingerprint {
+  std::uint64_t n = 0;              // dataset size
+  std::uint64_t identity_hash = 0;  // the caller's hash of the sample identities
+  SamplerKind kind = SamplerKind::deterministic;
+  std::uint64_t seed = 0;
+  std::uint64_t num_draws = 0;      // L: the sequence's length before the tail policy
+  std::uint64_t weights_hash = 0;   // 0 without weights
+  TailPolicy tail = TailPolicy::none;
+  friend bool operator==(const DatasetFingerprint&, const DatasetFingerprint&) = default;
+};
+
+/// "" when equal, else the first differing field with both values, e.g.
+/// "seed: checkpoint has 1, caller has 2".
+std::string describe_conflict(const DatasetFingerprint& saved,
+                              const DatasetFingerprint& caller);
+
+/// A hash of the sample identities (e.g. the file list, in dataset order) for
+/// DatasetFingerprint::identity_hash. Stable across platforms and versions.
+std::uint64_t hash_sample_identities(std::span<const std::string> identities);
+
+/// One rank's resumable state within an epoch. Plain data; the checkpoint files of
+/// transport/checkpoint.h store exactly these fields.
+struct SamplerState {
+  static constexpr std::uint32_t kFormatVersion = 1;
+
+  std::uint32_t format_version = kFormatVersion;
+  std::uint64_t generation = 0;    // the saver's counter (e.g. the training step)
+  DatasetFingerprint fingerprint{};
+  std::uint64_t epoch = 0;
+  std::uint64_t epoch_length = 0;  // L', fixed when the epoch started
+  std::uint32_t world_size = 1;
+  std::uint32_t rank = 0;
+  std::vector<PositionRun> owned{};  // this rank's global positions, in its local order
+  CommitState committed{};           // over local positions 0 … share()-1
+
+  /// How many positions this rank owns this epoch.
+  std::uint64_t share() const;
+  /// How many owned positions are not committed.
+  std::uint64_t remaining() const;
+  friend bool operator==(const SamplerState&, const SamplerState&) = default;
+};
+
+/// Inconsistent or unusable sampler state or parameters; the message names the field.
+class SamplerStateError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// L' for a sequence of `length` draws at world size W under `tail`.
+std::uint64_t epoch_length(std::uint64_t length, TailPolicy tail, std::uint32_t world_size);
+
+/// The owned runs of rank r at the start of an epoch: r, r + W, … < epoch_length.
+std::vector<PositionRun> initial_partition(std::uint64_t epoch_length, std::uint32_t rank,
+                                           std::uint32_t world_size);
+
+/// Elastic re-partition. From the states of all ranks 0 … W-1 of one checkpoint (same
+/// generation, fingerprint and epoch; any order), the state of rank `new_rank` of
+/// `new_world_size`: the uncommitted positions of every old rank, in rank order, cut
+/// into W' contiguous slices whose sizes differ by at most one; nothing committed.
+/// Throws SamplerStateError naming the inconsistency.
+SamplerState repartition(std::span<const SamplerState> ranks, std::uint32_t new_rank,
+                         std::uint32_t new_world_size);
+
+/// Options of DistributedDeterministicSampler (designated-initializer order).
+struct DeterministicOptions {
+  std::uint32_t rank = 0;
+  std::uint32_t world_size = 1;
+  TailPolicy tail = TailPolicy::none;
+  std::uint64_t epoch = 0;
+  std::uint64_t identity_hash = 0;  // see hash_sample_identities()
+};
+
+/// Options of DistributedRandomSampler (designated-initializer order).
+struct RandomOptions {
+  std::uint32_t rank = 0;
+  std::uint32_t world_size = 1;
+  std::uint64_t seed = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t num_draws = 0;     // 0: n. Without weights, more than n concatenates
+                                   // independent permutations (as torch's RandomSampler)
+  std::vector<double> weights{};   // empty: a permutation; else n weights, draws with
+                                   // replacement (finite, >= 0, positive sum)
+  TailPolicy tail = TailPolicy::none;
+  std::uint64_t identity_hash = 0; // see hash_sample_identities()
+};
+
+/// The common sampler; construct one of the two below. A positioned source for
+/// PipelineBuilder::add_source (pass std::ref(sampler) to keep calling set_epoch()).
+class DistributedSampler {
+ public:
+  /// The next sample of this rank's epoch with its local position, or std::nullopt at
+  /// the end of the epoch (and the call after that starts the next epoch).
+  std::optional<Positioned<SampleId>> next();
+
+  /// Starts epoch `epoch` from its beginning, partitioned at the current world size.
+  void set_epoch(std::uint64_t epoch);
+
+  /// Continues from `state` (see RESUME). Throws SamplerStateError if the state's
+  /// fingerprint, rank or world size differs from this sampler's (message names the
+  /// conflict), or if the state is inconsistent. Adopts the state's epoch.
+  void restore(const SamplerState& state);
+
+  /// This rank's state with `committed` (over local positions, from the pipeline).
+  SamplerState state(const CommitState& committed, std::uint64_t generation = 0) const;
+
+  /// The sample at local position `position` of this epoch (< size()).
+  SampleId at(std::uint64_t position) const;
+
+  std::uint64_t epoch() const { return epoch_; }
+  std::uint64_t size() const { return share_; }  // positions owned this epoch
+  std::uint32_t rank() const { return rank_; }
+  std::uint32_t world_size() const { return world_size_; }
+  const DatasetFingerprint& fingerprint() const { return fingerprint_; }
+  const std::vector<PositionRun>& owned() const { return owned_; }
+
+ protected:
+  DistributedSampler(DatasetFingerprint fingerprint, std::uint32_t rank,
+                     std::uint32_t world_size, std::uint64_t epoch, std::vector<double> weights);
+
+ private:
+  void start_epoch(std::uint64_t epoch, std::uint64_t epoch_length,
+                   std::vector<PositionRun> owned, const CommitState& committed);
+  void ensure_sequence() const;
+  SampleId at_global(std::uint64_t global) const;
+
+  DatasetFingerprint fingerprint_;
+  std::uint32_t rank_;
+  std::uint32_t world_size_;
+  std::vector<double> weights_;
+
+  std::uint64_t epoch_ = 0;
+  std::uint64_t epoch_length_ = 0;
+  std::vector<PositionRun> owned_;
+  std::vector<std::uint64_t> run_offsets_;  // local position of each run's first entry
+  std::uint64_t share_ = 0;
+
+  // The epoch's global sequence, generated on first use (one of the two is filled).
+  mutable bool sequence_ready_ = false;
+  mutable std::vector<std::uint32_t> sequence32_;
+  mutable std::vector<std::uint64_t> sequence64_;
+
+  // Cursor: the next local position, its run and offset, the committed ones to skip.
+  std::uint64_t local_ = 0;
+  std::size_t run_ = 0;
+  std::uint64_t offset_ = 0;
+  std::vector<std::uint64_t> skip_;
+  std::size_t skip_index_ = 0;
+  bool ended_ = false;
+};
+
+/// Rank r of W reads 0 … n-1 sharded as r, r + W, … (DESIGN §3).
+class DistributedDeterministicSampler : public DistributedSampler {
+ public:
+  DistributedDeterministicSampler(std::uint64_t n, const DeterministicOptions& options = {});
+};
+
+/// One global permutation (or weighted draw) per (seed, epoch), sharded as above.
+/// Throws SamplerStateError on bad weights or rank >= world_size.
+class DistributedRandomSampler : public DistributedSampler {
+ public:
+  DistributedRandomSampler(std::uint64_t n, const RandomOptions& options = {});
+};
+
+}  // namespace brigade::actors

@@ -1,0 +1,323 @@
+#include "actors/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <random>
+#include <set>
+
+namespace brigade::actors {
+namespace {
+
+using Draw = std::pair<std::uint64_t, SampleId>;  // (local position, sample)
+
+// The parameters of one random property case.
+struct Case {
+  std::uint64_t n = 0;
+  std::uint32_t world = 1;
+  std::uint64_t seed = 0;
+  std::uint64_t epoch = 0;
+  TailPolicy tail = TailPolicy::none;
+  bool random = true;
+};
+
+Case random_case(std::mt19937_64& rng) {
+  Case c;
+  c.n = rng() % 4 == 0 ? rng() % 8 : rng() % 300;  // often n < W
+  c.world = 1 + static_cast<std::uint32_t>(rng() % 9);
+  c.seed = rng();
+  c.epoch = rng() % 5;
+  c.tail = static_cast<TailPolicy>(rng() % 3);
+  c.random = rng() % 4 != 0;
+  return c;
+}
+
+DistributedSampler make(const Case& c, std::uint32_t rank, std::uint32_t world) {
+  if (c.random) {
+    return DistributedRandomSampler(
+        c.n, {.rank = rank, .world_size = world, .seed = c.seed, .epoch = c.epoch, .tail = c.tail});
+  }
+  return DistributedDeterministicSampler(
+      c.n, {.rank = rank, .world_size = world, .tail = c.tail, .epoch = c.epoch});
+}
+
+std::vector<Draw> drain(DistributedSampler& s) {
+  std::vector<Draw> out;
+  while (auto d = s.next()) out.emplace_back(d->position, d->value);
+  return out;
+}
+
+std::string describe(const Case& c) {
+  return "n=" + std::to_string(c.n) + " W=" + std::to_string(c.world) + " seed=" +
+         std::to_string(c.seed) + " epoch=" + std::to_string(c.epoch) + " tail=" +
+         to_string(c.tail) + (c.random ? " random" : " deterministic");
+}
+
+// A random committed state after the pipeline pulled `pulled` of `share` positions:
+// a watermark below it and some of the positions between finished out of order.
+CommitState random_commit(std::mt19937_64& rng, std::uint64_t share) {
+  CommitState c;
+  const std::uint64_t pulled = share == 0 ? 0 : rng() % (share + 1);
+  c.watermark = pulled == 0 ? 0 : rng() % (pulled + 1);
+  for (std::uint64_t p = c.watermark + 1; p < pulled; ++p) {
+    if (rng() % 2) c.above.push_back(p);
+  }
+  return c;
+}
+
+bool committed(const CommitState& c, std::uint64_t p) {
+  return p < c.watermark || std::binary_search(c.above.begin(), c.above.end(), p);
+}
+
+std::multiset<std::pair<std::uint64_t, bool>> ids(const std::vector<Draw>& draws) {
+  std::multiset<std::pair<std::uint64_t, bool>> out;
+  for (const auto& [p, s] : draws) out.emplace(s.id, s.is_padding);
+  return out;
+}
+
+TEST(Sampler, ShardsAreDisjointCompleteAndFollowTheTailPolicy) {
+  std::mt19937_64 rng(20261129);
+  for (int i = 0; i < 300; ++i) {
+    const Case c = random_case(rng);
+    SCOPED_TRACE(describe(c));
+    std::vector<std::uint64_t> counts(c.n, 0);
+    std::uint64_t padding = 0, min_share = ~0ULL, max_share = 0;
+    for (std::uint32_t r = 0; r < c.world; ++r) {
+      auto s = make(c, r, c.world);
+      const auto draws = drain(s);
+      ASSERT_EQ(draws.size(), s.size());
+      for (std::size_t k = 0; k < draws.size(); ++k) {
+        ASSERT_EQ(draws[k].first, k);  // local positions 0 … share-1
+        ASSERT_LT(draws[k].second.id, c.n);
+        if (draws[k].second.is_padding) ++padding;
+        else ++counts[draws[k].second.id];
+      }
+      min_share = std::min<std::uint64_t>(min_share, draws.size());
+      max_share = std::max<std::uint64_t>(max_share, draws.size());
+    }
+    const std::uint64_t once = static_cast<std::uint64_t>(std::count(counts.begin(), counts.end(), 1));
+    ASSERT_EQ(std::count_if(counts.begin(), counts.end(), [](auto x) { return x > 1; }), 0);
+    switch (c.tail) {
+      case TailPolicy::none:
+        EXPECT_EQ(once, c.n);
+        EXPECT_LE(max_share - min_share, 1u);
+        EXPECT_EQ(padding, 0u);
+        break;
+      case TailPolicy::drop_last:
+        EXPECT_EQ(once, c.n / c.world * c.world);
+        EXPECT_EQ(max_share, min_share);
+        break;
+      case TailPolicy::pad:
+        EXPECT_EQ(once, c.n);
+        EXPECT_EQ(max_share, min_share);
+        EXPECT_EQ(padding, c.n == 0 ? 0 : (c.n + c.world - 1) / c.world * c.world - c.n);
+        break;
+    }
+  }
+}
+
+TEST(Sampler, DeterministicShardsAreStrided) {
+  DistributedDeterministicSampler s(10, {.rank = 1, .world_size = 3});
+  std::vector<std::uint64_t> got;
+  for (const auto& [p, id] : drain(s)) got.push_back(id.id);
+  EXPECT_EQ(got, (std::vector<std::uint64_t>{1, 4, 7}));
+}
+
+TEST(Sampler, ReproducibleFromTheSeedAndDifferentPerEpoch) {
+  auto seq = [](std::uint64_t seed, std::uint64_t epoch) {
+    DistributedRandomSampler s(1000, {.rank = 2, .world_size = 4, .seed = seed, .epoch = epoch});
+    return drain(s);
+  };
+  EXPECT_EQ(seq(7, 3), seq(7, 3));
+  EXPECT_NE(seq(7, 3), seq(7, 4));
+  EXPECT_NE(seq(7, 3), seq(8, 3));
+  EXPECT_NE(seq(1, 2), seq(2, 1));  // the epoch is mixed into the seed, not substituted
+  EXPECT_NE(ids(seq(7, 0)), ids(seq(7, 1)));  // another shard, not only another order
+}
+
+TEST(Sampler, NextEpochStartsAfterTheEnd) {
+  DistributedRandomSampler s(50, {.rank = 0, .world_size = 2, .seed = 5, .epoch = 0});
+  const auto first = drain(s);
+  EXPECT_EQ(s.epoch(), 0u);
+  const auto second = drain(s);
+  EXPECT_EQ(s.epoch(), 1u);
+  DistributedRandomSampler fresh(50, {.rank = 0, .world_size = 2, .seed = 5, .epoch = 1});
+  EXPECT_EQ(second, drain(fresh));
+  EXPECT_NE(first, second);
+  s.set_epoch(0);
+  EXPECT_EQ(drain(s), first);
+}
+
+TEST(Sampler, ResumesExactlyFromACommittedState) {
+  std::mt19937_64 rng(42);
+  for (int i = 0; i < 300; ++i) {
+    const Case c = random_case(rng);
+    const auto rank = static_cast<std::uint32_t>(rng() % c.world);
+    SCOPED_TRACE(describe(c) + " rank=" + std::to_string(rank));
+    auto s = make(c, rank, c.world);
+    const auto full = drain(s);
+    const CommitState commit = random_commit(rng, full.size());
+    std::vector<Draw> expected;
+    for (const auto& d : full) {
+      if (!committed(commit, d.first)) expected.push_back(d);
+    }
+    const SamplerState state = s.state(commit, 9);
+    auto resumed = make(c, rank, c.world);
+    resumed.set_epoch(c.epoch + 3);  // restore() replaces whatever epoch it was on
+    resumed.restore(state);
+    EXPECT_EQ(drain(resumed), expected);
+    // The next epoch after a restored one starts normally.
+    auto next_epoch = make(c, rank, c.world);
+    next_epoch.set_epoch(c.epoch + 1);
+    EXPECT_EQ(drain(resumed), drain(next_epoch));
+  }
+}
+
+// Runs ranks of `states`, commits a random part of each, and returns the states with
+// those commits plus the samples they left uncommitted.
+std::pair<std::vector<SamplerState>, std::multiset<std::pair<std::uint64_t, bool>>> run_and_commit(
+    std::mt19937_64& rng, const Case& c, const std::vector<SamplerState>& states) {
+  std::vector<SamplerState> out;
+  std::vector<Draw> left;
+  for (const auto& st : states) {
+    auto s = make(c, st.rank, st.world_size);
+    s.restore(st);
+    const auto draws = drain(s);
+    CommitState commit = random_commit(rng, s.size());
+    for (const auto& d : draws) {
+      if (!committed(commit, d.first)) left.push_back(d);
+    }
+    out.push_back(s.state(commit, st.generation + 1));
+  }
+  return {out, ids(left)};
+}
+
+TEST(Sampler, ElasticResumeDeliversExactlyTheUncommittedSamples) {
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 250; ++i) {
+    const Case c = random_case(rng);
+    std::vector<std::uint32_t> worlds = {c.world};
+    for (int k = 0; k < 2; ++k) worlds.push_back(1 + static_cast<std::uint32_t>(rng() % 9));
+    SCOPED_TRACE(describe(c) + " W'=" + std::to_string(worlds[1]) + " W''=" + std::to_string(worlds[2]));
+    std::vector<SamplerState> states;
+    for (std::uint32_t r = 0; r < c.world; ++r) states.push_back(make(c, r, c.world).state({}));
+    // W → W' → W'': at each step the new ranks deliver exactly what was left.
+    for (std::size_t step = 1; step < worlds.size(); ++step) {
+      auto [saved, left] = run_and_commit(rng, c, states);
+      std::vector<SamplerState> next;
+      std::multiset<std::pair<std::uint64_t, bool>> delivered;
+      std::uint64_t min_share = ~0ULL, max_share = 0;
+      for (std::uint32_t r = 0; r < worlds[step]; ++r) {
+        next.push_back(repartition(saved, r, worlds[step]));
+        auto s = make(c, r, worlds[step]);
+        s.restore(next.back());
+        const auto draws = drain(s);
+        for (const auto& d : draws) delivered.emplace(d.second.id, d.second.is_padding);
+        min_share = std::min<std::uint64_t>(min_share, draws.size());
+        max_share = std::max<std::uint64_t>(max_share, draws.size());
+      }
+      ASSERT_EQ(delivered, left);
+      ASSERT_LE(max_share - min_share, 1u);
+      states = next;
+    }
+    // The epoch after an elastic resume starts normally at the new world size.
+    for (std::uint32_t r = 0; r < worlds.back(); ++r) {
+      auto s = make(c, r, worlds.back());
+      s.restore(states[r]);
+      drain(s);
+      auto fresh = make(c, r, worlds.back());
+      fresh.set_epoch(c.epoch + 1);
+      ASSERT_EQ(drain(s), drain(fresh));
+    }
+  }
+}
+
+TEST(Sampler, ElasticTailDroppedAtTheStartStaysDropped) {
+  // 10 samples at W=4 with drop_last: 8 are read this epoch. Resumed at W'=3 from
+  // nothing committed, still only those 8.
+  std::vector<SamplerState> states;
+  for (std::uint32_t r = 0; r < 4; ++r) {
+    states.push_back(DistributedDeterministicSampler(10, {.rank = r, .world_size = 4,
+                                                          .tail = TailPolicy::drop_last})
+                         .state({}));
+  }
+  std::set<std::uint64_t> got;
+  for (std::uint32_t r = 0; r < 3; ++r) {
+    DistributedDeterministicSampler s(10, {.rank = r, .world_size = 3, .tail = TailPolicy::drop_last});
+    s.restore(repartition(states, r, 3));
+    for (const auto& [p, id] : drain(s)) got.insert(id.id);
+  }
+  EXPECT_EQ(got, (std::set<std::uint64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+}
+
+TEST(Sampler, RepartitionKeepsRunsCompact) {
+  std::vector<SamplerState> states;
+  for (std::uint32_t r = 0; r < 8; ++r) {
+    DistributedRandomSampler s(1'000'000, {.rank = r, .world_size = 8, .seed = 1});
+    states.push_back(s.state({.watermark = 1000 * r, .above = {1000 * r + 5}}));
+  }
+  const auto s = repartition(states, 2, 5);
+  EXPECT_LE(s.owned.size(), 6u);
+  EXPECT_EQ(s.share(), (1'000'000 - 28'000 - 7) / 5);
+}
+
+TEST(Sampler, RestoreRejectsConflictingParameters) {
+  DistributedRandomSampler a(100, {.rank = 0, .world_size = 2, .seed = 1});
+  const auto state = a.state({.watermark = 10});
+  DistributedRandomSampler other_seed(100, {.rank = 0, .world_size = 2, .seed = 2});
+  try {
+    other_seed.restore(state);
+    FAIL() << "restore accepted another seed";
+  } catch (const SamplerStateError& e) {
+    EXPECT_NE(std::string(e.what()).find("seed: checkpoint has 1, caller has 2"), std::string::npos) << e.what();
+  }
+  DistributedRandomSampler other_rank(100, {.rank = 1, .world_size = 2, .seed = 1});
+  EXPECT_THROW(other_rank.restore(state), SamplerStateError);
+  DistributedRandomSampler other_tail(100, {.rank = 0, .world_size = 2, .seed = 1, .tail = TailPolicy::pad});
+  EXPECT_THROW(other_tail.restore(state), SamplerStateError);
+  DistributedDeterministicSampler deterministic(100, {.rank = 0, .world_size = 2});
+  EXPECT_THROW(deterministic.restore(state), SamplerStateError);
+}
+
+TEST(Sampler, WeightedDrawsFollowTheWeights) {
+  DistributedRandomSampler s(3, {.seed = 3, .num_draws = 40'000, .weights = {1.0, 0.0, 3.0}});
+  EXPECT_EQ(s.fingerprint().kind, SamplerKind::weighted);
+  std::map<std::uint64_t, int> freq;
+  for (const auto& [p, id] : drain(s)) ++freq[id.id];
+  EXPECT_EQ(freq.count(1), 0u);
+  EXPECT_NEAR(freq[0] / 40'000.0, 0.25, 0.02);
+  EXPECT_NEAR(freq[2] / 40'000.0, 0.75, 0.02);
+  EXPECT_THROW(DistributedRandomSampler(3, {.weights = {1.0, -1.0, 1.0}}), SamplerStateError);
+  EXPECT_THROW(DistributedRandomSampler(3, {.weights = {1.0}}), SamplerStateError);
+}
+
+TEST(Sampler, MoreDrawsThanSamplesConcatenatePermutations) {
+  DistributedRandomSampler s(10, {.seed = 4, .num_draws = 25});
+  std::map<std::uint64_t, int> freq;
+  for (const auto& [p, id] : drain(s)) ++freq[id.id];
+  ASSERT_EQ(freq.size(), 10u);
+  for (const auto& [id, count] : freq) EXPECT_GE(count, 2);
+}
+
+TEST(Sampler, PermutesTenMillionIdsWellUnderASecond) {
+  const auto t0 = std::chrono::steady_clock::now();
+  DistributedRandomSampler s(10'000'000, {.rank = 0, .world_size = 1, .seed = 11});
+  const auto first = s.next();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(first);
+  EXPECT_LT(seconds, 1.0);
+  std::vector<bool> seen(10'000'000);
+  seen[first->value.id] = true;
+  std::uint64_t count = 1;
+  while (auto d = s.next()) {
+    ASSERT_FALSE(seen[d->value.id]);
+    seen[d->value.id] = true;
+    ++count;
+  }
+  EXPECT_EQ(count, 10'000'000u);
+}
+
+}  // namespace
+}  // namespace brigade::actors
