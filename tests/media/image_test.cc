@@ -137,6 +137,32 @@ TEST(Image, EvalTransformMatchesFloatBilinearReference) {
   }
 }
 
+// Encodes `rgb` with TurboJPEG directly (any subsampling, optionally progressive).
+Bytes encode_with(const Bytes& rgb, int w, int h, int subsamp, int flags) {
+  std::unique_ptr<void, int (*)(void*)> tj(tjInitCompress(), tjDestroy);
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  EXPECT_EQ(tjCompress2(tj.get(), rgb.data(), w, 0, h, TJPF_RGB, &out, &size, subsamp, 90, flags), 0);
+  Bytes jpeg(out, out + size);
+  tjFree(out);
+  return jpeg;
+}
+
+TEST(Image, EvalTransformHandlesEveryJpegLayout) {
+  // Odd crop offsets in subsampled chroma, grayscale and progressive files.
+  const int w = 487, h = 365;
+  const Bytes rgb = synthetic_rgb(w, h, 21);
+  for (int subsamp : {TJSAMP_444, TJSAMP_422, TJSAMP_420, TJSAMP_440, TJSAMP_411, TJSAMP_GRAY}) {
+    for (int flags : {0, TJFLAG_PROGRESSIVE}) {
+      const Bytes jpeg = encode_with(rgb, w, h, subsamp, flags);
+      Tensor t = load_image(Source::memory(jpeg), imagenet_eval_options());
+      const std::vector<std::uint8_t> ref = reference_eval224(jpeg);
+      const double mae = mean_abs_diff(t.data_as<std::uint8_t>(), ref.data(), ref.size());
+      EXPECT_LT(mae, 2.5) << "subsampling " << subsamp << " flags " << flags;
+    }
+  }
+}
+
 TEST(Image, EvalTransformOfPngMatchesReferenceGeometry) {
   // The same geometry through the FFmpeg path: compare JPEG and PNG of the same content.
   const Bytes jpeg = make_image(ImageCodec::jpeg, 320, 240, 11, 100);
