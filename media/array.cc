@@ -133,13 +133,14 @@ void byteswap(std::uint8_t* p, std::size_t nbytes, std::size_t item) {
 }
 
 // A tensor over b[h.data_offset...]: aliasing `owner` when possible, else a copy.
-Tensor make_tensor(std::span<const std::uint8_t> b, const NpyHeader& h, std::shared_ptr<void> owner) {
+Tensor make_tensor(std::span<const std::uint8_t> b, const NpyHeader& h, std::shared_ptr<void> owner,
+                   const Allocator& allocator) {
   const std::uint8_t* src = b.data() + h.data_offset;
   const bool aligned = reinterpret_cast<std::uintptr_t>(src) % dtype_size(h.dtype) == 0;
   if (owner && aligned && !h.swap) {
     return Tensor(h.dtype, h.shape, std::move(owner), const_cast<std::uint8_t*>(src));
   }
-  Tensor t = Tensor::empty(h.dtype, h.shape);
+  Tensor t = Tensor::empty(h.dtype, h.shape, allocator);
   if (h.nbytes > 0) std::memcpy(t.data(), src, h.nbytes);
   if (h.swap) byteswap(t.data_as<std::uint8_t>(), h.nbytes, dtype_size(h.dtype));
   return t;
@@ -234,7 +235,7 @@ std::vector<std::uint8_t> inflate_member(std::span<const std::uint8_t> data, std
 }
 
 std::map<std::string, Tensor> parse_npz(std::span<const std::uint8_t> b, std::shared_ptr<void> owner,
-                                        const std::string& name) {
+                                        const std::string& name, const Allocator& allocator) {
   std::map<std::string, Tensor> out;
   for (const ZipMember& m : read_central_directory(b, name)) {
     const std::string member = name + ":" + m.name;
@@ -250,12 +251,12 @@ std::map<std::string, Tensor> parse_npz(std::span<const std::uint8_t> b, std::sh
     if (m.method == 0) {
       if (m.usize != m.csize) bad(member, "stored member sizes differ");
       if (crc32(0, data.data(), static_cast<uInt>(data.size())) != m.crc) bad(member, "CRC-32 mismatch");
-      out[key] = make_tensor(data, parse_header(data, member), owner);
+      out[key] = make_tensor(data, parse_header(data, member), owner, allocator);
     } else if (m.method == 8) {
       auto inflated = std::make_shared<std::vector<std::uint8_t>>(inflate_member(data, m.usize, member));
       if (crc32(0, inflated->data(), static_cast<uInt>(inflated->size())) != m.crc) bad(member, "CRC-32 mismatch");
       const std::span<const std::uint8_t> ib(*inflated);
-      out[key] = make_tensor(ib, parse_header(ib, member), inflated);
+      out[key] = make_tensor(ib, parse_header(ib, member), inflated, allocator);
     } else {
       unsupported(member, "zip compression method " + std::to_string(m.method) + " is not supported");
     }
@@ -265,22 +266,23 @@ std::map<std::string, Tensor> parse_npz(std::span<const std::uint8_t> b, std::sh
 
 }  // namespace
 
-Tensor load_npy(std::span<const std::uint8_t> bytes, const std::string& name) {
-  return make_tensor(bytes, parse_header(bytes, name), nullptr);
+Tensor load_npy(std::span<const std::uint8_t> bytes, const std::string& name, const Allocator& allocator) {
+  return make_tensor(bytes, parse_header(bytes, name), nullptr, allocator);
 }
 
 Tensor load_npy(std::shared_ptr<std::vector<std::uint8_t>> bytes, const std::string& name) {
   const std::span<const std::uint8_t> b(*bytes);
-  return make_tensor(b, parse_header(b, name), std::move(bytes));
+  return make_tensor(b, parse_header(b, name), std::move(bytes), {});
 }
 
-std::map<std::string, Tensor> load_npz(std::span<const std::uint8_t> bytes, const std::string& name) {
-  return parse_npz(bytes, nullptr, name);
+std::map<std::string, Tensor> load_npz(std::span<const std::uint8_t> bytes, const std::string& name,
+                                       const Allocator& allocator) {
+  return parse_npz(bytes, nullptr, name, allocator);
 }
 
 std::map<std::string, Tensor> load_npz(std::shared_ptr<std::vector<std::uint8_t>> bytes, const std::string& name) {
   const std::span<const std::uint8_t> b(*bytes);
-  return parse_npz(b, std::move(bytes), name);
+  return parse_npz(b, std::move(bytes), name, {});
 }
 
 }  // namespace brigade::media

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 
 #include "media/errors.h"
 #include "media/synthetic.h"
@@ -118,6 +119,14 @@ TEST(Video, StreamingReaderMatchesLoadVideo) {
   EXPECT_EQ(total, 48);
 }
 
+TEST(Video, ReadsFilesWhateverTheirExtension) {
+  const std::string path = (std::filesystem::temp_directory_path() / "brigade_video_test_mp4_named.avi").string();
+  write_file(path, h264_clip());
+  Tensor t = load_video(Source::file(path), pick(FrameSelection::at({0.5})));
+  std::filesystem::remove(path);
+  EXPECT_TRUE(same_frame(t, 0, all_h264_frames(), 12));
+}
+
 TEST(Video, DemuxerDecoderConverterPipeline) {
   Demuxer demuxer(Source::memory(h264_clip()));
   VideoDecoder decoder(demuxer);
@@ -156,6 +165,11 @@ TEST(Video, BadInputsGiveTypedErrors) {
   EXPECT_EQ(video_error(truncated), ErrorCode::bad_data);
   const Bytes empty;
   EXPECT_EQ(video_error(empty), ErrorCode::bad_data);
+  Bytes unknown_codec = h264_clip();
+  for (std::size_t i = 0; i + 4 < unknown_codec.size(); ++i) {
+    if (std::memcmp(&unknown_codec[i], "avc1", 4) == 0) std::memcpy(&unknown_codec[i], "zzzz", 4);
+  }
+  EXPECT_EQ(video_error(unknown_codec), ErrorCode::unsupported);
   try {
     load_video(Source::file("/nonexistent/clip.mp4"));
     FAIL();
