@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# README command 1: installs what is missing, builds, and runs the main job — the image
+# pipeline over the demo dataset (generated once under ~/.cache/brigade/demo).
+# Extra arguments go to `brigade run` (see `build/launch/brigade run --help`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+export CCACHE_DIR=${CCACHE_DIR:-$PWD/.cache/ccache}
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"${JOBS:-$(nproc)}" --target brigade
+exec build/launch/brigade run "$@"

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# README command 2: installs what is missing, builds everything with -Werror and runs
+# every test, then the sanitizer builds (ThreadSanitizer over the engine's concurrency
+# code, AddressSanitizer + UBSan over media/). `.ci/run` runs exactly this.
+# Environment: JOBS (default: cores), BRIGADE_SKIP_SANITIZERS=1 to skip the sanitizer
+# builds while iterating locally (CI never sets it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+jobs=${JOBS:-$(nproc)}
+export CCACHE_DIR=${CCACHE_DIR:-$PWD/.cache/ccache}
+
+log() { printf '\n== %s\n' "$*" >&2; }
+
+if [ "${BRIGADE_SKIP_SANITIZERS:-0}" != 1 ]; then
+  log "ThreadSanitizer build (actors): hand-off queue, statistics, commit tracking, pipelines"
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRIGADE_SANITIZE=thread \
+    -DBRIGADE_MODULES=actors -DBRIGADE_BUILD_BENCH=OFF >/dev/null
+  cmake --build build-tsan -j"$jobs" --target actors_tests
+  TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1 report_signal_unsafe=0" \
+    build-tsan/tests/actors/actors_tests --gtest_brief=1 \
+    --gtest_filter="$(cat tests/actors/tsan-tests.txt | paste -sd:)"
+
+  log "AddressSanitizer + UBSan build (media): decoding, random mutations"
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRIGADE_SANITIZE=address \
+    -DBRIGADE_MODULES=media -DBRIGADE_BUILD_BENCH=OFF >/dev/null
+  cmake --build build-asan -j"$jobs" --target media_tests
+  ASAN_OPTIONS="detect_leaks=1 abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \
+    build-asan/tests/media/media_tests --gtest_brief=1
+fi
+
+log "Release build (-Werror) and every test"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$jobs"
+cd build
+ctest --output-on-failure -j"$jobs" --timeout 600
