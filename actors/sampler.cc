@@ -77,30 +77,6 @@ void append_remaining(const SamplerState& s, std::vector<PositionRun>& out) {
   slicer.append(cur, share, out);
 }
 
-void check_state(const SamplerState& s) {
-  auto fail = [&](const std::string& what) {
-    throw SamplerStateError("sampler state of rank " + std::to_string(s.rank) + " of " +
-                            std::to_string(s.world_size) + ": " + what);
-  };
-  if (s.format_version != SamplerState::kFormatVersion) {
-    fail("format version " + std::to_string(s.format_version) + " is not supported (expected " +
-         std::to_string(SamplerState::kFormatVersion) + ")");
-  }
-  if (s.world_size == 0) fail("world_size is 0");
-  if (s.rank >= s.world_size) fail("rank is not below world_size");
-  for (const auto& r : s.owned) {
-    if (r.count == 0) continue;
-    if (r.stride == 0 && r.count > 1) fail("an owned run has stride 0");
-    if (r.start >= s.epoch_length || (r.count - 1) > (s.epoch_length - 1 - r.start) / std::max<std::uint64_t>(r.stride, 1)) {
-      fail("an owned run reaches beyond the epoch length " + std::to_string(s.epoch_length));
-    }
-  }
-  const auto& above = s.committed.above;
-  for (std::size_t i = 1; i < above.size(); ++i) {
-    if (above[i] <= above[i - 1]) fail("committed positions are not sorted and unique");
-  }
-}
-
 }  // namespace
 
 const char* to_string(TailPolicy tail) {
@@ -152,6 +128,30 @@ std::uint64_t hash_sample_identities(std::span<const std::string> identities) {
   return h;
 }
 
+void validate(const SamplerState& s) {
+  auto fail = [&](const std::string& what) {
+    throw SamplerStateError("sampler state of rank " + std::to_string(s.rank) + " of " +
+                            std::to_string(s.world_size) + ": " + what);
+  };
+  if (s.format_version != SamplerState::kFormatVersion) {
+    fail("format version " + std::to_string(s.format_version) + " is not supported (expected " +
+         std::to_string(SamplerState::kFormatVersion) + ")");
+  }
+  if (s.world_size == 0) fail("world_size is 0");
+  if (s.rank >= s.world_size) fail("rank is not below world_size");
+  for (const auto& r : s.owned) {
+    if (r.count == 0) continue;
+    if (r.stride == 0 && r.count > 1) fail("an owned run has stride 0");
+    if (r.start >= s.epoch_length || (r.count - 1) > (s.epoch_length - 1 - r.start) / std::max<std::uint64_t>(r.stride, 1)) {
+      fail("an owned run reaches beyond the epoch length " + std::to_string(s.epoch_length));
+    }
+  }
+  const auto& above = s.committed.above;
+  for (std::size_t i = 1; i < above.size(); ++i) {
+    if (above[i] <= above[i - 1]) fail("committed positions are not sorted and unique");
+  }
+}
+
 std::uint64_t SamplerState::share() const { return count_of(owned); }
 
 std::uint64_t SamplerState::remaining() const {
@@ -193,7 +193,7 @@ SamplerState repartition(std::span<const SamplerState> ranks, std::uint32_t new_
   }
   std::vector<const SamplerState*> by_rank(world, nullptr);
   for (const auto& s : ranks) {
-    check_state(s);
+    validate(s);
     const auto& first = ranks.front();
     auto mismatch = [&](const std::string& what) {
       throw SamplerStateError("repartition: rank " + std::to_string(s.rank) + " differs from rank " +
@@ -253,7 +253,7 @@ void DistributedSampler::set_epoch(std::uint64_t epoch) {
 }
 
 void DistributedSampler::restore(const SamplerState& state) {
-  check_state(state);
+  validate(state);
   if (auto c = describe_conflict(state.fingerprint, fingerprint_); !c.empty()) {
     throw SamplerStateError("restore: " + c);
   }

@@ -138,6 +138,11 @@ class SamplerStateError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+/// Throws SamplerStateError (naming the field) unless `state` is self-consistent:
+/// supported format version, rank < world_size, owned runs inside [0, epoch_length),
+/// committed positions sorted. Does not compare it with any sampler.
+void validate(const SamplerState& state);
+
 /// L' for a sequence of `length` draws at world size W under `tail`.
 std::uint64_t epoch_length(std::uint64_t length, TailPolicy tail, std::uint32_t world_size);
 

@@ -21,6 +21,8 @@ struct Case {
   std::uint64_t epoch = 0;
   TailPolicy tail = TailPolicy::none;
   bool random = true;
+  bool weighted = false;  // draws with replacement (random only)
+  std::uint64_t num_draws = 0;
 };
 
 Case random_case(std::mt19937_64& rng) {
@@ -31,13 +33,22 @@ Case random_case(std::mt19937_64& rng) {
   c.epoch = rng() % 5;
   c.tail = static_cast<TailPolicy>(rng() % 3);
   c.random = rng() % 4 != 0;
+  c.weighted = c.random && c.n > 0 && rng() % 3 == 0;
+  if (c.random && rng() % 3 == 0) c.num_draws = rng() % (2 * c.n + 1);
   return c;
 }
 
 DistributedSampler make(const Case& c, std::uint32_t rank, std::uint32_t world) {
   if (c.random) {
-    return DistributedRandomSampler(
-        c.n, {.rank = rank, .world_size = world, .seed = c.seed, .epoch = c.epoch, .tail = c.tail});
+    std::vector<double> weights;
+    std::mt19937_64 wrng(c.seed);
+    if (c.weighted) {
+      for (std::uint64_t i = 0; i < c.n; ++i) weights.push_back(static_cast<double>(wrng() % 4));
+      weights[0] = 1;  // a positive sum
+    }
+    return DistributedRandomSampler(c.n, {.rank = rank, .world_size = world, .seed = c.seed,
+                                          .epoch = c.epoch, .num_draws = c.num_draws,
+                                          .weights = weights, .tail = c.tail});
   }
   return DistributedDeterministicSampler(
       c.n, {.rank = rank, .world_size = world, .tail = c.tail, .epoch = c.epoch});
@@ -52,7 +63,8 @@ std::vector<Draw> drain(DistributedSampler& s) {
 std::string describe(const Case& c) {
   return "n=" + std::to_string(c.n) + " W=" + std::to_string(c.world) + " seed=" +
          std::to_string(c.seed) + " epoch=" + std::to_string(c.epoch) + " tail=" +
-         to_string(c.tail) + (c.random ? " random" : " deterministic");
+         to_string(c.tail) + (c.random ? " random" : " deterministic") +
+         (c.weighted ? " weighted" : "") + " num_draws=" + std::to_string(c.num_draws);
 }
 
 // A random committed state after the pipeline pulled `pulled` of `share` positions:
@@ -80,7 +92,9 @@ std::multiset<std::pair<std::uint64_t, bool>> ids(const std::vector<Draw>& draws
 TEST(Sampler, ShardsAreDisjointCompleteAndFollowTheTailPolicy) {
   std::mt19937_64 rng(20261129);
   for (int i = 0; i < 300; ++i) {
-    const Case c = random_case(rng);
+    Case c = random_case(rng);
+    c.weighted = false;  // ids unique: each sample at most once
+    c.num_draws = 0;
     SCOPED_TRACE(describe(c));
     std::vector<std::uint64_t> counts(c.n, 0);
     std::uint64_t padding = 0, min_share = ~0ULL, max_share = 0;
@@ -299,6 +313,21 @@ TEST(Sampler, MoreDrawsThanSamplesConcatenatePermutations) {
   for (const auto& [p, id] : drain(s)) ++freq[id.id];
   ASSERT_EQ(freq.size(), 10u);
   for (const auto& [id, count] : freq) EXPECT_GE(count, 2);
+}
+
+TEST(Sampler, PermutationIsUniform) {
+  // Large enough for the bucketed shuffle. Where each id lands, over many seeds: every
+  // (id block, position block) cell gets its expected share (a chi-square bound).
+  constexpr std::uint64_t n = 300'000, blocks = 10, seeds = 40;
+  std::vector<double> cells(blocks * blocks, 0);
+  for (std::uint64_t seed = 0; seed < seeds; ++seed) {
+    DistributedRandomSampler s(n, {.seed = seed});
+    while (auto d = s.next()) ++cells[d->value.id * blocks / n * blocks + d->position * blocks / n];
+  }
+  const double expected = static_cast<double>(n * seeds) / (blocks * blocks);
+  double chi2 = 0;
+  for (double c : cells) chi2 += (c - expected) * (c - expected) / expected;
+  EXPECT_LT(chi2, 160.0);  // 81 degrees of freedom: p < 1e-6 to fail by chance
 }
 
 TEST(Sampler, PermutesTenMillionIdsWellUnderASecond) {
