@@ -42,7 +42,7 @@ struct VideoDecoder::Impl {
   detail::CodecContextPtr codec;
   detail::StreamTiming timing;
   std::string name;
-  double last_time = -1;
+  detail::FrameClock clock{detail::StreamTiming{}};
 };
 
 Packet::Packet(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -97,6 +97,7 @@ void Demuxer::seek(double seconds) {
 VideoDecoder::VideoDecoder(const Demuxer& demuxer, int threads) : impl_(std::make_unique<Impl>()) {
   impl_->codec = detail::open_decoder(demuxer.impl().input, demuxer.impl().index, threads);
   impl_->timing = demuxer.impl().timing;
+  impl_->clock = detail::FrameClock(impl_->timing);
   impl_->name = demuxer.impl().input.name();
 }
 VideoDecoder::~VideoDecoder() = default;
@@ -110,16 +111,17 @@ void VideoDecoder::finish() {
   if (ret != AVERROR_EOF) check_averror(ret, impl_->name, "while decoding");
 }
 
-void VideoDecoder::reset() { avcodec_flush_buffers(impl_->codec.get()); }
+void VideoDecoder::reset() {
+  avcodec_flush_buffers(impl_->codec.get());
+  impl_->clock.reset();
+}
 
 std::optional<Frame> VideoDecoder::receive() {
   auto f = std::make_unique<Frame::Impl>();
   const int ret = avcodec_receive_frame(impl_->codec.get(), f->frame.get());
   if (ret == AVERROR(EAGAIN) || ret == AVERROR_EOF) return std::nullopt;
   check_averror(ret, impl_->name, "while decoding");
-  double t = detail::frame_time(f->frame.get(), impl_->timing);
-  if (std::isnan(t)) t = impl_->last_time + impl_->timing.frame_duration;
-  f->time = impl_->last_time = t;
+  f->time = impl_->clock.time_of(f->frame.get());
   return Frame(std::move(f));
 }
 

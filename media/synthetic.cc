@@ -229,7 +229,9 @@ VideoEncoderChoice video_encoder(VideoCodec c) {
 
 }  // namespace
 
-Bytes make_video(const VideoSpec& spec) {
+Bytes make_video(const VideoSpec& spec) { return make_video(spec, video_encoder(spec.codec).muxer); }
+
+Bytes make_video(const VideoSpec& spec, const std::string& container) {
   if (spec.width <= 0 || spec.height <= 0 || spec.width % 2 || spec.height % 2 || spec.frames <= 0 ||
       spec.fps <= 0 || spec.gop <= 0) {
     fail("video", "width/height must be positive and even; frames, fps and gop positive");
@@ -238,7 +240,7 @@ Bytes make_video(const VideoSpec& spec) {
   const std::string name = std::string("synthetic ") + choice.encoder;
   const AVCodec* codec = avcodec_find_encoder_by_name(choice.encoder);
   if (codec == nullptr) throw MediaError(ErrorCode::unsupported, name, "encoder not available");
-  detail::MemoryOutput out(choice.muxer, name);
+  detail::MemoryOutput out(container.c_str(), name);
   detail::CodecContextPtr enc(avcodec_alloc_context3(codec));
   if (!enc) throw std::bad_alloc();
   enc->width = spec.width;

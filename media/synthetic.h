@@ -47,6 +47,9 @@ struct VideoSpec {
 // An MP4 (h264, hevc, mpeg4) or WebM (vp9, av1) file's bytes. Frame i has
 // pts i / fps seconds, starting at 0.
 Bytes make_video(const VideoSpec& spec);
+// The same in another container: an FFmpeg muxer name ("matroska", "avi",
+// "h264" for a raw Annex B stream without an index or frame count, ...).
+Bytes make_video(const VideoSpec& spec, const std::string& container);
 
 enum class AudioCodec { wav, aac, flac, mp3, opus };
 

@@ -112,7 +112,8 @@ class SelectiveDecoder {
                    const std::string& name)
       : v_(video), targets_(targets), writer_(image, name), allocator_(allocator), name_(name),
         eps_(std::min(0.25 * video.timing.frame_duration, 0.01)),
-        packet_(detail::make_packet()), frame_(detail::make_frame()), prev_(detail::make_frame()) {}
+        packet_(detail::make_packet()), frame_(detail::make_frame()), prev_(detail::make_frame()),
+        clock_(video.timing) {}
 
   Tensor run() {
     const AVStream* st = v_.stream();
@@ -139,6 +140,10 @@ class SelectiveDecoder {
         check_averror(sent, name_, "while decoding");
       }
       drain();
+      if (repositioned_) {  // drain() seeked back: there is more to read, even after EOF
+        repositioned_ = false;
+        eof = false;
+      }
     }
     // At the end: targets past the last frame get it while within a frame of
     // it (evenly spaced selections are clamped to it).
@@ -161,6 +166,7 @@ class SelectiveDecoder {
   void maybe_seek() {
     if (!seek_check_) return;
     seek_check_ = false;
+    repositioned_ = false;
     AVStream* st = v_.stream();
     const std::int64_t ts = v_.to_pts(targets_.times[next_] - eps_);
     const int idx = av_index_search_timestamp(st, ts, AVSEEK_FLAG_BACKWARD);
@@ -170,13 +176,16 @@ class SelectiveDecoder {
     // Index entries carry decode timestamps; demuxers seek by presentation
     // time, so seek to the target itself (the demuxer finds its keyframe).
     seek_to(ts);
+    repositioned_ = false;  // seeking before a read needs no special care
   }
 
   void seek_to(std::int64_t ts) {
     check_averror(av_seek_frame(v_.input.get(), v_.index, ts, AVSEEK_FLAG_BACKWARD), name_, "while seeking");
     avcodec_flush_buffers(v_.codec.get());
+    clock_.reset();
     seek_ts_ = ts;
     seeked_ = true;
+    repositioned_ = true;
     have_prev_ = false;
     last_dts_ = AV_NOPTS_VALUE;
   }
@@ -199,9 +208,7 @@ class SelectiveDecoder {
       const int ret = avcodec_receive_frame(v_.codec.get(), frame_.get());
       if (ret == AVERROR(EAGAIN) || ret == AVERROR_EOF) return;
       check_averror(ret, name_, "while decoding");
-      double ft = detail::frame_time(frame_.get(), v_.timing);
-      if (std::isnan(ft)) ft = have_prev_ ? prev_time_ + v_.timing.frame_duration : 0;
-      on_frame(ft);
+      on_frame(clock_.time_of(frame_.get()));
     }
   }
 
@@ -255,12 +262,14 @@ class SelectiveDecoder {
   detail::PacketPtr packet_;
   detail::FramePtr frame_;
   detail::FramePtr prev_;
+  detail::FrameClock clock_;
   Tensor out_;
   std::size_t next_ = 0;
   bool have_prev_ = false;
   double prev_time_ = 0;
   bool seeked_ = false;
   bool seek_check_ = true;
+  bool repositioned_ = false;
   std::int64_t seek_ts_ = 0;
   double backoff_ = 1.0;
   std::int64_t last_dts_ = AV_NOPTS_VALUE;
@@ -281,7 +290,7 @@ Tensor decode_range(OpenVideo& v, const ImageOptions& image, double start, doubl
   detail::PacketPtr pkt = detail::make_packet();
   detail::FramePtr frame = detail::make_frame();
   const double eps = std::min(0.25 * v.timing.frame_duration, 0.01);
-  double last = -1;
+  detail::FrameClock clock(v.timing);
   bool eof = false;
   while (!eof) {
     const int ret = av_read_frame(v.input.get(), pkt.get());
@@ -302,9 +311,7 @@ Tensor decode_range(OpenVideo& v, const ImageOptions& image, double start, doubl
       const int r = avcodec_receive_frame(v.codec.get(), frame.get());
       if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) break;
       check_averror(r, name, "while decoding");
-      double ft = detail::frame_time(frame.get(), v.timing);
-      if (std::isnan(ft)) ft = last + v.timing.frame_duration;
-      last = ft;
+      const double ft = clock.time_of(frame.get());
       if (ft < start - eps || (end >= 0 && ft >= end - eps)) continue;
       std::vector<std::int64_t> shape = writer.prepare(frame.get());
       if (count == capacity) {
@@ -340,6 +347,21 @@ Tensor load_video(const Source& source, const VideoOptions& options, const Alloc
   if (sel.kind == FrameSelection::Kind::all) return decode_range(video, options.image, 0, -1, allocator, name);
   if (sel.kind == FrameSelection::Kind::range && sel.fps <= 0) {
     return decode_range(video, options.image, sel.start, sel.end, allocator, name);
+  }
+  if (sel.kind == FrameSelection::Kind::evenly_spaced && video.timing.frames <= 0) {
+    // No frame count (raw streams): decode everything, then pick.
+    if (sel.count <= 0) invalid(name, "evenly_spaced needs a positive frame count");
+    const Tensor all = decode_range(video, options.image, 0, -1, {}, name);
+    std::vector<std::int64_t> shape = all.shape();
+    const std::int64_t total = shape[0];
+    shape[0] = sel.count;
+    Tensor out = Tensor::empty(DType::uint8, shape, allocator);
+    const std::size_t n = all.nbytes() / std::size_t(total);
+    for (int i = 0; i < sel.count; ++i) {
+      const std::int64_t idx = sel.count == 1 ? 0 : std::llround(double(i) * double(total - 1) / (sel.count - 1));
+      std::memcpy(out.data_as<std::uint8_t>() + n * std::size_t(i), all.data_as<std::uint8_t>() + n * std::size_t(idx), n);
+    }
+    return out;
   }
   const Targets targets = plan_targets(sel, video.timing, name);
   SelectiveDecoder decoder(video, targets, options.image, allocator, name);

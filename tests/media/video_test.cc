@@ -79,6 +79,21 @@ TEST(Video, RangeSelections) {
   for (int i = 0; i < 12; ++i) EXPECT_TRUE(same_frame(every, i, all_h264_frames(), 24 + i)) << i;
 }
 
+TEST(Video, RawStreamsWithoutIndexOrFrameCount) {
+  const VideoSpec spec{.codec = VideoCodec::h264, .width = 128, .height = 96, .frames = 48, .fps = 24, .gop = 12,
+                       .b_frames = 2, .seed = 1};
+  for (const char* container : {"h264", "matroska"}) {
+    const Bytes clip = make_video(spec, container);
+    Tensor all = load_video(Source::memory(clip));
+    ASSERT_EQ(all.dim(0), 48) << container;
+    EXPECT_TRUE(same_frame(all, 47, all_h264_frames(), 47)) << container;
+    Tensor eight = load_video(Source::memory(clip), pick(FrameSelection::evenly_spaced(8)));
+    for (int i = 0; i < 8; ++i) {
+      EXPECT_TRUE(same_frame(eight, i, all_h264_frames(), std::lround(i * 47.0 / 7))) << container << " " << i;
+    }
+  }
+}
+
 TEST(Video, ResizesAndConvertsFrames) {
   VideoOptions o = pick(FrameSelection::evenly_spaced(3));
   o.image.resize = ResizeMode::stretch;

@@ -30,7 +30,10 @@ StreamTiming stream_timing(const AVFormatContext* fmt, int index) {
   } else if (fmt->duration != AV_NOPTS_VALUE && fmt->duration > 0) {
     t.duration = double(fmt->duration) / AV_TIME_BASE;
   }
-  t.frames = st->nb_frames > 0 ? st->nb_frames : (t.fps > 0 ? std::llround(t.duration * t.fps) : 0);
+  // A duration guessed from the bit rate (raw streams) says nothing reliable
+  // about the frame count: leave it unknown (0).
+  const bool guessed = fmt->duration_estimation_method == AVFMT_DURATION_FROM_BITRATE;
+  t.frames = st->nb_frames > 0 ? st->nb_frames : (t.fps > 0 && !guessed ? std::llround(t.duration * t.fps) : 0);
   return t;
 }
 
@@ -41,9 +44,18 @@ VideoInfo video_info(const AVFormatContext* fmt, int index) {
 }
 
 double frame_time(const AVFrame* frame, const StreamTiming& timing) {
-  std::int64_t ts = frame->best_effort_timestamp != AV_NOPTS_VALUE ? frame->best_effort_timestamp : frame->pts;
-  if (ts == AV_NOPTS_VALUE) return std::numeric_limits<double>::quiet_NaN();
-  return double(ts - timing.start_pts) * av_q2d(timing.time_base);
+  // Only real presentation timestamps: best_effort_timestamp guesses from
+  // decode timestamps, which raw streams invent.
+  if (frame->pts == AV_NOPTS_VALUE) return std::numeric_limits<double>::quiet_NaN();
+  return double(frame->pts - timing.start_pts) * av_q2d(timing.time_base);
+}
+
+double FrameClock::time_of(const AVFrame* frame) {
+  double t = frame_time(frame, timing_);
+  if (std::isnan(t)) t = have_last_ ? last_ + timing_.frame_duration : 0;
+  last_ = t;
+  have_last_ = true;
+  return t;
 }
 
 FrameWriter::FrameWriter(ImageOptions options, std::string name)

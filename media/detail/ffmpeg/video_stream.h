@@ -31,6 +31,20 @@ VideoInfo video_info(const AVFormatContext* fmt, int index);
 // Seconds from the stream start; NaN when the frame has no timestamp.
 double frame_time(const AVFrame* frame, const StreamTiming& timing);
 
+// Frame times: from timestamps where frames have them, else counted from the
+// first frame at 1/fps each (raw streams carry no timestamps).
+class FrameClock {
+ public:
+  explicit FrameClock(const StreamTiming& timing) : timing_(timing) {}
+  double time_of(const AVFrame* frame);
+  void reset() { have_last_ = false; }  // after a seek
+
+ private:
+  StreamTiming timing_;
+  double last_ = 0;
+  bool have_last_ = false;
+};
+
 // Writes frames into tensors with `options` (resize + format, or filter).
 // The first frame fixes the output shape; a later frame that would give
 // another shape throws bad_data. Use: prepare(frame), then write(dst).
