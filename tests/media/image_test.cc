@@ -4,6 +4,9 @@
 #include <turbojpeg.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <thread>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -250,6 +253,30 @@ TEST(Image, BatchDecodesIntoOneNhwcBuffer) {
   } catch (const MediaError& e) {
     EXPECT_EQ(e.input(), "sample-5");
   }
+}
+
+TEST(Image, ConcurrentDecodesGiveTheSameResults) {
+  std::vector<Bytes> files;
+  for (int i = 0; i < 6; ++i) {
+    files.push_back(make_image(i % 2 ? ImageCodec::png : ImageCodec::jpeg, 200 + 16 * i, 180, std::uint64_t(i)));
+  }
+  std::vector<Tensor> expected;
+  for (const auto& f : files) expected.push_back(load_image(Source::memory(f), imagenet_eval_options()));
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 5; ++round) {
+        for (std::size_t i = 0; i < files.size(); ++i) {
+          const std::size_t k = (i + std::size_t(t)) % files.size();
+          Tensor got = load_image(Source::memory(files[k]), imagenet_eval_options());
+          if (std::memcmp(got.data(), expected[k].data(), got.nbytes()) != 0) ++mismatches;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 TEST(Image, AppliesFilterDescription) {
