@@ -6,7 +6,8 @@
 // Codecs: whatever Debian's FFmpeg decodes, including H.264, HEVC, MPEG-4, VP9
 // and AV1 (libdav1d). Containers: MP4/MOV, Matroska/WebM, AVI, raw streams...
 //
-// Times are in seconds from the start of the video stream (its first pts).
+// Times are in seconds from the start of the video stream (its first pts);
+// frames without timestamps (raw streams) are timed by counting at 1/fps.
 // "The frame at time t" is the frame displayed at t: the last frame whose
 // timestamp is <= t (the first frame for t before it).
 //
@@ -42,7 +43,10 @@ struct FrameSelection {
 
   // Every frame.
   static FrameSelection all_frames() { return {}; }
-  // `n` frames at indices round(i * (F - 1) / (n - 1)) of the F frames.
+  // `n` frames at indices round(i * (F - 1) / (n - 1)) of the F frames. F is the
+  // container's frame count, else duration x fps; with neither (raw streams)
+  // every frame is decoded and n are picked. Indices past the last decodable
+  // frame (a container that over-counts) get the last frame.
   static FrameSelection evenly_spaced(int n) { return {Kind::evenly_spaced, n, {}, 0, -1, 0}; }
   static FrameSelection at(std::vector<double> seconds) { return {Kind::timestamps, 0, std::move(seconds), 0, -1, 0}; }
   static FrameSelection range(double start, double end, double fps = 0) { return {Kind::range, 0, {}, start, end, fps}; }
