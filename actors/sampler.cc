@@ -179,51 +179,57 @@ std::vector<PositionRun> initial_partition(std::uint64_t epoch_length, std::uint
   return runs;
 }
 
-SamplerState repartition(std::span<const SamplerState> ranks, std::uint32_t new_rank,
-                         std::uint32_t new_world_size) {
+namespace {
+
+// The states of ranks 0 … W-1, indexed by rank, after checking that they are one
+// consistent checkpoint.
+std::vector<const SamplerState*> by_rank(std::span<const SamplerState> ranks) {
   if (ranks.empty()) throw SamplerStateError("repartition: no rank states");
-  if (new_world_size == 0 || new_rank >= new_world_size) {
-    throw SamplerStateError("repartition: rank " + std::to_string(new_rank) +
-                            " is not below world size " + std::to_string(new_world_size));
+  const SamplerState& first = ranks.front();
+  if (ranks.size() != first.world_size) {
+    throw SamplerStateError("repartition: " + std::to_string(ranks.size()) + " rank states for world size " +
+                            std::to_string(first.world_size));
   }
-  const std::uint32_t world = ranks.front().world_size;
-  if (ranks.size() != world) {
-    throw SamplerStateError("repartition: " + std::to_string(ranks.size()) +
-                            " rank states for world size " + std::to_string(world));
-  }
-  std::vector<const SamplerState*> by_rank(world, nullptr);
+  std::vector<const SamplerState*> out(first.world_size, nullptr);
+  std::uint64_t owned = 0;
   for (const auto& s : ranks) {
     validate(s);
-    const auto& first = ranks.front();
     auto mismatch = [&](const std::string& what) {
       throw SamplerStateError("repartition: rank " + std::to_string(s.rank) + " differs from rank " +
                               std::to_string(first.rank) + " in " + what);
     };
-    if (s.world_size != world) mismatch("world_size");
+    if (s.world_size != first.world_size) mismatch("world_size");
     if (s.generation != first.generation) mismatch("generation");
     if (s.epoch != first.epoch) mismatch("epoch");
     if (s.epoch_length != first.epoch_length) mismatch("epoch length");
     if (auto c = describe_conflict(first.fingerprint, s.fingerprint); !c.empty()) mismatch(c);
-    if (by_rank[s.rank]) {
-      throw SamplerStateError("repartition: rank " + std::to_string(s.rank) + " appears twice");
-    }
-    by_rank[s.rank] = &s;
+    if (out[s.rank]) throw SamplerStateError("repartition: rank " + std::to_string(s.rank) + " appears twice");
+    out[s.rank] = &s;
+    owned += s.share();
   }
-  std::vector<PositionRun> uncommitted;
-  std::uint64_t owned_total = 0;
-  for (const auto* s : by_rank) {
-    append_remaining(*s, uncommitted);
-    owned_total += s->share();
-  }
-  const SamplerState& first = *by_rank.front();
-  if (owned_total > first.epoch_length) {
+  if (owned > first.epoch_length) {
     throw SamplerStateError("repartition: the ranks own more positions than the epoch has");
   }
+  return out;
+}
+
+}  // namespace
+
+SamplerState repartition(std::span<const SamplerState> ranks, std::uint32_t new_rank,
+                         std::uint32_t new_world_size) {
+  if (new_world_size == 0 || new_rank >= new_world_size) {
+    throw SamplerStateError("repartition: rank " + std::to_string(new_rank) +
+                            " is not below world size " + std::to_string(new_world_size));
+  }
+  const auto states = by_rank(ranks);
+  std::vector<PositionRun> uncommitted;  // every old rank's, in rank order
+  for (const auto* s : states) append_remaining(*s, uncommitted);
   const std::uint64_t m = count_of(uncommitted);
   const std::uint64_t base = m / new_world_size, extra = m % new_world_size;
   const std::uint64_t lo = new_rank * base + std::min<std::uint64_t>(new_rank, extra);
   const std::uint64_t hi = lo + base + (new_rank < extra ? 1 : 0);
 
+  const SamplerState& first = *states.front();
   SamplerState out;
   out.generation = first.generation;
   out.fingerprint = first.fingerprint;

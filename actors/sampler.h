@@ -44,8 +44,8 @@
 // starts epoch e from its beginning at any time.
 //
 // COST. The random sampler generates its sequence lazily, on the first next() or
-// at() of an epoch: a Fisher–Yates shuffle with xoshiro256** (uint32 ids while n <=
-// 2^32), about 0.1–0.2 s for 10 million ids. A rank holds the epoch's sequence (4 or
+// at() of an epoch: a bucketed (Rao–Sandelius) Fisher–Yates shuffle with xoshiro256**
+// (uint32 ids while n <= 2^32), about 0.1–0.25 s for 10 million ids. A rank holds the epoch's sequence (4 or
 // 8 bytes per draw) and its owned runs; the deterministic sampler holds no sequence.
 //
 // THREADING. A sampler is a value type and not thread-safe: one thread (the pipeline's

@@ -176,6 +176,67 @@ void check_consistent(const std::vector<Saved>& set) {
   }
 }
 
+// Every checkpoint file in DIR, decoded and checked against its name.
+std::vector<Saved> read_directory(const fs::path& dir) {
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) fail(CheckpointErrorKind::not_found, dir, "cannot list the directory: " + ec.message());
+  std::vector<Saved> files;
+  for (const auto& entry : it) {
+    const auto name = parse_name(entry.path().filename().string());
+    if (!name) continue;
+    Saved saved{entry.path(), decode_checkpoint(read_file(entry.path()), entry.path())};
+    if (saved.state.rank != name->first || saved.state.world_size != name->second) {
+      fail(CheckpointErrorKind::mismatched, entry.path(),
+           "holds the state of rank " + std::to_string(saved.state.rank) + " of " +
+               std::to_string(saved.state.world_size));
+    }
+    files.push_back(std::move(saved));
+  }
+  if (files.empty()) fail(CheckpointErrorKind::not_found, dir, "no rank-<R>-of-<W>.ckpt files");
+  return files;
+}
+
+using SetKey = std::pair<std::uint64_t, std::uint32_t>;  // (generation, world size)
+
+// What keeps the set `key` from being complete, e.g. "rank-1-of-4.ckpt (missing)".
+std::string describe_missing(const std::vector<Saved>& files, SetKey key) {
+  std::string missing;
+  for (std::uint32_t r = 0; r < key.second; ++r) {
+    const auto it = std::find_if(files.begin(), files.end(), [&](const Saved& s) {
+      return s.state.rank == r && s.state.world_size == key.second;
+    });
+    if (it != files.end() && it->state.generation == key.first) continue;
+    if (!missing.empty()) missing += ", ";
+    missing += checkpoint_file_name(r, key.second);
+    missing += it == files.end() ? " (missing)" : " (holds generation " + std::to_string(it->state.generation) + ")";
+  }
+  return missing;
+}
+
+// The newest complete set (by rank), or a CheckpointError naming what is missing.
+std::pair<SetKey, std::vector<Saved>> newest_complete_set(const fs::path& dir, const std::vector<Saved>& files) {
+  std::map<SetKey, std::map<std::uint32_t, const Saved*>, std::greater<>> sets;
+  for (const auto& s : files) sets[{s.state.generation, s.state.world_size}][s.state.rank] = &s;
+  const auto complete = [](const auto& entry) { return entry.second.size() == entry.first.second; };
+  const auto newest = std::find_if(sets.begin(), sets.end(), complete);
+  if (newest == sets.end()) {
+    const SetKey key = sets.begin()->first;
+    fail(CheckpointErrorKind::incomplete, dir,
+         "no complete checkpoint set; the newest, generation " + std::to_string(key.first) + " of world size " +
+             std::to_string(key.second) + ", lacks " + describe_missing(files, key));
+  }
+  const auto tie = std::find_if(std::next(newest), sets.end(), complete);
+  if (tie != sets.end() && tie->first.first == newest->first.first) {
+    fail(CheckpointErrorKind::mismatched, dir,
+         "two complete sets of generation " + std::to_string(newest->first.first) + " (world sizes " +
+             std::to_string(newest->first.second) + " and " + std::to_string(tie->first.second) + ")");
+  }
+  std::vector<Saved> set;
+  for (const auto& [rank, saved] : newest->second) set.push_back(*saved);
+  return {newest->first, std::move(set)};
+}
+
 }  // namespace
 
 const char* to_string(CheckpointErrorKind kind) {
@@ -285,63 +346,7 @@ LoadedCheckpoint load_checkpoint(const std::filesystem::path& dir, std::uint32_t
     throw std::invalid_argument("load_checkpoint: rank " + std::to_string(rank) + " is not below world size " +
                                 std::to_string(world_size));
   }
-  // (generation, W) → the files of that set, by rank.
-  std::map<std::pair<std::uint64_t, std::uint32_t>, std::map<std::uint32_t, Saved>, std::greater<>> sets;
-  std::map<std::uint32_t, std::map<std::uint32_t, Saved>> by_world;  // newest file names
-  std::error_code ec;
-  fs::directory_iterator it(dir, ec);
-  if (ec) fail(CheckpointErrorKind::not_found, dir, "cannot list the directory: " + ec.message());
-  for (const auto& entry : it) {
-    const auto name = parse_name(entry.path().filename().string());
-    if (!name) continue;
-    const auto bytes = read_file(entry.path());
-    Saved saved{entry.path(), decode_checkpoint(bytes, entry.path())};
-    if (saved.state.rank != name->first || saved.state.world_size != name->second) {
-      fail(CheckpointErrorKind::mismatched, entry.path(),
-           "holds the state of rank " + std::to_string(saved.state.rank) + " of " +
-               std::to_string(saved.state.world_size));
-    }
-    sets[{saved.state.generation, name->second}][name->first] = saved;
-    by_world[name->second][name->first] = std::move(saved);
-  }
-  if (sets.empty()) fail(CheckpointErrorKind::not_found, dir, "no rank-<R>-of-<W>.ckpt files");
-
-  const std::map<std::uint32_t, Saved>* chosen = nullptr;
-  std::pair<std::uint64_t, std::uint32_t> chosen_key{};
-  for (const auto& [key, files] : sets) {
-    if (files.size() != key.second) continue;
-    if (chosen && chosen_key.first == key.first) {
-      fail(CheckpointErrorKind::mismatched, dir,
-           "two complete sets of generation " + std::to_string(key.first) + " (world sizes " +
-               std::to_string(chosen_key.second) + " and " + std::to_string(key.second) + ")");
-    }
-    if (!chosen) {
-      chosen = &files;
-      chosen_key = key;
-    }
-  }
-  if (!chosen) {
-    // Name what the newest generation lacks.
-    const auto& [key, files] = *sets.begin();
-    std::string missing;
-    for (std::uint32_t r = 0; r < key.second; ++r) {
-      if (files.count(r)) continue;
-      if (!missing.empty()) missing += ", ";
-      missing += checkpoint_file_name(r, key.second);
-      const auto& world_files = by_world[key.second];
-      if (auto other = world_files.find(r); other != world_files.end()) {
-        missing += " (holds generation " + std::to_string(other->second.state.generation) + ")";
-      } else {
-        missing += " (missing)";
-      }
-    }
-    fail(CheckpointErrorKind::incomplete, dir,
-         "no complete checkpoint set; the newest, generation " + std::to_string(key.first) + " of world size " +
-             std::to_string(key.second) + ", lacks " + missing);
-  }
-
-  std::vector<Saved> set;
-  for (const auto& [r, saved] : *chosen) set.push_back(saved);
+  const auto [key, set] = newest_complete_set(dir, read_directory(dir));
   check_consistent(set);
   if (options.expected) {
     if (auto c = actors::describe_conflict(set.front().state.fingerprint, *options.expected); !c.empty()) {
@@ -349,15 +354,17 @@ LoadedCheckpoint load_checkpoint(const std::filesystem::path& dir, std::uint32_t
     }
   }
   LoadedCheckpoint out;
-  out.generation = chosen_key.first;
-  out.saved_world_size = chosen_key.second;
-  for (const auto& s : set) out.files.push_back(s.path);
-  if (world_size == chosen_key.second) {
-    out.state = set[rank].state;
+  out.generation = key.first;
+  out.saved_world_size = key.second;
+  std::vector<SamplerState> states;
+  for (const auto& s : set) {
+    out.files.push_back(s.path);
+    states.push_back(s.state);
+  }
+  if (world_size == key.second) {  // exact resume: the rank's own positions and commits
+    out.state = states[rank];
     return out;
   }
-  std::vector<SamplerState> states;
-  for (const auto& s : set) states.push_back(s.state);
   try {
     out.state = actors::repartition(states, rank, world_size);
   } catch (const actors::SamplerStateError& e) {

@@ -261,6 +261,15 @@ TEST(Checkpoint, RejectsEveryFlippedByte) {
   std::vector<std::byte> garbage(512);
   for (auto& b : garbage) b = static_cast<std::byte>(rng());
   expect_error([&] { decode_checkpoint(garbage, "g"); }, CheckpointErrorKind::corrupt, "g");
+  // On disk: one flipped byte in one rank's file fails the load, naming that file.
+  TempDir dir;
+  write_set(dir.path(), 3, 1);
+  const fs::path file = dir.path() / "rank-2-of-3.ckpt";
+  auto bytes = read_bytes(file);
+  bytes[bytes.size() - 20] ^= std::byte{0x10};
+  write_bytes(file, bytes);
+  expect_error([&] { load_checkpoint(dir.path(), 0, 2); }, CheckpointErrorKind::corrupt,
+               "rank-2-of-3.ckpt: corrupt: checksum mismatch");
 }
 
 TEST(Checkpoint, RejectsAnUnknownFormatVersion) {
@@ -338,16 +347,17 @@ TEST(Checkpoint, TakesTheNewestCompleteSet) {
 }
 
 // End to end through the engine: W ranks run pipelines over their samplers (random
-// filtering and failures, either order), stop after a random number of batches, save
+// filtering and failures, concurrency and order), stop after a random number of batches, save
 // pipeline.committed(); W' ranks load the set and finish the epoch. Every surviving
 // sample is delivered exactly once over both runs.
 TEST(Checkpoint, PipelinesStopSaveAndResumeAtAnotherWorldSize) {
   using namespace brigade::actors;
   std::mt19937_64 rng(99);
   TempDir root;
-  for (int trial = 0; trial < 40; ++trial) {
-    Params p{.n = 40 + rng() % 150, .seed = rng(), .epoch = rng() % 3,
+  for (int trial = 0; trial < 200; ++trial) {
+    Params p{.n = rng() % 4 == 0 ? rng() % 6 : 40 + rng() % 150, .seed = rng(), .epoch = rng() % 3,
              .tail = static_cast<TailPolicy>(rng() % 3)};
+    const int concurrency = 1 + static_cast<int>(rng() % 4);
     const std::uint32_t worlds[2] = {1 + static_cast<std::uint32_t>(rng() % 4),
                                      1 + static_cast<std::uint32_t>(rng() % 4)};
     const Order order = rng() % 2 ? Order::input : Order::completion;
@@ -375,7 +385,7 @@ TEST(Checkpoint, PipelinesStopSaveAndResumeAtAnotherWorldSize) {
                               if (s.id % 7 == 3) return std::nullopt;
                               if (s.id % 11 == 5) throw std::runtime_error("bad sample");
                               return s;
-                            }, {.concurrency = 3, .output_order = order})
+                            }, {.concurrency = concurrency, .output_order = order})
                             .aggregate(3)
                             .add_sink(2)
                             .build({.num_threads = 2, .log_stats_at_end = false});
