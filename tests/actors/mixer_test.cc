@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <random>
 #include <set>
 
 namespace brigade::actors {
@@ -78,6 +79,48 @@ TEST(WeightedMix, ReproducibleFromTheSeedAndDifferentPerEpoch) {
   EXPECT_EQ(run(1, 0), run(1, 0));
   EXPECT_NE(run(1, 0), run(2, 0));
   EXPECT_NE(run(1, 0), run(1, 1));
+}
+
+TEST(WeightedMix, ResumesExactlyFromACommittedState) {
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 250; ++i) {
+    std::vector<std::uint64_t> sizes;
+    std::vector<double> weights;
+    for (std::uint64_t k = 0, m = 1 + rng() % 4; k < m; ++k) {
+      sizes.push_back(rng() % 4 == 0 ? 0 : rng() % 60);
+      weights.push_back(static_cast<double>(rng() % 4));
+    }
+    weights[0] += 1;
+    const MixOptions options{.weights = weights, .seed = rng(), .stop = static_cast<MixStop>(rng() % 3),
+                             .count = rng() % 150, .epoch = rng() % 3};
+    SCOPED_TRACE("case " + std::to_string(i));
+    WeightedMixSampler mix(sources(sizes), options);
+    const auto full = drain(mix, 400);
+    CommitState commit;
+    const std::uint64_t pulled = full.empty() ? 0 : rng() % (full.size() + 1);
+    commit.watermark = pulled == 0 ? 0 : rng() % (pulled + 1);
+    for (std::uint64_t p = commit.watermark + 1; p < pulled; ++p) {
+      if (rng() % 2) commit.above.push_back(p);
+    }
+    WeightedMixSampler resumed(sources(sizes), options);
+    resumed.set_epoch(options.epoch + 2);
+    resumed.restore(mix.state(commit));
+    std::vector<Positioned<MixedSample>> got;
+    while (got.size() < 400) {
+      auto d = resumed.next();
+      if (!d || d->position >= full.size()) break;
+      got.push_back(*d);
+    }
+    std::size_t j = 0;
+    for (std::uint64_t p = 0; p < full.size(); ++p) {
+      if (commit.committed(p)) continue;
+      ASSERT_LT(j, got.size());
+      ASSERT_EQ(got[j].position, p);
+      ASSERT_EQ(got[j].value, full[p]);
+      ++j;
+    }
+    ASSERT_EQ(j, got.size());
+  }
 }
 
 TEST(WeightedMix, RejectsBadWeights) {
