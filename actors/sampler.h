@@ -36,8 +36,12 @@
 // positions, reaching the first one in O(log runs) once the epoch's sequence is
 // generated (no replay). `repartition()` turns the states of all W ranks into the
 // state of rank r' of W': the not-yet-committed positions of the epoch, split into
-// contiguous slices whose sizes differ by at most one. The next epoch starts normally
-// at the world size of the state.
+// contiguous slices whose sizes differ by at most one, nothing committed. The next
+// epoch starts normally at the world size of the state. With a pipeline:
+//   save:    write_checkpoint(dir, sampler.state(pipeline.committed(), step));
+//   resume:  sampler.restore(state); pipeline.start(state.committed);
+// A state whose epoch is fully committed (remaining() == 0) restores to an empty
+// run; the caller may set_epoch(state.epoch + 1) instead.
 //
 // EPOCHS. After `next()` has returned std::nullopt at the end of epoch e, the next
 // call starts epoch e + 1 (so a pipeline re-run reads the next epoch); `set_epoch(e)`
@@ -45,8 +49,9 @@
 //
 // COST. The random sampler generates its sequence lazily, on the first next() or
 // at() of an epoch: a bucketed (Rao–Sandelius) Fisher–Yates shuffle with xoshiro256**
-// (uint32 ids while n <= 2^32), about 0.1–0.25 s for 10 million ids. A rank holds the epoch's sequence (4 or
-// 8 bytes per draw) and its owned runs; the deterministic sampler holds no sequence.
+// (uint32 ids while n <= 2^32), about 0.1–0.25 s for 10 million ids. A rank holds the
+// epoch's sequence (4 or 8 bytes per draw) and its owned runs; the deterministic
+// sampler holds no sequence.
 //
 // THREADING. A sampler is a value type and not thread-safe: one thread (the pipeline's
 // source) calls next(). Copies are independent.

@@ -315,6 +315,29 @@ TEST(Sampler, MoreDrawsThanSamplesConcatenatePermutations) {
   for (const auto& [id, count] : freq) EXPECT_GE(count, 2);
 }
 
+TEST(Sampler, DeterministicNeedsNoMemoryForHugeDatasets) {
+  const std::uint64_t n = std::uint64_t{1} << 40;
+  DistributedDeterministicSampler s(n, {.rank = 2, .world_size = 3});
+  EXPECT_EQ(s.size(), (n - 2 + 2) / 3);
+  s.restore(s.state({.watermark = s.size() - 2}));
+  auto a = s.next();
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->position, s.size() - 2);
+  EXPECT_EQ(a->value.id, 2 + 3 * (s.size() - 2));
+  EXPECT_TRUE(s.next());
+  EXPECT_FALSE(s.next());
+}
+
+TEST(Sampler, IdentityHashNamesTheDataset) {
+  const std::vector<std::string> files = {"a.jpg", "b.jpg", "c.jpg"};
+  const std::vector<std::string> reordered = {"b.jpg", "a.jpg", "c.jpg"};
+  const std::vector<std::string> joined = {"a.jpgb.jpg", "c.jpg"};
+  EXPECT_EQ(hash_sample_identities(files), hash_sample_identities(files));
+  EXPECT_NE(hash_sample_identities(files), hash_sample_identities(reordered));
+  EXPECT_NE(hash_sample_identities(files), hash_sample_identities(joined));
+  EXPECT_NE(hash_sample_identities(files), hash_sample_identities({}));
+}
+
 TEST(Sampler, PermutationIsUniform) {
   // Large enough for the bucketed shuffle. Where each id lands, over many seeds: every
   // (id block, position block) cell gets its expected share (a chi-square bound).
