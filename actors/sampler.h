@@ -54,7 +54,9 @@
 // sampler holds no sequence.
 //
 // THREADING. A sampler is a value type and not thread-safe: one thread (the pipeline's
-// source) calls next(). Copies are independent.
+// source) calls next(). Exception: state(), epoch(), size() and owned() read only what
+// is fixed for the epoch, so another thread may call them while next() runs within
+// the same epoch — not while next() starts the next one. Copies are independent.
 
 #include <cstdint>
 #include <optional>
