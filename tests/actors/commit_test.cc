@@ -5,6 +5,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "actors/pipeline.h"
 
@@ -85,6 +86,30 @@ TEST(CommitState, StopAndResumeLosesAndRepeatsNothing) {
     }
     ASSERT_EQ(resume.watermark, static_cast<std::uint64_t>(n)) << "trial " << trial;
   }
+}
+
+}  // namespace
+}  // namespace brigade::actors
+
+namespace brigade::actors {
+namespace {
+
+TEST(CommitTracker, ConcurrentCommitsFromStagesAndConsumer) {
+  detail::CommitTracker t;
+  constexpr std::uint64_t kN = 20000;
+  std::vector<std::thread> threads;
+  for (std::uint64_t k = 0; k < 4; ++k) {
+    threads.emplace_back([&t, k] {
+      for (std::uint64_t p = k; p < kN; p += 4) {
+        t.split(Positions(p), 2);
+        t.commit(Positions(p));
+        t.commit(Positions(p));
+        if (p % 1000 == 0) (void)t.snapshot();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(t.snapshot(), (CommitState{kN, {}}));
 }
 
 }  // namespace
