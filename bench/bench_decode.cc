@@ -15,8 +15,10 @@
 // Inputs are read into memory first (the CLI reads its files from disk);
 // without --list, synthetic media is generated (ImageNet-like q90 4:2:0 JPEGs;
 // 10 s 320x240 H.264 clips). Exactly N worker threads decode, each
-// single-threaded. One untimed warm-up pass, then whole passes until --seconds
-// have elapsed. JSON lines on stdout, a table on stderr.
+// single-threaded. One untimed warm-up pass per implementation, then whole
+// passes, implementations taking turns, until each has run --seconds. JSON
+// lines on stdout, a table on stderr. ratio_vs_reference (brigade rows) is
+// brigade's rate over the first reference row's.
 #include <sys/resource.h>
 #include <turbojpeg.h>
 #include <unistd.h>
@@ -97,19 +99,25 @@ struct Result {
   long failures = 0;
 };
 
-// Runs fn(i) for every item, on exactly `threads` threads: one warm-up pass,
-// then timed passes until `min_seconds`.
-Result run(std::size_t n, int threads, double min_seconds, const std::function<void(std::size_t)>& fn,
-           bool child_cpu = false) {
+struct Impl {
+  std::function<void(std::size_t)> fn;
+  std::size_t items;      // items per pass
+  bool child_cpu = false; // the work runs in child processes
+};
+
+// Runs every impl's fn(i) for all its items on exactly `threads` threads: one
+// warm-up pass each, then passes taking turns (so that load from elsewhere on
+// the machine hits all impls alike) until each has run `min_seconds`.
+std::vector<Result> run(const std::vector<Impl>& impls, int threads, double min_seconds) {
   std::atomic<long> failures{0};
-  auto pass = [&] {
+  auto pass = [&](const Impl& impl) {
     std::atomic<std::size_t> next{0};
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t) {
       pool.emplace_back([&] {
-        for (std::size_t i; (i = next.fetch_add(1)) < n;) {
+        for (std::size_t i; (i = next.fetch_add(1)) < impl.items;) {
           try {
-            fn(i);
+            impl.fn(i);
           } catch (const std::exception& e) {
             if (failures.fetch_add(1) < 3) std::fprintf(stderr, "failure: %s\n", e.what());
           }
@@ -118,20 +126,26 @@ Result run(std::size_t n, int threads, double min_seconds, const std::function<v
     }
     for (auto& t : pool) t.join();
   };
-  pass();  // warm-up
-  failures = 0;
-  Result r;
-  const int who = child_cpu ? RUSAGE_CHILDREN : RUSAGE_SELF;
-  const double cpu0 = cpu_seconds(who) + (child_cpu ? cpu_seconds(RUSAGE_SELF) : 0);
-  const auto t0 = std::chrono::steady_clock::now();
-  do {
-    pass();
-    r.items += long(n);
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  } while (r.seconds < min_seconds);
-  r.cpu = cpu_seconds(who) + (child_cpu ? cpu_seconds(RUSAGE_SELF) : 0) - cpu0;
-  r.failures = failures;
-  return r;
+  for (const Impl& impl : impls) pass(impl);  // warm-up
+  std::vector<Result> results(impls.size());
+  bool more = true;
+  while (more) {
+    more = false;
+    for (std::size_t k = 0; k < impls.size(); ++k) {
+      Result& r = results[k];
+      if (r.seconds >= min_seconds) continue;
+      more = true;
+      failures = 0;
+      const double cpu0 = cpu_seconds(RUSAGE_SELF) + (impls[k].child_cpu ? cpu_seconds(RUSAGE_CHILDREN) : 0);
+      const auto t0 = std::chrono::steady_clock::now();
+      pass(impls[k]);
+      r.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      r.cpu += cpu_seconds(RUSAGE_SELF) + (impls[k].child_cpu ? cpu_seconds(RUSAGE_CHILDREN) : 0) - cpu0;
+      r.items += long(impls[k].items);
+      r.failures += failures;
+    }
+  }
+  return results;
 }
 
 void report(const char* impl, const std::string& kind, const char* op, int threads, const Result& r,
@@ -261,21 +275,21 @@ int bench_images(const Args& a) {
     thread_local bm::Tensor out = bm::Tensor::empty(bm::DType::uint8, {224, 224, 3});
     return out;
   };
-  const Result ours = run(files.size(), a.threads, a.seconds, [&](std::size_t i) {
-    bm::load_image_into(bm::Source::memory(files[i], "image " + std::to_string(i)), eval, out_for_thread());
-  });
-  Result ref;
+  std::vector<Impl> impls = {{[&](std::size_t i) {
+                                 bm::load_image_into(bm::Source::memory(files[i], "image " + std::to_string(i)),
+                                                     eval, out_for_thread());
+                               },
+                               files.size()}};
   if (!jpegs.empty()) {
-    ref = run(jpegs.size(), a.threads, a.seconds, [&](std::size_t i) {
-      turbojpeg_eval224(files[jpegs[i]], out_for_thread().data_as<std::uint8_t>());
-    });
+    impls.push_back({[&](std::size_t i) { turbojpeg_eval224(files[jpegs[i]], out_for_thread().data_as<std::uint8_t>()); },
+                     jpegs.size()});
+    impls.push_back({[&](std::size_t i) { ffmpeg_mjpeg_eval224(files[jpegs[i]], out_for_thread().data_as<std::uint8_t>()); },
+                     jpegs.size()});
   }
-  Result mjpeg;
-  if (!jpegs.empty()) {
-    mjpeg = run(jpegs.size(), a.threads, a.seconds, [&](std::size_t i) {
-      ffmpeg_mjpeg_eval224(files[jpegs[i]], out_for_thread().data_as<std::uint8_t>());
-    });
-  }
+  const std::vector<Result> results = run(impls, a.threads, a.seconds);
+  const Result ours = results[0];
+  const Result ref = jpegs.empty() ? Result{} : results[1];
+  const Result mjpeg = jpegs.empty() ? Result{} : results[2];
   double ratio = 0;
   if (jpegs.size() == files.size() && ref.items > 0) {
     ratio = (double(ours.items) / ours.seconds) / (double(ref.items) / ref.seconds);
@@ -375,29 +389,34 @@ int bench_videos(const Args& a) {
   opts.image.resize = bm::ResizeMode::stretch;
   opts.image.width = opts.image.height = 224;
   opts.threads = 1;
-  const Result ours = run(files.size(), a.threads, a.seconds, [&](std::size_t i) {
-    bm::load_video(bm::Source::memory(files[i], paths[i]), opts);
-  });
-  const Result seq = run(files.size(), a.threads, a.seconds, [&](std::size_t i) {
-    std::vector<std::uint8_t> out(8 * 224 * 224 * 3);
-    libav_sequential(paths[i], wanted[i], out.data());
-  });
-  report("brigade", "video", "clip8x224", a.threads, ours, "clips",
-         (double(ours.items) / ours.seconds) / (double(seq.items) / seq.seconds));
-  report("libav-sequential", "video", "clip8x224", a.threads, seq, "clips", 0);
-  if (std::system("command -v ffmpeg >/dev/null 2>&1") == 0) {
-    const Result cli = run(files.size(), a.threads, a.seconds, [&](std::size_t i) {
-      std::string select;
-      for (auto n : wanted[i]) select += (select.empty() ? "" : "+") + ("eq(n\\," + std::to_string(n) + ")");
-      const std::string cmd = "ffmpeg -nostdin -loglevel error -threads 1 -i '" + paths[i] +
-                              "' -filter_threads 1 -vf \"select='" + select +
-                              "',scale=224:224:flags=bilinear\" -vsync 0 -pix_fmt rgb24 -f rawvideo -y /dev/null";
-      if (std::system(cmd.c_str()) != 0) throw std::runtime_error("ffmpeg failed on " + paths[i]);
-    }, true);
-    report("ffmpeg-cli", "video", "clip8x224", a.threads, cli, "clips", 0);
+  std::vector<Impl> impls = {
+      {[&](std::size_t i) { bm::load_video(bm::Source::memory(files[i], paths[i]), opts); }, files.size()},
+      {[&](std::size_t i) {
+         std::vector<std::uint8_t> out(8 * 224 * 224 * 3);
+         libav_sequential(paths[i], wanted[i], out.data());
+       },
+       files.size()}};
+  const bool have_cli = std::system("command -v ffmpeg >/dev/null 2>&1") == 0;
+  if (have_cli) {
+    impls.push_back({[&](std::size_t i) {
+                       std::string select;
+                       for (auto n : wanted[i]) select += (select.empty() ? "" : "+") + ("eq(n\\," + std::to_string(n) + ")");
+                       const std::string cmd = "ffmpeg -nostdin -loglevel error -threads 1 -i '" + paths[i] +
+                                               "' -filter_threads 1 -vf \"select='" + select +
+                                               "',scale=224:224:flags=bilinear\" -vsync 0 -pix_fmt rgb24 -f rawvideo -y /dev/null";
+                       if (std::system(cmd.c_str()) != 0) throw std::runtime_error("ffmpeg failed on " + paths[i]);
+                     },
+                     files.size(), true});
   } else {
     std::fprintf(stderr, "ffmpeg CLI not installed: no ffmpeg-cli row\n");
   }
+  const std::vector<Result> results = run(impls, a.threads, a.seconds);
+  const Result& ours = results[0];
+  const Result& seq = results[1];
+  report("brigade", "video", "clip8x224", a.threads, ours, "clips",
+         (double(ours.items) / ours.seconds) / (double(seq.items) / seq.seconds));
+  report("libav-sequential", "video", "clip8x224", a.threads, seq, "clips", 0);
+  if (have_cli) report("ffmpeg-cli", "video", "clip8x224", a.threads, results[2], "clips", 0);
   if (!tmp.empty()) std::filesystem::remove_all(tmp);
   return 0;
 }
