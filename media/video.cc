@@ -109,8 +109,8 @@ Targets plan_targets(const FrameSelection& sel, const detail::StreamTiming& t, c
 class SelectiveDecoder {
  public:
   SelectiveDecoder(OpenVideo& video, const Targets& targets, const ImageOptions& image, const Allocator& allocator,
-                   const std::string& name)
-      : v_(video), targets_(targets), writer_(image, name), allocator_(allocator), name_(name),
+                   const std::string& name, DecodeStats& stats)
+      : v_(video), targets_(targets), writer_(image, name), allocator_(allocator), name_(name), stats_(stats),
         eps_(std::min(0.25 * video.timing.frame_duration, 0.01)),
         packet_(detail::make_packet()), frame_(detail::make_frame()), prev_(detail::make_frame()),
         clock_(video.timing) {}
@@ -135,6 +135,8 @@ class SelectiveDecoder {
         const double pt = v_.packet_time(packet_.get());
         const bool far = !std::isnan(pt) && pt < targets_.times[next_] - 2 * v_.timing.frame_duration - eps_;
         v_.codec->skip_frame = far ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
+        ++stats_.packets;
+        stats_.packets_skippable += far;
         const int sent = avcodec_send_packet(v_.codec.get(), packet_.get());
         av_packet_unref(packet_.get());
         check_averror(sent, name_, "while decoding");
@@ -183,6 +185,7 @@ class SelectiveDecoder {
     check_averror(av_seek_frame(v_.input.get(), v_.index, ts, AVSEEK_FLAG_BACKWARD), name_, "while seeking");
     avcodec_flush_buffers(v_.codec.get());
     clock_.reset();
+    ++stats_.seeks;
     seek_ts_ = ts;
     seeked_ = true;
     repositioned_ = true;
@@ -208,6 +211,7 @@ class SelectiveDecoder {
       const int ret = avcodec_receive_frame(v_.codec.get(), frame_.get());
       if (ret == AVERROR(EAGAIN) || ret == AVERROR_EOF) return;
       check_averror(ret, name_, "while decoding");
+      ++stats_.frames;
       on_frame(clock_.time_of(frame_.get()));
     }
   }
@@ -258,6 +262,7 @@ class SelectiveDecoder {
   detail::FrameWriter writer_;
   const Allocator& allocator_;
   const std::string& name_;
+  DecodeStats& stats_;
   const double eps_;
   detail::PacketPtr packet_;
   detail::FramePtr frame_;
@@ -277,10 +282,11 @@ class SelectiveDecoder {
 
 // Every frame in [start, end): decoded in order and concatenated.
 Tensor decode_range(OpenVideo& v, const ImageOptions& image, double start, double end, const Allocator& allocator,
-                    const std::string& name) {
+                    const std::string& name, DecodeStats& stats) {
   if (!(start >= 0)) invalid(name, "range start must be >= 0");
   if (start > 0 && avformat_index_get_entries_count(v.stream()) > 0) {
     check_averror(av_seek_frame(v.input.get(), v.index, v.to_pts(start), AVSEEK_FLAG_BACKWARD), name, "while seeking");
+    ++stats.seeks;
   }
   detail::FrameWriter writer(image, name);
   // Frames go straight into the output, sized from the container's frame
@@ -306,11 +312,13 @@ Tensor decode_range(OpenVideo& v, const ImageOptions& image, double start, doubl
       const int sent = avcodec_send_packet(v.codec.get(), pkt.get());
       av_packet_unref(pkt.get());
       check_averror(sent, name, "while decoding");
+      ++stats.packets;
     }
     while (true) {
       const int r = avcodec_receive_frame(v.codec.get(), frame.get());
       if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) break;
       check_averror(r, name, "while decoding");
+      ++stats.frames;
       const double ft = clock.time_of(frame.get());
       if (ft < start - eps || (end >= 0 && ft >= end - eps)) continue;
       std::vector<std::int64_t> shape = writer.prepare(frame.get());
@@ -341,17 +349,20 @@ VideoInfo probe_video(const Source& source) {
 }
 
 Tensor load_video(const Source& source, const VideoOptions& options, const Allocator& allocator) {
+  DecodeStats local;
+  DecodeStats& stats = options.stats != nullptr ? *options.stats : local;
+  stats = {};
   const std::string& name = source.name();
   OpenVideo video(source, options.threads);
   const FrameSelection& sel = options.frames;
-  if (sel.kind == FrameSelection::Kind::all) return decode_range(video, options.image, 0, -1, allocator, name);
+  if (sel.kind == FrameSelection::Kind::all) return decode_range(video, options.image, 0, -1, allocator, name, stats);
   if (sel.kind == FrameSelection::Kind::range && sel.fps <= 0) {
-    return decode_range(video, options.image, sel.start, sel.end, allocator, name);
+    return decode_range(video, options.image, sel.start, sel.end, allocator, name, stats);
   }
   if (sel.kind == FrameSelection::Kind::evenly_spaced && video.timing.frames <= 0) {
     // No frame count (raw streams): decode everything, then pick.
     if (sel.count <= 0) invalid(name, "evenly_spaced needs a positive frame count");
-    const Tensor all = decode_range(video, options.image, 0, -1, {}, name);
+    const Tensor all = decode_range(video, options.image, 0, -1, {}, name, stats);
     std::vector<std::int64_t> shape = all.shape();
     const std::int64_t total = shape[0];
     shape[0] = sel.count;
@@ -364,7 +375,7 @@ Tensor load_video(const Source& source, const VideoOptions& options, const Alloc
     return out;
   }
   const Targets targets = plan_targets(sel, video.timing, name);
-  SelectiveDecoder decoder(video, targets, options.image, allocator, name);
+  SelectiveDecoder decoder(video, targets, options.image, allocator, name, stats);
   decoder.clamp_ = sel.kind == FrameSelection::Kind::evenly_spaced;
   return decoder.run();
 }

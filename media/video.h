@@ -52,12 +52,21 @@ struct FrameSelection {
   static FrameSelection range(double start, double end, double fps = 0) { return {Kind::range, 0, {}, start, end, fps}; }
 };
 
+// What load_video did, for tuning and tests.
+struct DecodeStats {
+  std::int64_t packets = 0;          // video packets sent to the decoder
+  std::int64_t packets_skippable = 0;  // of which sent with skip_frame = nonref
+  std::int64_t frames = 0;           // frames the decoder returned
+  std::int64_t seeks = 0;
+};
+
 struct VideoOptions {
   FrameSelection frames;
   // Per-frame resize, pixel format and optional filter (stateless filters only:
   // one output frame per input frame), as for images.
   ImageOptions image;
   int threads = 1;  // codec threads; 1 = single-threaded, 0 = FFmpeg's choice
+  DecodeStats* stats = nullptr;  // if set, filled in (also when load_video throws)
 };
 
 struct VideoInfo {

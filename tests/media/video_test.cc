@@ -63,6 +63,25 @@ TEST(Video, EvenlySpacedFramesMatchFullDecode) {
   }
 }
 
+TEST(Video, SeeksAndSkipsInsteadOfDecodingEverything) {
+  const Bytes clip = make_video({.codec = VideoCodec::h264, .width = 96, .height = 64, .frames = 120, .fps = 24,
+                                 .gop = 24, .b_frames = 2, .seed = 9});
+  DecodeStats all_stats, stats;
+  VideoOptions all;
+  all.stats = &all_stats;
+  const Tensor every = load_video(Source::memory(clip), all);
+  EXPECT_EQ(all_stats.frames, 120);
+  VideoOptions four = pick(FrameSelection::at({0.1, 1.6, 2.6, 4.5}));
+  four.stats = &stats;
+  const Tensor t = load_video(Source::memory(clip), four);
+  EXPECT_GE(stats.seeks, 2);
+  EXPECT_LT(stats.packets, 80);
+  EXPECT_GT(stats.packets_skippable, 0);
+  EXPECT_LT(stats.frames, stats.packets);  // skipped non-reference frames return nothing
+  const std::int64_t idx[] = {2, 38, 62, 108};
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(same_frame(t, i, every, idx[i])) << i;
+}
+
 TEST(Video, TimestampsSelectTheDisplayedFrame) {
   Tensor t = load_video(Source::memory(h264_clip()), pick(FrameSelection::at({1.0, 0.5, 0.5, 0.02, 1.99})));
   ASSERT_EQ(t.dim(0), 5);
