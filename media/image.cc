@@ -106,10 +106,12 @@ void decode_image(const Source& source, const ImageOptions& options, Sink&& sink
   if (bytes.empty()) throw MediaError(ErrorCode::bad_data, name, "empty input");
   if (detail::is_jpeg(bytes) && options.filter_desc.empty()) {
     const detail::JpegHeader h = detail::read_jpeg_header(bytes, name);
-    const detail::Geometry g = detail::plan_geometry(options, h.width, h.height, name);
-    std::uint8_t* dst = sink(image_shape(options.format, g.out_w, g.out_h));
-    detail::decode_jpeg(bytes, options, g, dst, name);
-    return;
+    if (!h.cmyk) {
+      const detail::Geometry g = detail::plan_geometry(options, h.width, h.height, name);
+      std::uint8_t* dst = sink(image_shape(options.format, g.out_w, g.out_h));
+      detail::decode_jpeg(bytes, options, g, dst, name);
+      return;
+    }
   }
   FramePtr frame = decode_ffmpeg(bytes, name);
   check_frame(frame.get(), name);

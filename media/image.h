@@ -1,9 +1,10 @@
 #pragma once
 // Image decoding into contiguous uint8 tensors.
 //
-// Formats: JPEG (decoded with libjpeg-turbo), PNG, WebP, BMP, and whatever else
-// FFmpeg's demuxers recognise (decoded with FFmpeg); the format is found from
-// the bytes, never from a file extension. Only the first frame is decoded.
+// Formats: JPEG (decoded with libjpeg-turbo; CMYK/YCCK JPEGs with FFmpeg),
+// PNG, WebP, BMP, and whatever else FFmpeg's demuxers recognise (decoded with
+// FFmpeg); the format is found from the bytes, never from a file extension.
+// Only the first frame is decoded.
 //
 // Quality contract: accurate integer IDCT (never the fast DCT), bilinear
 // scaling (area-aware when shrinking, like PIL's antialiased bilinear) with

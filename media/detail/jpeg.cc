@@ -98,7 +98,7 @@ JpegHeader read_jpeg_header(std::span<const std::uint8_t> bytes, std::string_vie
   if (tjDecompressHeader3(h, bytes.data(), static_cast<unsigned long>(bytes.size()), &w, &ht, &subsamp, &cs) != 0) {
     throw_tj(h, input, "while reading the JPEG header");
   }
-  return {w, ht};
+  return {w, ht, cs == TJCS_CMYK || cs == TJCS_YCCK};
 }
 
 void decode_jpeg(std::span<const std::uint8_t> bytes, const ImageOptions& options, const Geometry& g,

@@ -18,6 +18,7 @@ bool is_jpeg(std::span<const std::uint8_t> bytes);
 struct JpegHeader {
   int width = 0;
   int height = 0;
+  bool cmyk = false;  // CMYK or YCCK: TurboJPEG cannot convert these to RGB, FFmpeg can
 };
 JpegHeader read_jpeg_header(std::span<const std::uint8_t> bytes, std::string_view input);
 

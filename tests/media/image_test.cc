@@ -166,6 +166,20 @@ TEST(Image, EvalTransformHandlesEveryJpegLayout) {
   }
 }
 
+TEST(Image, DecodesCmykJpeg) {
+  // TurboJPEG cannot turn CMYK/YCCK into RGB; load_image hands these to FFmpeg.
+  const int w = 64, h = 48;
+  std::vector<unsigned char> cmyk(std::size_t(w) * h * 4);
+  for (std::size_t i = 0; i < cmyk.size(); ++i) cmyk[i] = std::uint8_t(i * 7 % 255);
+  std::unique_ptr<void, int (*)(void*)> tj(tjInitCompress(), tjDestroy);
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  ASSERT_EQ(tjCompress2(tj.get(), cmyk.data(), w, 0, h, TJPF_CMYK, &out, &size, TJSAMP_420, 90, 0), 0);
+  const Bytes jpeg(out, out + size);
+  tjFree(out);
+  EXPECT_EQ(load_image(Source::memory(jpeg, "cmyk.jpg")).shape(), (std::vector<std::int64_t>{48, 64, 3}));
+}
+
 TEST(Image, EvalTransformOfPngMatchesReferenceGeometry) {
   // The same geometry through the FFmpeg path: compare JPEG and PNG of the same content.
   const Bytes jpeg = make_image(ImageCodec::jpeg, 320, 240, 11, 100);
