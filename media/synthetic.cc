@@ -223,6 +223,7 @@ VideoEncoderChoice video_encoder(VideoCodec c) {
     case VideoCodec::mpeg4: return {"mpeg4", "mp4"};
     case VideoCodec::vp9: return {"libvpx-vp9", "webm"};
     case VideoCodec::av1: return {"libaom-av1", "webm"};
+    case VideoCodec::mjpeg: return {"mjpeg", "avi"};
   }
   return {"", ""};
 }
@@ -245,7 +246,10 @@ Bytes make_video(const VideoSpec& spec, const std::string& container) {
   if (!enc) throw std::bad_alloc();
   enc->width = spec.width;
   enc->height = spec.height;
-  enc->pix_fmt = AV_PIX_FMT_YUV420P;
+  // MJPEG takes the deprecated full-range yuvj420p (same layout as yuv420p).
+  const bool mjpeg = spec.codec == VideoCodec::mjpeg;
+  enc->pix_fmt = mjpeg ? AV_PIX_FMT_YUVJ420P : AV_PIX_FMT_YUV420P;
+  if (mjpeg) enc->color_range = AVCOL_RANGE_JPEG;
   enc->time_base = {1, spec.fps};
   enc->framerate = {spec.fps, 1};
   enc->gop_size = spec.gop;
@@ -274,6 +278,10 @@ Bytes make_video(const VideoSpec& spec, const std::string& container) {
       av_opt_set(enc->priv_data, "usage", "realtime", 0);
       enc->bit_rate = 4LL * spec.width * spec.height;
       break;
+    case VideoCodec::mjpeg:
+      enc->flags |= AV_CODEC_FLAG_QSCALE;
+      enc->global_quality = FF_QP2LAMBDA * 3;
+      break;
   }
   out.prepare_encoder(enc.get());
   check_averror(avcodec_open2(enc.get(), codec, nullptr), name, "while opening the encoder");
@@ -286,9 +294,10 @@ Bytes make_video(const VideoSpec& spec, const std::string& container) {
   const Bytes texture = synthetic_rgb(tw, th, spec.seed);
   Bytes rgb(std::size_t(spec.width) * spec.height * 3);
   detail::FramePtr frame = detail::make_frame();
-  frame->format = AV_PIX_FMT_YUV420P;
+  frame->format = enc->pix_fmt;
   frame->width = spec.width;
   frame->height = spec.height;
+  frame->color_range = enc->color_range;
   check_averror(av_frame_get_buffer(frame.get(), 0), name, "while allocating a frame");
   // Encoders may read the padding past each row: make it deterministic.
   for (int p = 0; p < 4 && frame->buf[p]; ++p) std::memset(frame->buf[p]->data, 0, frame->buf[p]->size);
@@ -296,6 +305,8 @@ Bytes make_video(const VideoSpec& spec, const std::string& container) {
                                            AV_PIX_FMT_YUV420P, SWS_BILINEAR | SWS_ACCURATE_RND, nullptr, nullptr,
                                            nullptr));
   if (!sws) throw std::bad_alloc();
+  sws_setColorspaceDetails(sws.get(), sws_getCoefficients(SWS_CS_ITU601), 1, sws_getCoefficients(SWS_CS_ITU601),
+                           mjpeg ? 1 : 0, 0, 1 << 16, 1 << 16);
   Rng rng(spec.seed ^ 0x5eed);
   const int box = std::max(8, spec.width / 6);
   for (int i = 0; i < spec.frames; ++i) {
@@ -319,6 +330,7 @@ Bytes make_video(const VideoSpec& spec, const std::string& container) {
     const int stride[1] = {spec.width * 3};
     sws_scale(sws.get(), src, stride, 0, spec.height, frame->data, frame->linesize);
     frame->pts = i;
+    frame->quality = enc->global_quality;
     out.encode(enc.get(), stream, frame.get());
   }
   out.encode(enc.get(), stream, nullptr);

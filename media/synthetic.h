@@ -8,7 +8,8 @@
 // would be: libjpeg-turbo, quality 90, 4:2:0, baseline Huffman (about 100 KB
 // for 500x375). PNG, WebP and BMP use FFmpeg's encoders.
 // Video: the same texture panning across the frame plus a moving box, encoded
-// single-threaded with FFmpeg's libx264 / mpeg4 / libx265 / libvpx-vp9 / libaom-av1.
+// single-threaded with FFmpeg's libx264 / mpeg4 / libx265 / libvpx-vp9 /
+// libaom-av1 / mjpeg.
 // Audio: chirps, tones and noise, encoded with FFmpeg's pcm/aac/flac/mp3/opus.
 //
 // Thread safety: all functions may be called concurrently.
@@ -32,7 +33,7 @@ Bytes make_image(ImageCodec codec, int width, int height, std::uint64_t seed, in
 // Encodes caller-provided RGB24 pixels (H x W x 3) as a baseline 4:2:0 JPEG.
 Bytes encode_jpeg(std::span<const std::uint8_t> rgb, int width, int height, int quality = 90);
 
-enum class VideoCodec { h264, hevc, mpeg4, vp9, av1 };
+enum class VideoCodec { h264, hevc, mpeg4, vp9, av1, mjpeg };
 
 struct VideoSpec {
   VideoCodec codec = VideoCodec::h264;
@@ -44,8 +45,9 @@ struct VideoSpec {
   int b_frames = 2;     // ignored by codecs without B-frames
   std::uint64_t seed = 0;
 };
-// An MP4 (h264, hevc, mpeg4) or WebM (vp9, av1) file's bytes. Frame i has
-// pts i / fps seconds, starting at 0.
+// An MP4 (h264, hevc, mpeg4), WebM (vp9, av1) or AVI (mjpeg: full-range
+// yuvj420p, as cameras write it) file's bytes. Frame i has pts i / fps
+// seconds, starting at 0.
 Bytes make_video(const VideoSpec& spec);
 // The same in another container: an FFmpeg muxer name ("matroska", "avi",
 // "h264" for a raw Annex B stream without an index or frame count, ...).

@@ -142,6 +142,32 @@ TEST(Video, OtherCodecsDecode) {
   }
 }
 
+TEST(Video, MjpegFullRangeFramesMatchTheSameContentInH264) {
+  // MJPEG decodes to the deprecated yuvj420p: it must be read as full range,
+  // or every pixel's contrast is off by 16/255 steps.
+  const VideoSpec spec{.codec = VideoCodec::mjpeg, .width = 128, .height = 96, .frames = 48, .fps = 24, .gop = 12,
+                       .b_frames = 0, .seed = 1};
+  const Tensor mjpeg = load_video(Source::memory(make_video(spec), "clip.avi"), pick(FrameSelection::evenly_spaced(4)));
+  const Tensor& h264 = all_h264_frames();
+  for (int i = 0; i < 4; ++i) {
+    const std::int64_t idx = std::lround(i * 47.0 / 3);
+    const auto* a = mjpeg[i].data_as<std::uint8_t>();
+    const auto* b = h264[idx].data_as<std::uint8_t>();
+    double diff = 0, sa = 0, sb = 0, qa = 0, qb = 0;
+    const std::size_t n = std::size_t(mjpeg[i].nbytes());
+    for (std::size_t k = 0; k < n; ++k) {
+      diff += std::abs(int(a[k]) - int(b[k]));
+      sa += a[k];
+      sb += b[k];
+      qa += double(a[k]) * a[k];
+      qb += double(b[k]) * b[k];
+    }
+    const double sd_a = std::sqrt(qa / n - (sa / n) * (sa / n)), sd_b = std::sqrt(qb / n - (sb / n) * (sb / n));
+    EXPECT_LT(diff / double(n), 8.0) << i;
+    EXPECT_NEAR(sd_a / sd_b, 1.0, 0.05) << i;  // a range mix-up scales contrast by 255/219
+  }
+}
+
 TEST(Video, StreamingReaderMatchesLoadVideo) {
   VideoReader reader(Source::memory(h264_clip()), ImageOptions{});
   std::int64_t total = 0;
