@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <numeric>
 #include <thread>
 
@@ -117,6 +118,51 @@ TEST(Lifecycle, StopFromAnotherThreadWakesAWaitingConsumer) {
   const auto r = p.next();  // waits: the stage sleeps, then stop() ends the run
   stopper.join();
   EXPECT_NE(r.status, NextStatus::timeout);
+}
+
+}  // namespace
+}  // namespace brigade::actors
+
+namespace brigade::actors {
+namespace {
+
+std::size_t thread_count() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// Threads of terminated actors exit asynchronously: wait (up to 2 s) for the count.
+std::size_t settled_thread_count(std::size_t expected) {
+  for (int i = 0; i < 200 && thread_count() != expected; ++i) sleep_ms(10);
+  return thread_count();
+}
+
+TEST(Lifecycle, RepeatedRunsAndStopsLeakNoThreads) {
+  const std::size_t before = thread_count();
+  {
+    auto p = PipelineBuilder()
+                 .add_source(iota(500))
+                 .pipe([](int x) { return x; }, {.concurrency = 3, .executor = Executor::io})
+                 .pipe([](int x) { return x; }, {.concurrency = 2})
+                 .add_sink(2)
+                 .build({.num_threads = 2, .log_stats_at_end = false});
+    std::size_t after_first = 0;
+    for (int round = 0; round < 6; ++round) {
+      if (round % 2) {
+        for (auto& x : p) (void)x;  // a whole epoch
+      } else {
+        ASSERT_TRUE(p.next());  // a few items, then stop mid-epoch
+        p.stop();
+      }
+      if (round == 0) {
+        sleep_ms(100);
+        after_first = thread_count();
+      }
+      EXPECT_EQ(settled_thread_count(after_first), after_first) << "round " << round;
+    }
+  }
+  EXPECT_EQ(settled_thread_count(before), before);  // the scheduler threads are gone too
 }
 
 }  // namespace
