@@ -215,7 +215,9 @@ std::vector<ZipMember> read_central_directory(std::span<const std::uint8_t> b, c
 
 std::vector<std::uint8_t> inflate_member(std::span<const std::uint8_t> data, std::uint64_t usize,
                                          const std::string& name) {
-  if (usize > (std::uint64_t(1) << 40)) bad(name, "implausible uncompressed size");
+  // Deflate cannot expand more than ~1032:1: a larger claim is corrupt (and
+  // must not make us allocate it).
+  if (usize > std::uint64_t(data.size()) * 1032 + 1024) bad(name, "implausible uncompressed size");
   std::vector<std::uint8_t> out(usize);
   z_stream z{};
   if (inflateInit2(&z, -MAX_WBITS) != Z_OK) throw std::bad_alloc();

@@ -279,6 +279,7 @@ Bytes make_video(const VideoSpec& spec, const std::string& container) {
       enc->bit_rate = 4LL * spec.width * spec.height;
       break;
     case VideoCodec::mjpeg:
+      enc->max_b_frames = 0;  // intra-only
       enc->flags |= AV_CODEC_FLAG_QSCALE;
       enc->global_quality = FF_QP2LAMBDA * 3;
       break;

@@ -113,6 +113,14 @@ void decode_jpeg(std::span<const std::uint8_t> bytes, const ImageOptions& option
     throw MediaError(ErrorCode::unsupported, std::string(input),
                      "image of " + std::to_string(w) + "x" + std::to_string(ht) + " exceeds the pixel limit");
   }
+  // Every 8x8 luma block costs at least one bit, even in a flat image: a
+  // header claiming far more pixels than the bytes can hold is corrupt, and
+  // must not make us allocate planes for it.
+  if (std::int64_t(w) * ht > 2048 * std::int64_t(bytes.size()) + (1 << 20)) {
+    throw MediaError(ErrorCode::bad_data, std::string(input),
+                     "JPEG header claims " + std::to_string(w) + "x" + std::to_string(ht) + " in " +
+                         std::to_string(bytes.size()) + " bytes");
+  }
   const tjscalingfactor f = choose_scale(options, g, w, ht);
   const int sw = TJSCALED(w, f), sh = TJSCALED(ht, f);
   const Geometry sg = rescale_source(g, w, ht, sw, sh);
