@@ -4,9 +4,9 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
-#include <mutex>
 #include <chrono>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -44,14 +44,19 @@ void generate(const fs::path& dir, const DemoDatasetOptions& options) {
       try {
         if (i < options.images) {
           const auto [w, h] = image_size(i);
-          const auto path = dir / "images" / fmt::format("{:02d}", i % 16) /
-                            fmt::format("img-{:05d}.jpg", i);
+          const auto path =
+              dir / "images" / fmt::format("{:02d}", i % 16) / fmt::format("img-{:05d}.jpg", i);
           media::write_file(path.string(), media::make_image(media::ImageCodec::jpeg, w, h,
                                                              static_cast<std::uint64_t>(i)));
         } else {
           const int c = i - options.images;
-          media::VideoSpec spec{.codec = media::VideoCodec::h264, .width = 320, .height = 240,
-                                .frames = 48, .fps = 24, .gop = 24, .b_frames = 2,
+          media::VideoSpec spec{.codec = media::VideoCodec::h264,
+                                .width = 320,
+                                .height = 240,
+                                .frames = 48,
+                                .fps = 24,
+                                .gop = 24,
+                                .b_frames = 2,
                                 .seed = static_cast<std::uint64_t>(c)};
           const auto path = dir / "videos" / fmt::format("clip-{:02d}.mp4", c);
           media::write_file(path.string(), media::make_video(spec));
@@ -63,19 +68,21 @@ void generate(const fs::path& dir, const DemoDatasetOptions& options) {
       }
     }
   };
-  const int threads = options.threads > 0 ? options.threads
-                                          : static_cast<int>(std::thread::hardware_concurrency());
+  const int threads =
+      options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
   std::vector<std::jthread> pool;
   for (int t = 0; t < std::max(1, threads); ++t) pool.emplace_back(work);
   pool.clear();
-  if (failed) throw std::runtime_error("generating the demo dataset in " + dir.string() + ": " + error);
+  if (failed)
+    throw std::runtime_error("generating the demo dataset in " + dir.string() + ": " + error);
 }
 
 }  // namespace
 
 fs::path ensure_demo_dataset(const fs::path& dir, const DemoDatasetOptions& options) {
   const auto marker = dir / ".complete";
-  const std::string expected = fmt::format("images={} clips={} v1\n", options.images, options.clips);
+  const std::string expected =
+      fmt::format("images={} clips={} v1\n", options.images, options.clips);
   std::error_code ec;
   if (fs::exists(marker, ec) && media::read_file(marker.string()) ==
                                     std::vector<std::uint8_t>(expected.begin(), expected.end())) {
@@ -88,10 +95,10 @@ fs::path ensure_demo_dataset(const fs::path& dir, const DemoDatasetOptions& opti
     fs::create_directories(dir / sub, ec);
     if (ec) throw std::runtime_error("cannot create " + (dir / sub).string() + ": " + ec.message());
   }
-  for (int b = 0; b < 16; ++b) fs::create_directories(dir / "images" / fmt::format("{:02d}", b), ec);
+  for (int b = 0; b < 16; ++b)
+    fs::create_directories(dir / "images" / fmt::format("{:02d}", b), ec);
   generate(dir, options);
-  media::write_file(marker.string(),
-                    std::vector<std::uint8_t>(expected.begin(), expected.end()));
+  media::write_file(marker.string(), std::vector<std::uint8_t>(expected.begin(), expected.end()));
   spdlog::info("brigade: demo dataset ready in {:.1f} s",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return dir;

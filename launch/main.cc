@@ -1,30 +1,61 @@
 // The `brigade` command line. `brigade run` with no arguments generates (once) the
 // demo dataset and runs the image pipeline on it; see `brigade run --help`.
-#include <CLI/CLI.hpp>
+//
+// Exit codes: 0 success (also a resume of a completed job), 1 pipeline failure
+// (failure budget exceeded, I/O or checkpoint error), 2 usage or config error,
+// 130/143 after SIGINT/SIGTERM (ids flushed, checkpoint written).
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <fstream>
-#include <thread>
 
 #include "actors/errors.h"
+#include "launch/config.h"
 #include "launch/demo_dataset.h"
-#include "launch/image_job.h"
+#include "launch/job.h"
 #include "launch/process.h"
-#include "media/errors.h"
+#include "launch/progress.h"
+#include "transport/checkpoint.h"
 
 namespace {
 
 using namespace brigade;
 
-actors::FailureBudget parse_budget(const std::string& text) {
-  if (text.empty() || text == "unlimited") return {};
-  if (text.back() == '%') {
-    return actors::FailureBudget::rate(std::stod(text.substr(0, text.size() - 1)) / 100.0, 100);
+std::atomic<int> g_signal{0};
+std::atomic<std::int64_t> g_signal_ns{0};
+
+std::int64_t monotonic_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);  // async-signal-safe
+  return std::int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
+}
+
+// The first SIGINT/SIGTERM asks the run to stop cleanly (ids flushed, checkpoint
+// written). Repeats within a second are ignored — launchers such as timeout(1) signal
+// both the process and its group — and a later one exits at once.
+extern "C" void on_signal(int signal) {
+  if (g_signal.load() == 0) {
+    g_signal_ns.store(monotonic_ns());
+    g_signal.store(signal);
+  } else if (monotonic_ns() - g_signal_ns.load() > 1'000'000'000) {
+    _exit(128 + signal);
   }
-  return actors::FailureBudget(std::stoll(text));
+}
+
+void install_signal_handlers() {
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
 }
 
 std::string summary_json(const launch::JobSummary& s) {
@@ -41,54 +72,66 @@ std::string summary_json(const launch::JobSummary& s) {
       s.time_to_first_batch_s, launch::cpu_seconds(), launch::peak_rss_mb(), stages);
 }
 
-int run(const std::string& data, launch::JobOptions job, const std::string& max_failures,
-        const std::string& ids_out, bool json) {
-  try {
-    job.max_failures = parse_budget(max_failures);
-  } catch (const std::exception&) {
-    spdlog::error("--max-failures: expected a count N or a rate N%, got '{}'", max_failures);
-    return 2;
+launch::Dataset load_dataset(const launch::RunConfig& c) {
+  if (!c.list.empty()) return launch::read_list(c.list);
+  std::string dir = c.data;
+  if (dir.empty()) {
+    const auto demo = launch::ensure_demo_dataset(launch::default_demo_dir());
+    dir = (demo / (c.kind == launch::MediaKind::video ? "videos" : "images")).string();
   }
-  std::string dir = data;
-  if (dir.empty()) dir = launch::ensure_demo_dataset(launch::default_demo_dir()).string() + "/images";
-  try {
-    job.files = launch::list_image_files(dir);
-  } catch (const std::exception& e) {
-    spdlog::error("--data {}: {}", dir, e.what());
-    return 2;
-  }
-  if (job.files.empty()) {
-    spdlog::error("--data {}: no image files (.jpg .jpeg .png .webp .bmp) found", dir);
-    return 2;
-  }
+  return launch::list_folder(dir, c.kind);
+}
+
+int run(const launch::RunConfig& config) {
+  const auto dataset = load_dataset(config);
   std::ofstream ids;
-  if (!ids_out.empty()) {
-    ids.open(ids_out, std::ios::trunc);
-    if (!ids) {
-      spdlog::error("--ids-out {}: cannot create the file", ids_out);
-      return 2;
-    }
+  if (!config.ids_out.empty()) {
+    ids.open(config.ids_out, std::ios::trunc);
+    if (!ids)
+      throw launch::ConfigError(fmt::format("ids_out {}: cannot create the file", config.ids_out));
   }
-  spdlog::info("brigade: {} images from {}, batch {}", job.files.size(), dir, job.batch_size);
+  spdlog::info("brigade: {} {}s, rank {} of {}, batch {}, {} epoch(s), {}", dataset.files.size(),
+               launch::to_string(config.kind), *config.rank, *config.world_size, *config.batch_size,
+               config.epochs,
+               config.shuffle ? fmt::format("shuffled with seed {}", config.seed) : "in order");
+  install_signal_handlers();
+  launch::ProgressReporter progress(config.progress && isatty(STDERR_FILENO));
+  launch::JobHooks hooks{.on_batch =
+                             [&](std::span<const std::uint64_t> batch) {
+                               if (!ids) return;
+                               for (auto id : batch) ids << id << '\n';
+                             },
+                         .on_progress = [&](const launch::Progress& p) { progress.update(p); },
+                         .interrupt = &g_signal};
   launch::JobSummary summary;
   try {
-    summary = launch::run_image_job(job, [&](const std::vector<std::uint64_t>& batch_ids) {
-      if (ids) {
-        for (auto id : batch_ids) ids << id << '\n';
-      }
-    });
-  } catch (const actors::PipelineFailure& e) {
+    summary = launch::run_job(config, dataset, hooks);
+  } catch (...) {
+    progress.finish();
     ids.flush();
-    spdlog::error("brigade: {}", e.what());
-    return 1;
+    throw;
   }
+  progress.finish();
   ids.flush();
-  spdlog::info("brigade: finished\n{}", actors::format_stats_table(summary.stats));
-  spdlog::info("brigade: {} samples in {} batches, {:.0f} samples/s after the first batch "
-               "(first batch at {:.3f} s), {} failed", summary.samples, summary.batches,
-               summary.samples_per_s, summary.time_to_first_batch_s, summary.failed);
-  if (json) std::printf("%s\n", summary_json(summary).c_str());
-  return 0;
+  if (summary.end == launch::JobEnd::already_complete) {
+    if (config.json) std::printf("%s\n", summary_json(summary).c_str());
+    return 0;
+  }
+  spdlog::info("brigade: {}\n{}",
+               summary.end == launch::JobEnd::interrupted ? "interrupted"
+               : summary.end == launch::JobEnd::stopped   ? "stopped"
+                                                          : "finished",
+               actors::format_stats_table(summary.stats));
+  spdlog::info(
+      "brigade: {} samples in {} batches, {:.0f} samples/s after the first batch "
+      "(first batch at {:.3f} s), {} failed",
+      summary.samples, summary.batches, summary.samples_per_s, summary.time_to_first_batch_s,
+      summary.failed);
+  if (!summary.checkpoint.empty())
+    spdlog::info("brigade: checkpoint written to {}", summary.checkpoint);
+  if (config.json) std::printf("%s\n", summary_json(summary).c_str());
+  std::fflush(stdout);
+  return summary.end == launch::JobEnd::interrupted ? 128 + g_signal.load() : 0;
 }
 
 }  // namespace
@@ -100,36 +143,52 @@ int main(int argc, char** argv) {
 
   CLI::App app{"brigade: a data loader for machine-learning training"};
   app.require_subcommand(1);
-  auto* run_cmd = app.add_subcommand("run", "run the image pipeline (default: the demo dataset)");
-  std::string data, max_failures = "unlimited", ids_out, order = "input";
-  bool json = false;
-  launch::JobOptions job;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  job.threads = cores;
-  run_cmd->add_option("--data", data, "folder of images, searched recursively, sorted by path "
-                                      "(default: the demo dataset, generated once)");
-  run_cmd->add_option("--batch-size", job.batch_size, "samples per batch")->default_val(32)
-      ->check(CLI::PositiveNumber);
-  run_cmd->add_option("--threads", job.threads, "cpu threads (default: number of cores)")
-      ->check(CLI::PositiveNumber);
-  run_cmd->add_option("--read-concurrency", job.read_concurrency, "io threads reading files")
-      ->default_val(8)->check(CLI::PositiveNumber);
-  run_cmd->add_option("--decode-concurrency", job.decode_concurrency,
-                      "decode tasks at once (default: --threads)");
-  run_cmd->add_option("--order", order, "output order: input or completion")
-      ->default_val("input")->check(CLI::IsMember({"input", "completion"}));
-  run_cmd->add_option("--max-failures", max_failures, "failures tolerated: a count N or a rate N%");
-  run_cmd->add_option("--stop-after-batches", job.stop_after_batches, "stop after N batches");
-  run_cmd->add_option("--ids-out", ids_out, "write delivered sample ids, one per line");
-  run_cmd->add_flag("--json", json, "print a JSON summary as the last line on stdout");
+  auto* run_cmd = app.add_subcommand(
+      "run",
+      "run the image (or video) pipeline; default: the demo dataset. Settings come "
+      "from the optional TOML CONFIG (same keys, e.g. batch_size, [stages.decode] "
+      "concurrency) and flags, which override it. Exit codes: 0 success, 1 pipeline "
+      "failure, 2 usage or config error, 130/143 interrupted.");
+  std::string config_file;
+  run_cmd->add_option("config", config_file, "TOML config file");
+  std::vector<std::pair<std::string, std::string>> given;  // flags in the order CLI11 reports them
+  for (const auto& f : launch::run_flags()) {
+    const std::string flag(f.flag);
+    if (f.takes_value) {
+      run_cmd->add_option_function<std::string>(
+          flag, [&given, flag](const std::string& v) { given.emplace_back(flag, v); },
+          std::string(f.help));
+      continue;
+    }
+    run_cmd->add_flag_callback(
+        flag, [&given, flag] { given.emplace_back(flag, ""); }, std::string(f.help));
+    if (f.negatable) {
+      const std::string off = "--no-" + flag.substr(2);
+      run_cmd->add_flag_callback(
+          off, [&given, off] { given.emplace_back(off, ""); }, "turn " + flag + " off");
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  job.order = order == "completion" ? actors::Order::completion : actors::Order::input;
+  launch::RunConfig config;
   try {
-    return run(data, job, max_failures, ids_out, json);
+    if (!config_file.empty()) launch::apply_toml_file(config, config_file);
+    for (const auto& [flag, value] : given) launch::apply_flag(config, flag, value);
+    launch::resolve(config, [](const char* name) { return std::getenv(name); });
+    return run(config);
+  } catch (const launch::ConfigError& e) {
+    spdlog::error("brigade: {}", e.what());
+    return 2;
+  } catch (const actors::PipelineFailure& e) {
+    spdlog::error("brigade: {}", e.what());
+    return 1;
+  } catch (const transport::CheckpointError& e) {
+    spdlog::error("brigade: checkpoint: {}", e.what());
+    using K = transport::CheckpointErrorKind;
+    return e.kind() == K::not_found || e.kind() == K::incomplete ? 2 : 1;
   } catch (const std::exception& e) {
     spdlog::error("brigade: {}", e.what());
     return 1;

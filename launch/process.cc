@@ -1,13 +1,13 @@
 #include "launch/process.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 
 namespace brigade::launch {
 

@@ -1,0 +1,250 @@
+// End to end: the real `brigade` binary on a small generated dataset with corrupt
+// files mixed in.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "media/synthetic.h"
+
+namespace brigade::launch {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kFiles = 63;
+const std::set<std::uint64_t> kCorrupt{7, 30, 51};  // truncated, garbage, empty
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::uint64_t> read_ids(const fs::path& p) {
+  std::ifstream in(p);
+  std::vector<std::uint64_t> ids;
+  for (std::uint64_t id; in >> id;) ids.push_back(id);
+  return ids;
+}
+
+class RunTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::mt19937_64 rng(std::random_device{}());
+    root_ = fs::temp_directory_path() / ("brigade-run-" + std::to_string(rng()));
+    fs::create_directories(root_ / "data" / "sub");
+    for (int i = 0; i < kFiles; ++i) {
+      // Some in a subfolder: the listing is recursive and sorted by path.
+      const auto path = root_ / "data" / (i >= 40 ? "sub" : "") / name(i);
+      auto bytes =
+          media::make_image(media::ImageCodec::jpeg, 96 + 2 * i, 80, static_cast<std::uint64_t>(i));
+      if (i == 7) bytes.resize(bytes.size() / 2);
+      if (i == 30)
+        for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
+      if (i == 51) bytes.clear();
+      std::ofstream(path, std::ios::binary)
+          .write(reinterpret_cast<const char*>(bytes.data()),
+                 static_cast<std::streamsize>(bytes.size()));
+      paths_.push_back(path);
+    }
+  }
+  static void TearDownTestSuite() { fs::remove_all(root_); }
+
+  // Files under sub/ sort after the others, so sample i is file i.
+  static std::string name(int i) {
+    return "img-" + std::string(i < 10 ? "00" : "0") + std::to_string(i) + ".jpg";
+  }
+
+  void SetUp() override {
+    dir_ = root_ / ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::create_directories(dir_);
+  }
+
+  Result run(const std::string& args, const std::string& prefix = "") {
+    const auto out = dir_ / "stdout", err = dir_ / "stderr";
+    const std::string cmd = prefix + "'" BRIGADE_BINARY "' run " + args +
+                            " --no-progress --threads 2 > '" + out.string() + "' 2> '" +
+                            err.string() + "'";
+    const int status = std::system(cmd.c_str());
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+  std::string data() const { return "--data '" + (root_ / "data").string() + "'"; }
+  std::string ids(const std::string& file) const {
+    return " --ids-out '" + (dir_ / file).string() + "'";
+  }
+
+  std::set<std::uint64_t> good() const {
+    std::set<std::uint64_t> g;
+    for (std::uint64_t i = 0; i < kFiles; ++i)
+      if (!kCorrupt.count(i)) g.insert(i);
+    return g;
+  }
+
+  static inline fs::path root_;
+  static inline std::vector<fs::path> paths_;
+  fs::path dir_;
+};
+
+TEST_F(RunTest, DeliversEveryGoodSampleOnceAndReportsCorruptOnes) {
+  const auto r = run(data() + ids("ids") + " --batch-size 8 --seed 3 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto delivered = read_ids(dir_ / "ids");
+  EXPECT_EQ(delivered.size(), good().size());
+  EXPECT_EQ(std::set<std::uint64_t>(delivered.begin(), delivered.end()), good());
+  std::vector<std::uint64_t> sorted(delivered);
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_NE(sorted, delivered) << "shuffled by default";
+  for (auto id : kCorrupt) {
+    const std::string needle = "sample " + std::to_string(id) + " (" + paths_[id].string() + "): ";
+    EXPECT_NE(r.err.find(needle), std::string::npos) << needle << "\n" << r.err;
+  }
+  EXPECT_NE(r.err.find("[bad_data]"), std::string::npos) << r.err;
+  // stdout holds exactly the JSON line.
+  ASSERT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["samples"], 60);
+  EXPECT_EQ(json["batches"], 8);
+  EXPECT_EQ(json["failed"], 3);
+  EXPECT_EQ(json["filtered"], 0);
+  for (const char* key :
+       {"seconds", "samples_per_s", "time_to_first_batch_s", "cpu_seconds", "peak_rss_mb"}) {
+    EXPECT_TRUE(json[key].is_number()) << key;
+  }
+  std::vector<std::string> stages;
+  for (const auto& s : json["stages"]) stages.push_back(s["name"]);
+  EXPECT_EQ(stages, (std::vector<std::string>{"read", "decode", "batch", "collate"}));
+  EXPECT_EQ(json["stages"][1]["failures"], 3);
+}
+
+TEST_F(RunTest, SameSeedSameOrderAndNoShuffleIsSorted) {
+  ASSERT_EQ(run(data() + ids("a") + " --seed 9").code, 0);
+  ASSERT_EQ(run(data() + ids("b") + " --seed 9 --order completion --batch-size 5").code, 0);
+  ASSERT_EQ(run(data() + ids("c") + " --no-shuffle").code, 0);
+  ASSERT_EQ(run(data() + ids("a2") + " --seed 9").code, 0);
+  const auto a = read_ids(dir_ / "a"), b = read_ids(dir_ / "b"), c = read_ids(dir_ / "c");
+  EXPECT_EQ(std::set<std::uint64_t>(b.begin(), b.end()), good());
+  EXPECT_EQ(a.size(), 60u);
+  const auto expected = good();
+  const std::vector<std::uint64_t> sorted(expected.begin(), expected.end());
+  EXPECT_EQ(c, sorted);
+  EXPECT_EQ(a, read_ids(dir_ / "a2"));
+}
+
+TEST_F(RunTest, RanksSplitTheDataset) {
+  ASSERT_EQ(run(data() + ids("r0") + " --rank 0 --world-size 2").code, 0);
+  ASSERT_EQ(run(data() + ids("r1"), "RANK=1 WORLD_SIZE=2 ").code, 0);
+  auto r0 = read_ids(dir_ / "r0"), r1 = read_ids(dir_ / "r1");
+  std::set<std::uint64_t> all(r0.begin(), r0.end());
+  for (auto id : r1) EXPECT_TRUE(all.insert(id).second) << id << " on both ranks";
+  EXPECT_EQ(all, good());
+}
+
+TEST_F(RunTest, FailureBudgetExceededExitsOne) {
+  const auto r = run(data() + " --no-shuffle --max-failures 1");
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("sample 7 ("), std::string::npos) << r.err;
+}
+
+TEST_F(RunTest, ListFileIdsAndRelativePaths) {
+  std::ofstream list(dir_ / "list.txt");
+  list << "\n"
+       << fs::relative(paths_[3], dir_).string() << "\n  \n"
+       << paths_[5].string() << "\n"
+       << fs::relative(paths_[7], dir_).string() << "\n";
+  list.close();
+  const auto r =
+      run("--list '" + (dir_ / "list.txt").string() + "'" + ids("ids") + " --no-shuffle --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(read_ids(dir_ / "ids"), (std::vector<std::uint64_t>{0, 1}));
+  EXPECT_NE(r.err.find("sample 2 (" + (dir_ / fs::relative(paths_[7], dir_)).string()),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(RunTest, ConfigFileAndErrorsExitTwo) {
+  std::ofstream(dir_ / "good.toml") << "data = \"" << (root_ / "data").string()
+                                    << "\"\nbatch_size = 100\n[stages.decode]\nconcurrency = 1\n";
+  auto ok = run("'" + (dir_ / "good.toml").string() + "' --batch-size 7 --json");
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(nlohmann::json::parse(ok.out)["batches"], 9);  // the flag wins: ceil(60 / 7)
+
+  std::ofstream(dir_ / "bad.toml") << "batch_size = 4\n[stages.decode]\nconcurency = 2\n";
+  auto bad = run("'" + (dir_ / "bad.toml").string() + "'");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("bad.toml:3: unknown key 'stages.decode.concurency'"), std::string::npos)
+      << bad.err;
+  EXPECT_TRUE(bad.out.empty());
+
+  auto rank = run(data() + " --rank 2 --world-size 2");
+  EXPECT_EQ(rank.code, 2);
+  EXPECT_NE(rank.err.find("rank 2 (from --rank) must be less than the world size 2"),
+            std::string::npos)
+      << rank.err;
+
+  auto empty = run("--data '" + dir_.string() + "'");
+  EXPECT_EQ(empty.code, 2);
+  EXPECT_NE(empty.err.find("no image files"), std::string::npos) << empty.err;
+
+  EXPECT_EQ(run(data() + " --batch-size zero").code, 2);
+  EXPECT_EQ(run(data() + " --frobnicate").code, 2);
+}
+
+TEST_F(RunTest, StopAndResumeDeliverTheUninterruptedSequence) {
+  const std::string common = data() + " --seed 11 --batch-size 4 --epochs 2";
+  ASSERT_EQ(run(common + ids("full")).code, 0);
+  const auto ckpt = " --checkpoint-dir '" + (dir_ / "ckpt").string() + "'";
+  const auto from = " --resume-from '" + (dir_ / "ckpt").string() + "'";
+  auto first = run(common + ids("part1") + ckpt + " --stop-after-batches 20");
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_TRUE(fs::exists(dir_ / "ckpt" / "rank-0-of-1.ckpt"));
+  auto second = run(common + ids("part2") + ckpt + from);
+  ASSERT_EQ(second.code, 0) << second.err;
+  auto joined = read_ids(dir_ / "part1");
+  EXPECT_EQ(joined.size(), 80u);
+  const auto part2 = read_ids(dir_ / "part2");
+  joined.insert(joined.end(), part2.begin(), part2.end());
+  EXPECT_EQ(joined, read_ids(dir_ / "full"));
+
+  auto again = run(common + ids("part3") + from + " --json");
+  EXPECT_EQ(again.code, 0) << again.err;
+  EXPECT_TRUE(read_ids(dir_ / "part3").empty());
+  EXPECT_NE(again.err.find("nothing to deliver"), std::string::npos) << again.err;
+
+  auto conflict = run(data() + " --seed 12 --batch-size 4 --epochs 2" + from);
+  EXPECT_EQ(conflict.code, 2);
+  EXPECT_NE(conflict.err.find("seed"), std::string::npos) << conflict.err;
+}
+
+TEST_F(RunTest, SigtermFlushesIdsWritesCheckpointAndExits143) {
+  const auto ckpt = " --checkpoint-dir '" + (dir_ / "ckpt").string() + "'";
+  // Many epochs keep it running; timeout sends SIGTERM after 1.5 s.
+  auto r = run(data() + ids("ids") + ckpt + " --epochs 100000",
+               "timeout --preserve-status -s TERM 1.5 ");
+  EXPECT_EQ(r.code, 143) << r.err;
+  EXPECT_TRUE(fs::exists(dir_ / "ckpt" / "rank-0-of-1.ckpt")) << r.err;
+  const auto text = slurp(dir_ / "ids");
+  ASSERT_FALSE(text.empty());
+  EXPECT_EQ(text.back(), '\n');
+}
+
+}  // namespace
+}  // namespace brigade::launch
