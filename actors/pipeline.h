@@ -16,6 +16,9 @@
 // - Stages run truly in parallel (no GIL); cpu stages share `num_threads` CAF scheduler
 //   threads, io stages get one thread per worker.
 // - Default output order is `input` (SPDL: completion): deterministic and resumable.
+//   Its reorder window is bounded by the stage's capacity (concurrency + queue), not
+//   by `concurrency` alone: cheap tasks travel to a worker in chunks (one message for
+//   many items), and a chunk's results come back together; the memory bound holds.
 // - A stage that emits several items per input is `generate()` with an Emitter, so a
 //   function returning a std::vector stays an ordinary map.
 // - `retry` exists for io stages (SPDL has none).
