@@ -8,7 +8,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "actors/pipeline.h"
 #include "actors/sampler.h"
@@ -37,6 +39,136 @@ struct Decoded {
 struct Batch {
   std::vector<std::uint64_t> ids;
   media::Tensor data;
+  std::vector<std::string> failures{};       // samples that failed in the decode-into-batch path
+  std::vector<std::string> failed_stages{};  // … and where
+};
+
+// Recycles batch buffers: a batch tensor's memory returns here when the consumer
+// drops the batch, so steady state allocates nothing and touches no fresh pages.
+// Thread-safe; buffers may outlive the pool (they are then freed).
+class BatchPool : public std::enable_shared_from_this<BatchPool> {
+ public:
+  media::Allocator allocator() {
+    return [self = shared_from_this()](std::size_t nbytes) { return self->take(nbytes); };
+  }
+
+ private:
+  std::shared_ptr<void> take(std::size_t nbytes) {
+    std::shared_ptr<void> block;
+    {
+      std::lock_guard lock(mutex_);
+      auto it =
+          std::find_if(free_.begin(), free_.end(), [&](auto& b) { return b.first == nbytes; });
+      if (it != free_.end()) {
+        block = std::move(it->second);
+        free_.erase(it);
+      }
+    }
+    if (!block) block = media::default_allocate(nbytes);
+    void* data = block.get();
+    std::weak_ptr<BatchPool> pool = weak_from_this();
+    return std::shared_ptr<void>(data, [pool, nbytes, block = std::move(block)](void*) mutable {
+      if (auto p = pool.lock()) p->give_back(nbytes, std::move(block));
+    });
+  }
+  void give_back(std::size_t nbytes, std::shared_ptr<void> block) {
+    std::lock_guard lock(mutex_);
+    if (free_.size() < kMaxFree) free_.emplace_back(nbytes, std::move(block));
+  }
+  static constexpr std::size_t kMaxFree = 16;
+  std::mutex mutex_;
+  std::vector<std::pair<std::size_t, std::shared_ptr<void>>> free_;
+};
+
+// A batch under construction: decode tasks write sample `i` straight into data[i]
+// (disjoint slices, so concurrent writers need no lock).
+struct BatchBuffer {
+  media::Tensor data;  // [n, ...sample shape] uint8
+};
+
+// One sample of a batch under construction. A failed decode is recorded in `error`
+// rather than thrown, so that every slot reaches the gathering aggregator and each
+// batch is emitted exactly with its own samples' positions.
+struct Slot {
+  std::shared_ptr<BatchBuffer> batch;
+  std::size_t index = 0;
+  std::size_t count = 0;  // slots of the batch
+  std::uint64_t id = 0;
+  std::vector<std::uint8_t> bytes{};
+  std::string error{};        // why the sample failed ("" if it did not)
+  std::string error_stage{};  // "read" or "decode"
+};
+
+// Gives each sample its slot in the batch it will be delivered in, allocating a batch
+// buffer every `batch_size` samples. Runs as a stage of concurrency 1 right after the
+// source (input order), so batch k holds exactly the samples k·n … k·n+n-1 of the run;
+// reset() before each run drops a partial batch of the previous one.
+class SlotAssigner {
+ public:
+  SlotAssigner(std::vector<std::int64_t> sample_shape, std::size_t batch_size,
+               media::Allocator allocator)
+      : shape_(std::move(sample_shape)),
+        batch_size_(batch_size),
+        allocator_(std::move(allocator)) {}
+  void reset() {
+    current_.reset();
+    next_ = 0;
+  }
+  Slot assign(const actors::SampleId& sample) {
+    if (!current_ || next_ == batch_size_) {
+      auto shape = shape_;
+      shape.insert(shape.begin(), static_cast<std::int64_t>(batch_size_));
+      current_ = std::make_shared<BatchBuffer>();
+      current_->data = media::Tensor::empty(media::DType::uint8, shape, allocator_);
+      next_ = 0;
+    }
+    return {current_, next_++, batch_size_, sample.id};
+  }
+
+ private:
+  std::vector<std::int64_t> shape_;
+  std::size_t batch_size_;
+  media::Allocator allocator_;
+  std::shared_ptr<BatchBuffer> current_;
+  std::size_t next_ = 0;
+};
+
+// Collects the slots of one batch (they arrive in input order) and compacts the
+// good samples to the front.
+struct GatherSlots {
+  std::vector<Slot> slots{};
+  std::optional<Batch> accumulate(Slot s) {
+    slots.push_back(std::move(s));
+    if (slots.size() < slots.front().count) return std::nullopt;
+    return finish();
+  }
+  std::optional<Batch> flush() {
+    if (slots.empty()) return std::nullopt;
+    return finish();
+  }
+  Batch finish() {
+    Batch b;
+    b.failed_stages.reserve(slots.size());
+    const auto& full = slots.front().batch->data;
+    const std::size_t stride = full[0].nbytes();
+    auto* base = static_cast<std::uint8_t*>(full.data());
+    for (auto& slot : slots) {
+      if (!slot.error.empty()) {
+        b.failures.push_back(std::move(slot.error));
+        b.failed_stages.push_back(std::move(slot.error_stage));
+        continue;
+      }
+      if (slot.index != b.ids.size()) {
+        std::memmove(base + b.ids.size() * stride, base + slot.index * stride, stride);
+      }
+      b.ids.push_back(slot.id);
+    }
+    auto shape = full.shape();
+    shape[0] = static_cast<std::int64_t>(b.ids.size());
+    b.data = media::Tensor(full.dtype(), shape, full.owner(), full.data());
+    slots.clear();
+    return b;
+  }
 };
 
 constexpr int kClipFrames = 8;
@@ -66,7 +198,7 @@ void hwc_to_chw(const std::uint8_t* in, std::uint8_t* out, std::int64_t h, std::
 
 // Stacks the decoded items into one tensor [N, ...]; NCHW moves the channel axis of
 // every image (the last three axes) in front of its rows.
-Batch collate(std::vector<Decoded> items, Layout layout) {
+Batch collate(std::vector<Decoded> items, Layout layout, const media::Allocator& allocator) {
   Batch b;
   const auto& shape = items.front().data.shape();
   std::vector<std::int64_t> out_shape{static_cast<std::int64_t>(items.size())};
@@ -74,7 +206,7 @@ Batch collate(std::vector<Decoded> items, Layout layout) {
   const std::size_t n = out_shape.size();
   if (layout == Layout::nchw)
     std::rotate(out_shape.begin() + n - 3, out_shape.begin() + n - 1, out_shape.end());
-  b.data = media::Tensor::empty(media::DType::uint8, out_shape);
+  b.data = media::Tensor::empty(media::DType::uint8, out_shape, allocator);
   const std::size_t stride = items.front().data.nbytes();
   const std::int64_t h = shape[shape.size() - 3], w = shape[shape.size() - 2], c = shape.back();
   const std::size_t image = static_cast<std::size_t>(h * w * c);
@@ -106,7 +238,31 @@ std::unique_ptr<actors::DistributedSampler> make_sampler(const RunConfig& c, con
                           .rank = *c.rank, .world_size = *c.world_size, .identity_hash = hash});
 }
 
-auto build_pipeline(const RunConfig& c, const Dataset& d, actors::DistributedSampler& sampler) {
+std::string describe_failure(std::uint64_t id, const std::string& path) {
+  try {
+    fail_sample(id, path);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+// The shape of one sample in the batch tensor.
+std::vector<std::int64_t> sample_shape(const RunConfig& c) {
+  std::vector<std::int64_t> shape{kSide, kSide, 3};
+  if (c.layout == Layout::nchw) shape = {3, kSide, kSide};
+  if (c.kind == MediaKind::video) shape.insert(shape.begin(), kClipFrames);
+  return shape;
+}
+
+// Measured on the demo dataset (2 threads, pooled batch buffers): decoding straight
+// into the batch uses ~5% less CPU than decode-then-copy at the same or better rate.
+// It needs input order (batch k holds samples k·n …); completion order copies.
+bool decode_into_batch(const RunConfig& c) { return c.order == actors::Order::input; }
+
+// `assigner`: decode straight into the batch (input order only), else decode into a
+// tensor per sample and copy them together in the collate stage.
+auto build_pipeline(const RunConfig& c, const Dataset& d, actors::DistributedSampler& sampler,
+                    std::shared_ptr<SlotAssigner> assigner, const media::Allocator& allocator) {
   const auto* files = &d.files;
   const auto order = c.order;
   const bool video = c.kind == MediaKind::video;
@@ -125,28 +281,88 @@ auto build_pipeline(const RunConfig& c, const Dataset& d, actors::DistributedSam
       fail_sample(e.id, (*files)[e.id]);
     }
   };
+  auto read = [files](actors::SampleId s) {
+    try {
+      return Encoded{s.id, media::read_file((*files)[s.id])};
+    } catch (...) {
+      fail_sample(s.id, (*files)[s.id]);
+    }
+  };
+  const actors::StageOptions read_options{.concurrency = c.read_concurrency,
+                                          .output_order = order,
+                                          .executor = actors::Executor::io,
+                                          .name = "read"};
+  const actors::BuildOptions build_options{
+      .num_threads = *c.threads, .max_failures = c.failure_budget, .log_stats_at_end = false};
+  if (assigner) {
+    const bool nchw = c.layout == Layout::nchw;
+    auto read_slot = [files](Slot s) {
+      try {
+        s.bytes = media::read_file((*files)[s.id]);
+      } catch (...) {
+        s.error = describe_failure(s.id, (*files)[s.id]);
+        s.error_stage = "read";
+        spdlog::warn("brigade: stage 'read' failed: {}", s.error);
+      }
+      return s;
+    };
+    auto decode_slot = [files, image, video, nchw](Slot s) {
+      if (!s.error.empty()) return s;
+      const auto& path = (*files)[s.id];
+      try {
+        const auto source = media::Source::memory(s.bytes, path);
+        const media::Tensor out = s.batch->data[static_cast<std::int64_t>(s.index)];
+        if (!video && !nchw) {
+          media::load_image_into(source, image, out);
+        } else {
+          media::Tensor hwc =
+              video ? media::load_video(
+                          source, {.frames = media::FrameSelection::evenly_spaced(kClipFrames),
+                                   .image = image})
+                    : media::load_image(source, image);
+          if (hwc.nbytes() != out.nbytes()) {
+            throw std::runtime_error(
+                fmt::format("decoded {} bytes, expected {}", hwc.nbytes(), out.nbytes()));
+          }
+          const auto* in = static_cast<const std::uint8_t*>(hwc.data());
+          auto* to = static_cast<std::uint8_t*>(out.data());
+          const std::size_t frame = std::size_t{kSide} * kSide * 3;
+          for (std::size_t off = 0; off < hwc.nbytes(); off += frame) {
+            if (nchw)
+              hwc_to_chw(in + off, to + off, kSide, kSide, 3);
+            else
+              std::memcpy(to + off, in + off, frame);
+          }
+        }
+      } catch (...) {
+        s.error = describe_failure(s.id, path);
+        s.error_stage = "decode";
+        spdlog::warn("brigade: stage 'decode' failed: {}", s.error);
+      }
+      s.bytes = {};
+      return s;
+    };
+    return actors::PipelineBuilder()
+        .add_source(std::ref(sampler))
+        .pipe([assigner](actors::SampleId id) { return assigner->assign(id); }, {.name = "slots"})
+        .pipe(read_slot, read_options)
+        .pipe(decode_slot, {.concurrency = *c.decode_concurrency, .name = "decode"})
+        .aggregate(GatherSlots{}, {.name = "collate"})
+        .add_sink(4)
+        .build(build_options);
+  }
   return actors::PipelineBuilder()
       .add_source(std::ref(sampler))
-      .pipe(
-          [files](actors::SampleId s) {
-            try {
-              return Encoded{s.id, media::read_file((*files)[s.id])};
-            } catch (...) {
-              fail_sample(s.id, (*files)[s.id]);
-            }
-          },
-          {.concurrency = c.read_concurrency,
-           .output_order = order,
-           .executor = actors::Executor::io,
-           .name = "read"})
+      .pipe(read, read_options)
       .pipe(decode, {.concurrency = *c.decode_concurrency, .output_order = order, .name = "decode"})
       .aggregate(static_cast<std::size_t>(*c.batch_size), {.name = "batch"})
-      .pipe([layout = c.layout](
-                std::vector<Decoded> items) { return collate(std::move(items), layout); },
-            {.output_order = order, .name = "collate"})
+      .pipe(
+          [layout = c.layout, allocator](std::vector<Decoded> items) {
+            return collate(std::move(items), layout, allocator);
+          },
+          {.output_order = order, .name = "collate"})
       .add_sink(4)
-      .build(
-          {.num_threads = *c.threads, .max_failures = c.failure_budget, .log_stats_at_end = false});
+      .build(build_options);
 }
 
 // What a resume starts from: the epoch, and the commits of that epoch already made.
@@ -258,20 +474,30 @@ JobSummary run_job(const RunConfig& c, const Dataset& d, const JobHooks& hooks) 
     s.end = JobEnd::already_complete;
     return s;
   }
-  auto pipeline = build_pipeline(c, d, *sampler);
+  auto pool = std::make_shared<BatchPool>();
+  std::shared_ptr<SlotAssigner> assigner;
+  if (decode_into_batch(c)) {
+    assigner = std::make_shared<SlotAssigner>(
+        sample_shape(c), static_cast<std::size_t>(*c.batch_size), pool->allocator());
+  }
+  auto pipeline = build_pipeline(c, d, *sampler, assigner, pool->allocator());
   std::optional<double> first;
   std::uint64_t first_samples = 0;
+  std::vector<actors::FailureRecord> recent;
   const double t0 = process_seconds();
   auto last_report = t0 - 1;
   const auto interrupted = [&] { return hooks.interrupt && hooks.interrupt->load() != 0; };
   for (std::uint64_t epoch = start.epoch; epoch < c.epochs; ++epoch) {
     const bool restored = epoch == start.epoch && start.restored;
     if (!restored) sampler->set_epoch(epoch);
+    if (assigner) assigner->reset();
     pipeline.start(restored ? start.committed : actors::CommitState{});
     const std::uint64_t expected =
         s.samples + sampler->size() * (c.epochs - epoch) -
         (restored ? sampler->size() - sampler->state(start.committed).remaining() : 0);
     actors::CommitState committed = restored ? start.committed : actors::CommitState{};
+    std::uint64_t slot_failures = 0;  // recorded by the decode-into-batch path
+    std::map<std::string, std::uint64_t> stage_failures;
     for (;;) {
       const bool stop =
           c.stop_after_batches >= 0 && static_cast<std::int64_t>(s.batches) >= c.stop_after_batches;
@@ -283,7 +509,24 @@ JobSummary run_job(const RunConfig& c, const Dataset& d, const JobHooks& hooks) 
       }
       auto r = pipeline.next(std::chrono::milliseconds(100));
       const double now = process_seconds();
-      if (r.status == actors::NextStatus::item) {
+      if (r.status == actors::NextStatus::item && !r.item->failures.empty()) {
+        slot_failures += r.item->failures.size();
+        for (std::size_t i = 0; i < r.item->failures.size(); ++i) {
+          if (recent.size() == 16) recent.erase(recent.begin());
+          const auto& stage = r.item->failed_stages[i];
+          ++stage_failures[stage];
+          recent.push_back({stage, {}, std::move(r.item->failures[i])});
+        }
+        const auto engine_failures = pipeline.stats().failures;
+        const auto failures = s.failed + engine_failures + slot_failures;
+        if (c.failure_budget.exceeded(failures, s.samples + r.item->ids.size() + failures)) {
+          pipeline.stop();
+          throw actors::PipelineFailure(fmt::format("{} failures exceed the budget ({})", failures,
+                                                    c.failure_budget.describe()),
+                                        recent);
+        }
+      }
+      if (r.status == actors::NextStatus::item && !r.item->ids.empty()) {
         auto& batch = *r.item;
         s.seconds = now;
         if (!first) {
@@ -298,11 +541,13 @@ JobSummary run_job(const RunConfig& c, const Dataset& d, const JobHooks& hooks) 
       if (hooks.on_progress && now - last_report >= 0.1) {
         last_report = now;
         auto st = pipeline.stats();
-        hooks.on_progress({s.samples, expected, s.failed + st.failures, now - t0});
+        hooks.on_progress({s.samples, expected, s.failed + st.failures + slot_failures, now - t0});
       }
       if (r.status == actors::NextStatus::end) break;
     }
-    const auto st = pipeline.stats();
+    auto st = pipeline.stats();
+    st.failures += slot_failures;
+    for (auto& stage : st.stages) stage.failures += stage_failures[stage.name];
     s.stats = st;
     s.failed += st.failures;
     for (const auto& stage : st.stages) s.filtered += stage.filtered;

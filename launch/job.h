@@ -1,10 +1,18 @@
 #pragma once
 
-// The job of `brigade run`: a distributed sampler over the file list → read bytes (io
-// stage "read") → decode (cpu stage "decode": images with the ImageNet eval transform,
-// shorter side 256 + center crop 224; clips as 8 evenly spaced 224x224 frames) →
-// batch ("batch") → collate into one contiguous uint8 tensor ("collate"; NHWC or
-// NCHW, clips N×T×H×W×C or N×T×C×H×W) → the consumer, for `epochs` epochs.
+// The job of `brigade run`, for `epochs` epochs: a distributed sampler over the file
+// list → "slots" (each sample gets its slot in a batch buffer) → "read" (io stage:
+// the file's bytes) → "decode" (cpu stage, straight into its slot of the batch tensor:
+// images with the ImageNet eval transform, shorter side 256 + center crop 224; clips
+// as 8 evenly spaced 224×224 frames) → "collate" (gathers a batch's slots) → the
+// consumer. The batch is one contiguous uint8 tensor, NHWC or NCHW (clips N×T×H×W×C
+// or N×T×C×H×W); batch buffers are recycled once the consumer drops a batch.
+//
+// BATCHES. Batch k holds the run's samples k·n … k·n+n-1 in sampler order; a sample
+// that fails is reported and its slot dropped, so that batch is delivered short (the
+// good samples compacted to the front). With `--order completion` the job decodes
+// each sample into its own tensor and copies them into the batch ("read", "decode",
+// "batch", "collate"), and batches are filled from the next samples instead.
 //
 // SAMPLING. `shuffle`: DistributedRandomSampler(seed), else the deterministic one;
 // tail policy none (every sample once per epoch, the last partial batch delivered).

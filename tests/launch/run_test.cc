@@ -130,14 +130,22 @@ TEST_F(RunTest, DeliversEveryGoodSampleOnceAndReportsCorruptOnes) {
     EXPECT_TRUE(json[key].is_number()) << key;
   }
   std::vector<std::string> stages;
-  for (const auto& s : json["stages"]) stages.push_back(s["name"]);
-  EXPECT_EQ(stages, (std::vector<std::string>{"read", "decode", "batch", "collate"}));
-  EXPECT_EQ(json["stages"][1]["failures"], 3);
+  for (const auto& s : json["stages"]) {
+    stages.push_back(s["name"]);
+    EXPECT_EQ(s["failures"], s["name"] == "decode" ? 3 : 0) << s["name"];
+  }
+  EXPECT_EQ(stages, (std::vector<std::string>{"slots", "read", "decode", "collate"}));
 }
 
 TEST_F(RunTest, SameSeedSameOrderAndNoShuffleIsSorted) {
   ASSERT_EQ(run(data() + ids("a") + " --seed 9").code, 0);
-  ASSERT_EQ(run(data() + ids("b") + " --seed 9 --order completion --batch-size 5").code, 0);
+  const auto completion =
+      run(data() + ids("b") + " --seed 9 --order completion --batch-size 5 --json");
+  ASSERT_EQ(completion.code, 0) << completion.err;
+  const auto json = nlohmann::json::parse(completion.out);
+  EXPECT_EQ(json["failed"], 3);
+  EXPECT_EQ(json["stages"][0]["name"], "read");  // decode-then-copy: read, decode, batch, collate
+  EXPECT_EQ(json["stages"][1]["failures"], 3);
   ASSERT_EQ(run(data() + ids("c") + " --no-shuffle").code, 0);
   ASSERT_EQ(run(data() + ids("a2") + " --seed 9").code, 0);
   const auto a = read_ids(dir_ / "a"), b = read_ids(dir_ / "b"), c = read_ids(dir_ / "c");
@@ -219,7 +227,8 @@ TEST_F(RunTest, StopAndResumeDeliverTheUninterruptedSequence) {
   auto second = run(common + ids("part2") + ckpt + from);
   ASSERT_EQ(second.code, 0) << second.err;
   auto joined = read_ids(dir_ / "part1");
-  EXPECT_EQ(joined.size(), 80u);
+  EXPECT_GT(joined.size(), 60u);  // into epoch 2 (batches that lost a corrupt file are short)
+  EXPECT_LT(joined.size(), 80u);
   const auto part2 = read_ids(dir_ / "part2");
   joined.insert(joined.end(), part2.begin(), part2.end());
   EXPECT_EQ(joined, read_ids(dir_ / "full"));
@@ -244,6 +253,27 @@ TEST_F(RunTest, SigtermFlushesIdsWritesCheckpointAndExits143) {
   const auto text = slurp(dir_ / "ids");
   ASSERT_FALSE(text.empty());
   EXPECT_EQ(text.back(), '\n');
+}
+
+TEST_F(RunTest, VideoClipsInNchwWithACorruptOne) {
+  fs::create_directories(dir_ / "clips");
+  for (int i = 0; i < 3; ++i) {
+    media::VideoSpec spec{
+        .width = 64, .height = 48, .frames = 12, .seed = static_cast<std::uint64_t>(i)};
+    media::write_file((dir_ / "clips" / ("clip-" + std::to_string(i) + ".mp4")).string(),
+                      media::make_video(spec));
+  }
+  media::write_file((dir_ / "clips" / "clip-3.mp4").string(), std::vector<std::uint8_t>(100, 7));
+  const auto r = run("--kind video --layout nchw --batch-size 2 --json --data '" +
+                     (dir_ / "clips").string() + "'" + ids("ids"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["samples"], 3);
+  EXPECT_EQ(json["failed"], 1);
+  EXPECT_NE(r.err.find("sample 3 ("), std::string::npos) << r.err;
+  const auto delivered = read_ids(dir_ / "ids");
+  EXPECT_EQ(std::set<std::uint64_t>(delivered.begin(), delivered.end()),
+            (std::set<std::uint64_t>{0, 1, 2}));
 }
 
 }  // namespace
