@@ -314,6 +314,18 @@ auto build_pipeline(const RunConfig& c, const Dataset& d, actors::DistributedSam
         const media::Tensor out = s.batch->data[static_cast<std::int64_t>(s.index)];
         if (!video && !nchw) {
           media::load_image_into(source, image, out);
+        } else if (!nchw) {
+          // The clip's frames go straight into the slot through the allocator hook.
+          auto into_slot = [&out, owner = s.batch->data.owner()](std::size_t nbytes) {
+            if (nbytes != out.nbytes()) {
+              throw std::runtime_error(
+                  fmt::format("decoded {} bytes, expected {}", nbytes, out.nbytes()));
+            }
+            return std::shared_ptr<void>(owner, out.data());
+          };
+          media::load_video(
+              source, {.frames = media::FrameSelection::evenly_spaced(kClipFrames), .image = image},
+              into_slot);
         } else {
           media::Tensor hwc =
               video ? media::load_video(

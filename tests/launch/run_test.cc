@@ -243,6 +243,22 @@ TEST_F(RunTest, StopAndResumeDeliverTheUninterruptedSequence) {
   EXPECT_NE(conflict.err.find("seed"), std::string::npos) << conflict.err;
 }
 
+TEST_F(RunTest, TwoRanksStopAndOneRankFinishesTheEpoch) {
+  const std::string common =
+      data() + " --seed 4 --batch-size 4 --checkpoint-dir '" + (dir_ / "ckpt").string() + "'";
+  ASSERT_EQ(run(common + ids("r0") + " --rank 0 --world-size 2 --stop-after-batches 3").code, 0);
+  ASSERT_EQ(run(common + ids("r1") + " --rank 1 --world-size 2 --stop-after-batches 5").code, 0);
+  const auto resumed =
+      run(common + ids("rest") + " --resume-from '" + (dir_ / "ckpt").string() + "'");
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  std::multiset<std::uint64_t> all;
+  for (const char* f : {"r0", "r1", "rest"}) {
+    for (auto id : read_ids(dir_ / f)) all.insert(id);
+  }
+  EXPECT_EQ(std::set<std::uint64_t>(all.begin(), all.end()), good());
+  EXPECT_EQ(all.size(), good().size()) << "a sample delivered twice";
+}
+
 TEST_F(RunTest, SigtermFlushesIdsWritesCheckpointAndExits143) {
   const auto ckpt = " --checkpoint-dir '" + (dir_ / "ckpt").string() + "'";
   // Many epochs keep it running; timeout sends SIGTERM after 1.5 s.
