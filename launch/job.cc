@@ -548,7 +548,7 @@ JobSummary run_job(const RunConfig& c, const Dataset& d, const JobHooks& hooks) 
         s.samples += batch.ids.size();
         ++s.batches;
         committed = pipeline.committed();
-        if (hooks.on_batch) hooks.on_batch(batch.ids);
+        if (hooks.on_batch) hooks.on_batch(batch.ids, batch.data);
       }
       if (hooks.on_progress && now - last_report >= 0.1) {
         last_report = now;

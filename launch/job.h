@@ -39,6 +39,7 @@
 
 #include "actors/stats.h"
 #include "launch/config.h"
+#include "media/tensor.h"
 
 namespace brigade::launch {
 
@@ -65,7 +66,9 @@ struct Progress {
 };
 
 struct JobHooks {
-  std::function<void(std::span<const std::uint64_t> ids)> on_batch{};
+  /// Each delivered batch: its sample ids and its tensor ([n, ...] uint8, valid during
+  /// the call; copy the Tensor, a reference-counted view, to keep it).
+  std::function<void(std::span<const std::uint64_t> ids, const media::Tensor& batch)> on_batch{};
   std::function<void(const Progress&)> on_progress{};  // at most every 100 ms
   const std::atomic<int>* interrupt = nullptr;         // a signal number once set
 };

@@ -97,7 +97,7 @@ int run(const launch::RunConfig& config) {
   install_signal_handlers();
   launch::ProgressReporter progress(config.progress && isatty(STDERR_FILENO));
   launch::JobHooks hooks{.on_batch =
-                             [&](std::span<const std::uint64_t> batch) {
+                             [&](std::span<const std::uint64_t> batch, const media::Tensor&) {
                                if (!ids) return;
                                for (auto id : batch) ids << id << '\n';
                              },

@@ -1,0 +1,80 @@
+// run_job in-process: the batch tensors hold exactly what media decodes per sample.
+#include "launch/job.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include "media/image.h"
+#include "media/synthetic.h"
+
+namespace brigade::launch {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Job : public ::testing::TestWithParam<std::tuple<Layout, actors::Order>> {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = fs::temp_directory_path() / ("brigade-job-" + std::to_string(std::random_device{}()));
+    fs::create_directories(root_);
+    for (int i = 0; i < 11; ++i) {
+      auto bytes = media::make_image(media::ImageCodec::jpeg, 100 + 10 * i, 90, i);
+      if (i == 4) bytes.resize(bytes.size() / 3);  // corrupt
+      media::write_file((root_ / ("img-" + std::to_string(10 + i) + ".jpg")).string(), bytes);
+    }
+  }
+  static void TearDownTestSuite() { fs::remove_all(root_); }
+  static inline fs::path root_;
+};
+
+TEST_P(Job, BatchesHoldEachSampleAsDecodedAlone) {
+  const auto [layout, order] = GetParam();
+  RunConfig c;
+  c.batch_size = 3;
+  c.threads = 2;
+  c.layout = layout;
+  c.order = order;
+  c.shuffle = false;  // sample 4 fails mid-batch (3, 4, 5): 5 moves into its slot
+  resolve(c, [](const char*) -> const char* { return nullptr; });
+  const auto dataset = list_folder(root_.string(), MediaKind::image);
+  std::vector<std::uint64_t> seen;
+  const auto summary = run_job(
+      c, dataset, {.on_batch = [&](std::span<const std::uint64_t> ids, const media::Tensor& batch) {
+        ASSERT_EQ(batch.dim(0), static_cast<std::int64_t>(ids.size()));
+        const std::vector<std::int64_t> image = layout == Layout::nchw
+                                                    ? std::vector<std::int64_t>{3, 224, 224}
+                                                    : std::vector<std::int64_t>{224, 224, 3};
+        ASSERT_EQ(std::vector<std::int64_t>(batch.shape().begin() + 1, batch.shape().end()), image);
+        for (std::size_t i = 0; i < ids.size(); ++i) {
+          const auto expected = media::load_image(media::Source::file(dataset.files[ids[i]]),
+                                                  media::imagenet_eval_options());
+          const auto* got =
+              static_cast<const std::uint8_t*>(batch[static_cast<std::int64_t>(i)].data());
+          const auto* want = static_cast<const std::uint8_t*>(expected.data());
+          bool same = true;
+          for (int p = 0; p < 224 * 224 && same; ++p) {
+            for (int k = 0; k < 3; ++k) {
+              const auto g = layout == Layout::nchw ? got[k * 224 * 224 + p] : got[p * 3 + k];
+              same = same && g == want[p * 3 + k];
+            }
+          }
+          EXPECT_TRUE(same) << "sample " << ids[i];
+          seen.push_back(ids[i]);
+        }
+      }});
+  EXPECT_EQ(summary.failed, 1u);
+  EXPECT_EQ(summary.samples, 10u);
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<std::uint64_t>{0, 1, 2, 3, 5, 6, 7, 8, 9, 10}));
+}
+
+INSTANTIATE_TEST_SUITE_P(LayoutsAndOrders, Job,
+                         ::testing::Combine(::testing::Values(Layout::nhwc, Layout::nchw),
+                                            ::testing::Values(actors::Order::input,
+                                                              actors::Order::completion)));
+
+}  // namespace
+}  // namespace brigade::launch
