@@ -83,6 +83,7 @@ launch::Dataset load_dataset(const launch::RunConfig& c) {
 }
 
 int run(const launch::RunConfig& config) {
+  install_signal_handlers();  // a signal from here on stops the job at its first check
   const auto dataset = load_dataset(config);
   std::ofstream ids;
   if (!config.ids_out.empty()) {
@@ -94,7 +95,6 @@ int run(const launch::RunConfig& config) {
                launch::to_string(config.kind), *config.rank, *config.world_size, *config.batch_size,
                config.epochs,
                config.shuffle ? fmt::format("shuffled with seed {}", config.seed) : "in order");
-  install_signal_handlers();
   launch::ProgressReporter progress(config.progress && isatty(STDERR_FILENO));
   launch::JobHooks hooks{.on_batch =
                              [&](std::span<const std::uint64_t> batch, const media::Tensor&) {

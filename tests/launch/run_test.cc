@@ -261,9 +261,16 @@ TEST_F(RunTest, TwoRanksStopAndOneRankFinishesTheEpoch) {
 
 TEST_F(RunTest, SigtermFlushesIdsWritesCheckpointAndExits143) {
   const auto ckpt = " --checkpoint-dir '" + (dir_ / "ckpt").string() + "'";
-  // Many epochs keep it running; timeout sends SIGTERM after 1.5 s.
-  auto r = run(data() + ids("ids") + ckpt + " --epochs 100000",
-               "timeout --preserve-status -s TERM 1.5 ");
+  // Many epochs keep it running; SIGTERM once it has logged its start and run a while.
+  const auto err = (dir_ / "stderr").string();
+  const std::string cmd = "'" BRIGADE_BINARY "' run " + data() + ids("ids") + ckpt +
+                          " --epochs 100000 --no-progress --threads 2 > /dev/null 2> '" + err +
+                          "' & pid=$!; for i in $(seq 400); do grep -q 'images, rank' '" + err +
+                          "' && break; sleep 0.05; done; sleep 0.5; kill -TERM $pid; wait $pid";
+  const int status = std::system(cmd.c_str());
+  Result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = slurp(err);
   EXPECT_EQ(r.code, 143) << r.err;
   EXPECT_TRUE(fs::exists(dir_ / "ckpt" / "rank-0-of-1.ckpt")) << r.err;
   const auto text = slurp(dir_ / "ids");
