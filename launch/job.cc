@@ -468,23 +468,133 @@ Dataset read_list(const std::string& list_file) {
   return d;
 }
 
+namespace {
+
+// The consumer side of a job, on the calling thread: takes batches, accounts for
+// failures recorded in slots (the engine accounts for the rest), reports progress,
+// and stops on --stop-after-batches or a signal.
+class Consumer {
+ public:
+  Consumer(const RunConfig& c, const JobHooks& hooks, actors::Pipeline<Batch>& pipeline)
+      : c_(c), hooks_(hooks), pipeline_(pipeline), t0_(process_seconds()) {}
+
+  /// Runs the started epoch to its end (or a stop); returns its committed state.
+  actors::CommitState run_epoch(actors::CommitState committed, std::uint64_t expected) {
+    slot_failures_ = 0;
+    stage_failures_.clear();
+    for (;;) {
+      if (const auto end = stop_reason()) {
+        s_.end = *end;
+        committed = pipeline_.committed();
+        pipeline_.stop();
+        break;
+      }
+      auto r = pipeline_.next(std::chrono::milliseconds(100));
+      const double now = process_seconds();
+      if (r.status == actors::NextStatus::item) {
+        account_failures(*r.item);
+        if (!r.item->ids.empty()) {
+          deliver(*r.item, now);
+          committed = pipeline_.committed();
+        }
+      }
+      report(now, expected);
+      if (r.status == actors::NextStatus::end) {
+        committed = pipeline_.committed();  // with failures after the last batch
+        break;
+      }
+    }
+    finish_epoch();
+    return committed;
+  }
+
+  /// The figures so far (final after the last epoch).
+  JobSummary& summary() {
+    s_.time_to_first_batch_s = first_.value_or(0);
+    if (first_ && s_.seconds > *first_) {
+      s_.samples_per_s = double(s_.samples - first_samples_) / (s_.seconds - *first_);
+    }
+    return s_;
+  }
+
+ private:
+  std::optional<JobEnd> stop_reason() const {
+    if (c_.stop_after_batches >= 0 && std::int64_t(s_.batches) >= c_.stop_after_batches) {
+      return JobEnd::stopped;
+    }
+    if (hooks_.interrupt && hooks_.interrupt->load() != 0) return JobEnd::interrupted;
+    return std::nullopt;
+  }
+
+  void account_failures(Batch& b) {
+    if (b.failures.empty()) return;
+    slot_failures_ += b.failures.size();
+    for (std::size_t i = 0; i < b.failures.size(); ++i) {
+      if (recent_.size() == 16) recent_.erase(recent_.begin());
+      ++stage_failures_[b.failed_stages[i]];
+      recent_.push_back({b.failed_stages[i], {}, std::move(b.failures[i])});
+    }
+    const auto failures = s_.failed + pipeline_.stats().failures + slot_failures_;
+    if (c_.failure_budget.exceeded(failures, s_.samples + b.ids.size() + failures)) {
+      pipeline_.stop();
+      throw actors::PipelineFailure(
+          fmt::format("{} failures exceed the budget ({})", failures, c_.failure_budget.describe()),
+          recent_);
+    }
+  }
+
+  void deliver(const Batch& b, double now) {
+    s_.seconds = now;
+    if (!first_) {
+      first_ = now;
+      first_samples_ = b.ids.size();
+    }
+    s_.samples += b.ids.size();
+    ++s_.batches;
+    if (hooks_.on_batch) hooks_.on_batch(b.ids, b.data);
+  }
+
+  void report(double now, std::uint64_t expected) {
+    if (!hooks_.on_progress || now - last_report_ < 0.1) return;
+    last_report_ = now;
+    const auto failed = s_.failed + pipeline_.stats().failures + slot_failures_;
+    hooks_.on_progress({s_.samples, expected, failed, now - t0_});
+  }
+
+  void finish_epoch() {
+    auto st = pipeline_.stats();
+    st.failures += slot_failures_;
+    for (auto& stage : st.stages) {
+      stage.failures += stage_failures_[stage.name];
+      s_.filtered += stage.filtered;
+    }
+    s_.failed += st.failures;
+    s_.stats = std::move(st);
+  }
+
+  const RunConfig& c_;
+  const JobHooks& hooks_;
+  actors::Pipeline<Batch>& pipeline_;
+  const double t0_;
+  JobSummary s_;
+  std::optional<double> first_;
+  std::uint64_t first_samples_ = 0;
+  double last_report_ = -1;
+  std::vector<actors::FailureRecord> recent_;
+  std::uint64_t slot_failures_ = 0;  // this epoch's, recorded by the decode-into-batch path
+  std::map<std::string, std::uint64_t> stage_failures_;
+};
+
+}  // namespace
+
 JobSummary run_job(const RunConfig& c, const Dataset& d, const JobHooks& hooks) {
   auto sampler = make_sampler(c, d);
   const ResumePoint start = resume(c, *sampler);
-  JobSummary s;
-  const std::uint64_t generation = start.generation + 1;
-  auto save = [&](const actors::CommitState& committed) {
-    if (c.checkpoint_dir.empty()) return;
-    s.checkpoint =
-        transport::write_checkpoint(c.checkpoint_dir, sampler->state(committed, generation))
-            .string();
-  };
   if (start.epoch >= c.epochs) {
     spdlog::info(
         "brigade: the checkpoint in {} is of a completed job ({} epochs): nothing to deliver",
         c.resume_from, c.epochs);
-    s.end = JobEnd::already_complete;
-    return s;
+    return {.end = JobEnd::already_complete};
   }
   auto pool = std::make_shared<BatchPool>();
   std::shared_ptr<SlotAssigner> assigner;
@@ -493,85 +603,26 @@ JobSummary run_job(const RunConfig& c, const Dataset& d, const JobHooks& hooks) 
         sample_shape(c), static_cast<std::size_t>(*c.batch_size), pool->allocator());
   }
   auto pipeline = build_pipeline(c, d, *sampler, assigner, pool->allocator());
-  std::optional<double> first;
-  std::uint64_t first_samples = 0;
-  std::vector<actors::FailureRecord> recent;
-  const double t0 = process_seconds();
-  auto last_report = t0 - 1;
-  const auto interrupted = [&] { return hooks.interrupt && hooks.interrupt->load() != 0; };
+  Consumer consumer(c, hooks, pipeline);
+  actors::CommitState committed;
   for (std::uint64_t epoch = start.epoch; epoch < c.epochs; ++epoch) {
     const bool restored = epoch == start.epoch && start.restored;
     if (!restored) sampler->set_epoch(epoch);
     if (assigner) assigner->reset();
-    pipeline.start(restored ? start.committed : actors::CommitState{});
-    const std::uint64_t expected =
-        s.samples + sampler->size() * (c.epochs - epoch) -
-        (restored ? sampler->size() - sampler->state(start.committed).remaining() : 0);
-    actors::CommitState committed = restored ? start.committed : actors::CommitState{};
-    std::uint64_t slot_failures = 0;  // recorded by the decode-into-batch path
-    std::map<std::string, std::uint64_t> stage_failures;
-    for (;;) {
-      const bool stop =
-          c.stop_after_batches >= 0 && static_cast<std::int64_t>(s.batches) >= c.stop_after_batches;
-      if (stop || interrupted()) {
-        s.end = stop ? JobEnd::stopped : JobEnd::interrupted;
-        committed = pipeline.committed();
-        pipeline.stop();
-        break;
-      }
-      auto r = pipeline.next(std::chrono::milliseconds(100));
-      const double now = process_seconds();
-      if (r.status == actors::NextStatus::item && !r.item->failures.empty()) {
-        slot_failures += r.item->failures.size();
-        for (std::size_t i = 0; i < r.item->failures.size(); ++i) {
-          if (recent.size() == 16) recent.erase(recent.begin());
-          const auto& stage = r.item->failed_stages[i];
-          ++stage_failures[stage];
-          recent.push_back({stage, {}, std::move(r.item->failures[i])});
-        }
-        const auto engine_failures = pipeline.stats().failures;
-        const auto failures = s.failed + engine_failures + slot_failures;
-        if (c.failure_budget.exceeded(failures, s.samples + r.item->ids.size() + failures)) {
-          pipeline.stop();
-          throw actors::PipelineFailure(fmt::format("{} failures exceed the budget ({})", failures,
-                                                    c.failure_budget.describe()),
-                                        recent);
-        }
-      }
-      if (r.status == actors::NextStatus::item && !r.item->ids.empty()) {
-        auto& batch = *r.item;
-        s.seconds = now;
-        if (!first) {
-          first = now;
-          first_samples = batch.ids.size();
-        }
-        s.samples += batch.ids.size();
-        ++s.batches;
-        committed = pipeline.committed();
-        if (hooks.on_batch) hooks.on_batch(batch.ids, batch.data);
-      }
-      if (hooks.on_progress && now - last_report >= 0.1) {
-        last_report = now;
-        auto st = pipeline.stats();
-        hooks.on_progress({s.samples, expected, s.failed + st.failures + slot_failures, now - t0});
-      }
-      if (r.status == actors::NextStatus::end) break;
-    }
-    auto st = pipeline.stats();
-    st.failures += slot_failures;
-    for (auto& stage : st.stages) stage.failures += stage_failures[stage.name];
-    s.stats = st;
-    s.failed += st.failures;
-    for (const auto& stage : st.stages) s.filtered += stage.filtered;
-    if (s.end != JobEnd::finished) {
-      save(committed);
-      break;
-    }
-    if (epoch + 1 == c.epochs) save(pipeline.committed());
+    committed = restored ? start.committed : actors::CommitState{};
+    const auto left_this_epoch = sampler->state(committed).remaining();
+    const auto expected =
+        consumer.summary().samples + left_this_epoch + sampler->size() * (c.epochs - epoch - 1);
+    pipeline.start(committed);
+    committed = consumer.run_epoch(committed, expected);
+    if (consumer.summary().end != JobEnd::finished) break;
   }
-  s.time_to_first_batch_s = first.value_or(0);
-  if (first && s.seconds > *first)
-    s.samples_per_s = (s.samples - first_samples) / (s.seconds - *first);
+  auto& s = consumer.summary();
+  if (!c.checkpoint_dir.empty()) {
+    // All ranks resumed from one set write generation + 1: a complete set again.
+    const auto state = sampler->state(committed, start.generation + 1);
+    s.checkpoint = transport::write_checkpoint(c.checkpoint_dir, state).string();
+  }
   return s;
 }
 
