@@ -405,11 +405,34 @@ void apply_flag(RunConfig& config, std::string_view flag, std::string_view value
   note_origin(config, *spec, std::string(flag));
 }
 
+namespace {
+
+std::string metavar(const Key& k) {
+  switch (k.type) {
+    case Type::positive:
+    case Type::non_negative:
+      return "N";
+    case Type::budget:
+      return "N|N%";
+    case Type::choice: {
+      std::string s;
+      for (auto c : k.choices) s += (s.empty() ? "" : "|") + std::string(c);
+      return s;
+    }
+    case Type::path:
+      return k.name == "list" || k.name == "ids_out" ? "FILE" : "DIR";
+    default:
+      return "";
+  }
+}
+
+}  // namespace
+
 std::vector<FlagInfo> run_flags() {
   std::vector<FlagInfo> flags;
   for (const auto& k : keys()) {
     const bool negatable = k.name == "shuffle" || k.name == "progress";
-    flags.push_back({k.flag, k.help, k.type != Type::boolean, negatable});
+    flags.push_back({k.flag, k.help, k.type != Type::boolean, negatable, metavar(k)});
   }
   return flags;
 }

@@ -94,6 +94,7 @@ struct FlagInfo {
   std::string_view help;
   bool takes_value = true;
   bool negatable = false;  // also "--no-<name>"
+  std::string metavar{};   // for help: "N", "DIR", "image|video", …
 };
 std::vector<FlagInfo> run_flags();
 

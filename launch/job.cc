@@ -611,8 +611,8 @@ JobSummary run_job(const RunConfig& c, const Dataset& d, const JobHooks& hooks) 
     if (assigner) assigner->reset();
     committed = restored ? start.committed : actors::CommitState{};
     const auto left_this_epoch = sampler->state(committed).remaining();
-    const auto expected =
-        consumer.summary().samples + left_this_epoch + sampler->size() * (c.epochs - epoch - 1);
+    const auto expected = consumer.summary().samples + consumer.summary().failed + left_this_epoch +
+                          sampler->size() * (c.epochs - epoch - 1);
     pipeline.start(committed);
     committed = consumer.run_epoch(committed, expected);
     if (consumer.summary().end != JobEnd::finished) break;

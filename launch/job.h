@@ -60,7 +60,7 @@ Dataset read_list(const std::string& list_file);
 /// Figures of one progress report (after each batch, and while waiting).
 struct Progress {
   std::uint64_t samples = 0;   // delivered by this process so far
-  std::uint64_t expected = 0;  // what the whole job will deliver (estimate)
+  std::uint64_t expected = 0;  // samples the whole job consumes (delivered or failed)
   std::uint64_t failed = 0;
   double seconds = 0;  // since the job started
 };

@@ -155,9 +155,11 @@ int main(int argc, char** argv) {
   for (const auto& f : launch::run_flags()) {
     const std::string flag(f.flag);
     if (f.takes_value) {
-      run_cmd->add_option_function<std::string>(
-          flag, [&given, flag](const std::string& v) { given.emplace_back(flag, v); },
-          std::string(f.help));
+      run_cmd
+          ->add_option_function<std::string>(
+              flag, [&given, flag](const std::string& v) { given.emplace_back(flag, v); },
+              std::string(f.help))
+          ->type_name(f.metavar);
       continue;
     }
     run_cmd->add_flag_callback(
