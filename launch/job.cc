@@ -10,10 +10,10 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <mutex>
 
 #include "actors/pipeline.h"
 #include "actors/sampler.h"
+#include "launch/detail/batch.h"
 #include "launch/process.h"
 #include "media/errors.h"
 #include "media/image.h"
@@ -25,150 +25,18 @@ namespace brigade::launch {
 namespace {
 
 namespace fs = std::filesystem;
+using detail::Batch;
+using detail::BatchPool;
+using detail::collate;
+using detail::Decoded;
+using detail::GatherSlots;
+using detail::hwc_to_chw;
+using detail::Slot;
+using detail::SlotAssigner;
 
 struct Encoded {
   std::uint64_t id = 0;
   std::vector<std::uint8_t> bytes;
-};
-
-struct Decoded {
-  std::uint64_t id = 0;
-  media::Tensor data;
-};
-
-struct Batch {
-  std::vector<std::uint64_t> ids;
-  media::Tensor data;
-  std::vector<std::string> failures{};       // samples that failed in the decode-into-batch path
-  std::vector<std::string> failed_stages{};  // … and where
-};
-
-// Recycles batch buffers: a batch tensor's memory returns here when the consumer
-// drops the batch, so steady state allocates nothing and touches no fresh pages.
-// Thread-safe; buffers may outlive the pool (they are then freed).
-class BatchPool : public std::enable_shared_from_this<BatchPool> {
- public:
-  media::Allocator allocator() {
-    return [self = shared_from_this()](std::size_t nbytes) { return self->take(nbytes); };
-  }
-
- private:
-  std::shared_ptr<void> take(std::size_t nbytes) {
-    std::shared_ptr<void> block;
-    {
-      std::lock_guard lock(mutex_);
-      auto it =
-          std::find_if(free_.begin(), free_.end(), [&](auto& b) { return b.first == nbytes; });
-      if (it != free_.end()) {
-        block = std::move(it->second);
-        free_.erase(it);
-      }
-    }
-    if (!block) block = media::default_allocate(nbytes);
-    void* data = block.get();
-    std::weak_ptr<BatchPool> pool = weak_from_this();
-    return std::shared_ptr<void>(data, [pool, nbytes, block = std::move(block)](void*) mutable {
-      if (auto p = pool.lock()) p->give_back(nbytes, std::move(block));
-    });
-  }
-  void give_back(std::size_t nbytes, std::shared_ptr<void> block) {
-    std::lock_guard lock(mutex_);
-    if (free_.size() < kMaxFree) free_.emplace_back(nbytes, std::move(block));
-  }
-  static constexpr std::size_t kMaxFree = 16;
-  std::mutex mutex_;
-  std::vector<std::pair<std::size_t, std::shared_ptr<void>>> free_;
-};
-
-// A batch under construction: decode tasks write sample `i` straight into data[i]
-// (disjoint slices, so concurrent writers need no lock).
-struct BatchBuffer {
-  media::Tensor data;  // [n, ...sample shape] uint8
-};
-
-// One sample of a batch under construction. A failed decode is recorded in `error`
-// rather than thrown, so that every slot reaches the gathering aggregator and each
-// batch is emitted exactly with its own samples' positions.
-struct Slot {
-  std::shared_ptr<BatchBuffer> batch;
-  std::size_t index = 0;
-  std::size_t count = 0;  // slots of the batch
-  std::uint64_t id = 0;
-  std::vector<std::uint8_t> bytes{};
-  std::string error{};        // why the sample failed ("" if it did not)
-  std::string error_stage{};  // "read" or "decode"
-};
-
-// Gives each sample its slot in the batch it will be delivered in, allocating a batch
-// buffer every `batch_size` samples. Runs as a stage of concurrency 1 right after the
-// source (input order), so batch k holds exactly the samples k·n … k·n+n-1 of the run;
-// reset() before each run drops a partial batch of the previous one.
-class SlotAssigner {
- public:
-  SlotAssigner(std::vector<std::int64_t> sample_shape, std::size_t batch_size,
-               media::Allocator allocator)
-      : shape_(std::move(sample_shape)),
-        batch_size_(batch_size),
-        allocator_(std::move(allocator)) {}
-  void reset() {
-    current_.reset();
-    next_ = 0;
-  }
-  Slot assign(const actors::SampleId& sample) {
-    if (!current_ || next_ == batch_size_) {
-      auto shape = shape_;
-      shape.insert(shape.begin(), static_cast<std::int64_t>(batch_size_));
-      current_ = std::make_shared<BatchBuffer>();
-      current_->data = media::Tensor::empty(media::DType::uint8, shape, allocator_);
-      next_ = 0;
-    }
-    return {current_, next_++, batch_size_, sample.id};
-  }
-
- private:
-  std::vector<std::int64_t> shape_;
-  std::size_t batch_size_;
-  media::Allocator allocator_;
-  std::shared_ptr<BatchBuffer> current_;
-  std::size_t next_ = 0;
-};
-
-// Collects the slots of one batch (they arrive in input order) and compacts the
-// good samples to the front.
-struct GatherSlots {
-  std::vector<Slot> slots{};
-  std::optional<Batch> accumulate(Slot s) {
-    slots.push_back(std::move(s));
-    if (slots.size() < slots.front().count) return std::nullopt;
-    return finish();
-  }
-  std::optional<Batch> flush() {
-    if (slots.empty()) return std::nullopt;
-    return finish();
-  }
-  Batch finish() {
-    Batch b;
-    b.failed_stages.reserve(slots.size());
-    const auto& full = slots.front().batch->data;
-    const std::size_t stride = full[0].nbytes();
-    auto* base = static_cast<std::uint8_t*>(full.data());
-    for (auto& slot : slots) {
-      if (!slot.error.empty()) {
-        b.failures.push_back(std::move(slot.error));
-        b.failed_stages.push_back(std::move(slot.error_stage));
-        continue;
-      }
-      if (slot.index != b.ids.size()) {
-        std::memmove(base + b.ids.size() * stride, base + slot.index * stride, stride);
-      }
-      b.ids.push_back(slot.id);
-    }
-    auto shape = full.shape();
-    shape[0] = static_cast<std::int64_t>(b.ids.size());
-    b.data = media::Tensor(full.dtype(), shape, full.owner(), full.data());
-    slots.clear();
-    return b;
-  }
 };
 
 constexpr int kClipFrames = 8;
@@ -185,44 +53,6 @@ constexpr int kSide = 224;
   } catch (const std::exception& e) {
     throw std::runtime_error(fmt::format("sample {} ({}): {}", id, path, e.what()));
   }
-}
-
-// [H, W, C] -> [C, H, W] of one uint8 image into `out`.
-void hwc_to_chw(const std::uint8_t* in, std::uint8_t* out, std::int64_t h, std::int64_t w,
-                std::int64_t c) {
-  const std::int64_t plane = h * w;
-  for (std::int64_t p = 0; p < plane; ++p) {
-    for (std::int64_t k = 0; k < c; ++k) out[k * plane + p] = in[p * c + k];
-  }
-}
-
-// Stacks the decoded items into one tensor [N, ...]; NCHW moves the channel axis of
-// every image (the last three axes) in front of its rows.
-Batch collate(std::vector<Decoded> items, Layout layout, const media::Allocator& allocator) {
-  Batch b;
-  const auto& shape = items.front().data.shape();
-  std::vector<std::int64_t> out_shape{static_cast<std::int64_t>(items.size())};
-  out_shape.insert(out_shape.end(), shape.begin(), shape.end());
-  const std::size_t n = out_shape.size();
-  if (layout == Layout::nchw)
-    std::rotate(out_shape.begin() + n - 3, out_shape.begin() + n - 1, out_shape.end());
-  b.data = media::Tensor::empty(media::DType::uint8, out_shape, allocator);
-  const std::size_t stride = items.front().data.nbytes();
-  const std::int64_t h = shape[shape.size() - 3], w = shape[shape.size() - 2], c = shape.back();
-  const std::size_t image = static_cast<std::size_t>(h * w * c);
-  auto* out = static_cast<std::uint8_t*>(b.data.data());
-  b.ids.reserve(items.size());
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    const auto* in = static_cast<const std::uint8_t*>(items[i].data.data());
-    if (layout == Layout::nhwc) {
-      std::memcpy(out + i * stride, in, stride);
-    } else {
-      for (std::size_t off = 0; off < stride; off += image)
-        hwc_to_chw(in + off, out + i * stride + off, h, w, c);
-    }
-    b.ids.push_back(items[i].id);
-  }
-  return b;
 }
 
 std::unique_ptr<actors::DistributedSampler> make_sampler(const RunConfig& c, const Dataset& d) {
