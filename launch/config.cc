@@ -17,7 +17,7 @@ namespace brigade::launch {
 namespace {
 
 // How a key's value is checked; also the "expected …" text of its errors.
-enum class Type { positive, non_negative, boolean, text, path, choice, budget };
+enum class Type { positive, non_negative, seed, boolean, text, path, choice, budget };
 
 using Value = std::variant<std::int64_t, bool, std::string>;
 
@@ -76,7 +76,7 @@ const std::vector<Key>& keys() {
        [](RunConfig& c, const Value& v) { c.epochs = static_cast<std::uint64_t>(as_int(v)); }},
       {"seed",
        "--seed",
-       Type::non_negative,
+       Type::seed,
        "shuffling seed (default 0)",
        {},
        [](RunConfig& c, const Value& v) { c.seed = static_cast<std::uint64_t>(as_int(v)); }},
@@ -192,6 +192,7 @@ std::string expected(const Key& key) {
     case Type::positive:
       return "a positive integer";
     case Type::non_negative:
+    case Type::seed:
       return "a non-negative integer";
     case Type::boolean:
       return "true or false";
@@ -228,11 +229,13 @@ std::optional<std::int64_t> parse_int(std::string_view text) {
 Value check(const Key& key, Value value, std::string_view where, const std::string& got) {
   switch (key.type) {
     case Type::positive:
-    case Type::non_negative: {
+    case Type::non_negative:
+    case Type::seed: {
       auto* i = std::get_if<std::int64_t>(&value);
       const std::int64_t low = key.type == Type::positive ? 1 : 0;
-      if (!i || *i < low || *i > std::numeric_limits<std::int32_t>::max())
-        bad_value(where, key, got);
+      const std::int64_t high = key.type == Type::seed ? std::numeric_limits<std::int64_t>::max()
+                                                       : std::numeric_limits<std::int32_t>::max();
+      if (!i || *i < low || *i > high) bad_value(where, key, got);
       return value;
     }
     case Type::boolean:
@@ -394,7 +397,8 @@ void apply_flag(RunConfig& config, std::string_view flag, std::string_view value
   if (spec->type == Type::boolean) {
     v = !negated;
   } else if (auto i = parse_int(value);
-             i && (spec->type == Type::positive || spec->type == Type::non_negative)) {
+             i && (spec->type == Type::positive || spec->type == Type::non_negative ||
+                   spec->type == Type::seed)) {
     v = *i;
   } else {
     v = std::string(value);
@@ -411,6 +415,7 @@ std::string metavar(const Key& k) {
   switch (k.type) {
     case Type::positive:
     case Type::non_negative:
+    case Type::seed:
       return "N";
     case Type::budget:
       return "N|N%";

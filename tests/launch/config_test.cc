@@ -140,6 +140,14 @@ TEST(Config, BadFlagValueNamesFlag) {
       "--max-failures: max_failures: expected a count N or a rate \"N%\" (0-100), got '120%'");
 }
 
+TEST(Config, SeedTakesAny64BitValueCountsStayInt) {
+  RunConfig c;
+  apply_flag(c, "--seed", "9000000000000000000");
+  EXPECT_EQ(c.seed, 9000000000000000000u);
+  EXPECT_EQ(error_of([&] { apply_flag(c, "--batch-size", "9000000000"); }),
+            "--batch-size: batch_size: expected a positive integer, got '9000000000'");
+}
+
 TEST(Config, FailureBudgetCountAndRate) {
   EXPECT_TRUE(parse_failure_budget("unlimited", "x").is_unlimited());
   auto count = parse_failure_budget("3", "x");
