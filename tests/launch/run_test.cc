@@ -212,6 +212,10 @@ TEST_F(RunTest, ConfigFileAndErrorsExitTwo) {
   EXPECT_EQ(empty.code, 2);
   EXPECT_NE(empty.err.find("no image files"), std::string::npos) << empty.err;
 
+  auto nothing = run(data() + " --resume-from '" + (dir_ / "no-checkpoints").string() + "'");
+  EXPECT_EQ(nothing.code, 2) << nothing.err;
+  EXPECT_NE(nothing.err.find("no-checkpoints"), std::string::npos) << nothing.err;
+
   EXPECT_EQ(run(data() + " --batch-size zero").code, 2);
   EXPECT_EQ(run(data() + " --frobnicate").code, 2);
 }
