@@ -14,8 +14,11 @@ in the same run.
 For each loader, in a child process of its own: samples/s (steady: samples after the
 first batch over the time from first to last batch), CPU seconds per sample (user +
 system of the whole process tree), peak memory of the tree (sum of PSS over every
-process, workers included, sampled every 20 ms), time from process start to the first
+process, workers included, sampled every 100 ms: reading smaps_rollup of a process
+with many mappings costs CPU, and sampling at 20 ms cost Brigade a third of its rate), time from process start to the first
 batch. One JSON line per configuration on stdout, a table on stderr.
+
+--epochs N runs every loader over the files N times (PyTorch with persistent workers).
 
 Needs Debian's python3-torch python3-torchvision python3-pil python3-av; they are
 installed on first use (bench/ is not part of CI, so CI does not install them).
@@ -89,15 +92,17 @@ def child_torch(args):
         ds, batch = Clips(), 8
     torch.set_num_threads(1)
     loader = DataLoader(ds, batch_size=batch, shuffle=True, num_workers=args.workers,
+                        persistent_workers=args.workers > 0,
                         generator=torch.Generator().manual_seed(0))
     first = None
     samples = first_n = 0
-    for b in loader:
-        now = time.time()
-        if first is None:
-            first, first_n = now, len(b)
-        samples += len(b)
-        last = now
+    for _ in range(args.epochs):
+        for b in loader:
+            now = time.time()
+            if first is None:
+                first, first_n = now, len(b)
+            samples += len(b)
+            last = now
     rate = (samples - first_n) / (last - first) if last > first else 0
     print(json.dumps({"samples": samples, "samples_per_s": rate, "time_to_first_batch_s": first - t_start}))
 
@@ -131,7 +136,7 @@ def measure(cmd):
     peak = 0
     while proc.poll() is None:
         peak = max(peak, tree_pss_kb(proc.pid))
-        time.sleep(0.02)
+        time.sleep(0.1)
     out = proc.stdout.read()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -167,10 +172,15 @@ def main():
     ap.add_argument("--bench-decode", default="build/bench/bench_decode")
     ap.add_argument("--workers", default="0,1,2")
     ap.add_argument("--threads", type=int, default=2, help="brigade --threads")
+    ap.add_argument("--epochs", type=int, default=0,
+                    help="epochs over the files for every loader (default: 1 for images, 8 for "
+                         "video, whose 32 demo clips alone are over in a third of a second)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--list-file", help=argparse.SUPPRESS)
     ap.add_argument("--t0", help=argparse.SUPPRESS)
     args, _ = ap.parse_known_args()
+    if not args.epochs:
+        args.epochs = 1 if args.kind == "image" else 8
     if args.child:
         args.workers = int(args.workers)
         return child_torch(args)
@@ -186,11 +196,11 @@ def main():
         f.write("\n".join(files) + "\n")
     rows = []
     b = measure([args.brigade, "run", "--kind", args.kind, "--list", list_file, "--json", "--no-progress",
-                 "--threads", str(args.threads)])
+                 "--threads", str(args.threads), "--epochs", str(args.epochs)])
     rows.append({"loader": "brigade", **b})
     for w in [int(x) for x in args.workers.split(",")]:
         r = measure([PYTHON, os.path.abspath(__file__), "--child", "--kind", args.kind, "--workers", str(w),
-                     "--list-file", list_file, "--t0", "{t0}"])
+                     "--list-file", list_file, "--t0", "{t0}", "--epochs", str(args.epochs)])
         rows.append({"loader": f"pytorch-{w}w", **r})
     if os.path.exists(args.bench_decode):
         rows += native_reference(args.bench_decode, list_file, args.kind)
