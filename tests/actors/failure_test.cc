@@ -8,15 +8,12 @@
 #include <string>
 
 #include "actors/pipeline.h"
+#include "tests/actors/test_util.h"
 
 namespace brigade::actors {
 namespace {
 
-std::vector<int> iota(int n) {
-  std::vector<int> v(static_cast<std::size_t>(n));
-  std::iota(v.begin(), v.end(), 0);
-  return v;
-}
+using testing::iota;
 
 int fail_on_multiples_of_ten(int x) {
   if (x % 10 == 0) throw std::runtime_error("bad sample " + std::to_string(x));

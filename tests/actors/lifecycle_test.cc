@@ -13,11 +13,7 @@ namespace {
 
 using testing::sleep_ms;
 
-std::vector<int> iota(int n) {
-  std::vector<int> v(static_cast<std::size_t>(n));
-  std::iota(v.begin(), v.end(), 0);
-  return v;
-}
+using testing::iota;
 
 TEST(Lifecycle, NextTellsItemTimeoutAndEnd) {
   auto p = PipelineBuilder()

@@ -3,7 +3,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <numeric>
+#include <thread>
 #include <utility>
+#include <vector>
 
 namespace brigade::actors::testing {
 
@@ -44,6 +47,13 @@ class Counted {
   std::int64_t value_;
   bool owns_;
 };
+
+/// 0, 1, …, n − 1: the usual test source.
+inline std::vector<int> iota(int n) {
+  std::vector<int> v(static_cast<std::size_t>(n));
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
 
 inline void sleep_ms(double ms) {
   std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
