@@ -1,4 +1,5 @@
 #include "actors/sampler.h"
+#include "tests/actors/random_commit.h"
 
 #include <gtest/gtest.h>
 
@@ -67,21 +68,7 @@ std::string describe(const Case& c) {
          (c.weighted ? " weighted" : "") + " num_draws=" + std::to_string(c.num_draws);
 }
 
-// A random committed state after the pipeline pulled `pulled` of `share` positions:
-// a watermark below it and some of the positions between finished out of order.
-CommitState random_commit(std::mt19937_64& rng, std::uint64_t share) {
-  CommitState c;
-  const std::uint64_t pulled = share == 0 ? 0 : rng() % (share + 1);
-  c.watermark = pulled == 0 ? 0 : rng() % (pulled + 1);
-  for (std::uint64_t p = c.watermark + 1; p < pulled; ++p) {
-    if (rng() % 2) c.above.push_back(p);
-  }
-  return c;
-}
-
-bool committed(const CommitState& c, std::uint64_t p) {
-  return p < c.watermark || std::binary_search(c.above.begin(), c.above.end(), p);
-}
+using testing::random_commit;
 
 std::multiset<std::pair<std::uint64_t, bool>> ids(const std::vector<Draw>& draws) {
   std::multiset<std::pair<std::uint64_t, bool>> out;
@@ -175,7 +162,7 @@ TEST(Sampler, ResumesExactlyFromACommittedState) {
     const CommitState commit = random_commit(rng, full.size());
     std::vector<Draw> expected;
     for (const auto& d : full) {
-      if (!committed(commit, d.first)) expected.push_back(d);
+      if (!commit.committed(d.first)) expected.push_back(d);
     }
     const SamplerState state = s.state(commit, 9);
     auto resumed = make(c, rank, c.world);
@@ -201,7 +188,7 @@ std::pair<std::vector<SamplerState>, std::multiset<std::pair<std::uint64_t, bool
     const auto draws = drain(s);
     CommitState commit = random_commit(rng, s.size());
     for (const auto& d : draws) {
-      if (!committed(commit, d.first)) left.push_back(d);
+      if (!commit.committed(d.first)) left.push_back(d);
     }
     out.push_back(s.state(commit, st.generation + 1));
   }

@@ -1,4 +1,5 @@
 #include "transport/checkpoint.h"
+#include "tests/actors/random_commit.h"
 
 #include <gtest/gtest.h>
 
@@ -61,15 +62,7 @@ DistributedSampler make(const Params& p, std::uint32_t rank, std::uint32_t world
             .identity_hash = 0xfeed});
 }
 
-CommitState random_commit(std::mt19937_64& rng, std::uint64_t share) {
-  CommitState c;
-  const std::uint64_t pulled = share == 0 ? 0 : rng() % (share + 1);
-  c.watermark = pulled == 0 ? 0 : rng() % (pulled + 1);
-  for (std::uint64_t p = c.watermark + 1; p < pulled; ++p) {
-    if (rng() % 2) c.above.push_back(p);
-  }
-  return c;
-}
+using brigade::actors::testing::random_commit;
 
 // What the engine's tracker would hold after committing `more` on top of `restored`.
 CommitState merge(const CommitState& restored, const CommitState& more, std::uint64_t share) {
