@@ -11,8 +11,8 @@ enum class TaskOutcome { ok, filtered, failed };
 
 /// What a hook learns about one task.
 struct TaskInfo {
-  std::string_view stage;     // the stage's name
-  const Positions& positions; // the source positions of the task's input item
+  std::string_view stage;      // the stage's name
+  const Positions& positions;  // the source positions of the task's input item
 };
 
 /// User measurements around every task (SPDL's TaskHook, without async contexts).

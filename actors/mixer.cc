@@ -30,7 +30,8 @@ WeightedMixSampler::WeightedMixSampler(std::vector<DistributedSampler> sources, 
     if (!std::isfinite(w) || w < 0) throw SamplerStateError("mix: weights must be finite and >= 0");
     sum += w;
   }
-  if (!(sum > 0) || !std::isfinite(sum)) throw SamplerStateError("mix: the weights' sum must be positive");
+  if (!(sum > 0) || !std::isfinite(sum))
+    throw SamplerStateError("mix: the weights' sum must be positive");
   set_epoch(options_.epoch);
 }
 
@@ -66,7 +67,8 @@ void WeightedMixSampler::restore(const MixState& state) {
 std::uint32_t WeightedMixSampler::pick(std::uint64_t draw) const {
   const double x = unit_hash(pick_seed_, draw) * cumulative_.back();
   // A zero-weight entry repeats the previous total, so upper_bound skips it.
-  auto i = static_cast<std::size_t>(std::upper_bound(cumulative_.begin(), cumulative_.end(), x) - cumulative_.begin());
+  auto i = static_cast<std::size_t>(std::upper_bound(cumulative_.begin(), cumulative_.end(), x) -
+                                    cumulative_.begin());
   if (i == cumulative_.size()) {  // x rounded up to the total: the last pickable source
     while (i > 1 && cumulative_[i - 1] == cumulative_[i - 2]) --i;
     --i;

@@ -3,7 +3,8 @@
 // Weighted mixing of several sampled sources into one stream.
 //
 //   WeightedMixSampler mix({DistributedRandomSampler(n_a, {.rank = r, .world_size = w, .seed = 1}),
-//                           DistributedRandomSampler(n_b, {.rank = r, .world_size = w, .seed = 2})},
+//                           DistributedRandomSampler(n_b, {.rank = r, .world_size = w, .seed =
+//                           2})},
 //                          {.weights = {3, 1}, .seed = 7, .stop = MixStop::never});
 //
 // Draw k of epoch e picks source i with probability weights[i] / Σ weights over the
@@ -47,7 +48,7 @@ struct MixOptions {
   std::vector<double> weights{};  // one per source: finite, >= 0, positive sum
   std::uint64_t seed = 0;
   MixStop stop = MixStop::first_exhausted;
-  std::uint64_t count = 0;        // samples per epoch under after_count
+  std::uint64_t count = 0;  // samples per epoch under after_count
   std::uint64_t epoch = 0;
 };
 

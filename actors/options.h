@@ -85,12 +85,12 @@ struct AggregateOptions {
 
 /// Options of `build()`.
 struct BuildOptions {
-  int num_threads = 0;                   // CAF scheduler threads for cpu stages; 0 = cores
-  FailureBudget max_failures{};          // budget over all stages together
+  int num_threads = 0;                          // CAF scheduler threads for cpu stages; 0 = cores
+  FailureBudget max_failures{};                 // budget over all stages together
   std::chrono::milliseconds stats_interval{0};  // > 0: call on_stats at this interval
   std::function<void(const PipelineStats&)> on_stats{};  // called on a thread of its own
-  std::vector<std::shared_ptr<TaskHook>> hooks{};      // called around every task
-  bool log_stats_at_end = true;          // log the statistics table when a run ends
+  std::vector<std::shared_ptr<TaskHook>> hooks{};        // called around every task
+  bool log_stats_at_end = true;                          // log the statistics table when a run ends
 };
 
 }  // namespace brigade::actors

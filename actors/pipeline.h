@@ -137,14 +137,13 @@ struct IsPositioned<Positioned<T>> : std::true_type {};
 
 template <class S>
 concept PositionedSource = requires(typename UnwrapRef<std::decay_t<S>>::type& s) {
-  { s.next() };
+  {s.next()};
   requires IsOptional<std::decay_t<decltype(s.next())>>::value;
   requires IsPositioned<typename std::decay_t<decltype(s.next())>::value_type>::value;
 };
 
 template <class S>
-concept NextSource = !RangeSource<S> && !PositionedSource<S> &&
-                     std::invocable<std::decay_t<S>&> &&
+concept NextSource = !RangeSource<S> && !PositionedSource<S> && std::invocable<std::decay_t<S>&> &&
                      IsOptional<std::invoke_result_t<std::decay_t<S>&>>::value;
 
 // The U of a generate() function `void(T, Emitter<U>&)`, read from its signature.
@@ -179,8 +178,10 @@ class RangeCursor final : public SourceCursor {
 
  private:
   auto& range() {
-    if constexpr (IsRefWrapper) return holder_->get();
-    else return *holder_;
+    if constexpr (IsRefWrapper)
+      return holder_->get();
+    else
+      return *holder_;
   }
   static constexpr bool IsRefWrapper = !std::is_same_v<typename UnwrapRef<R>::type, R>;
   using Inner = typename UnwrapRef<R>::type;
@@ -195,9 +196,12 @@ class PositionedCursor final : public SourceCursor {
   explicit PositionedCursor(std::shared_ptr<S> source) : source_(std::move(source)) {}
   bool next(AnyValue& value, std::uint64_t& position) override {
     auto& s = [this]() -> auto& {
-      if constexpr (std::is_same_v<typename UnwrapRef<S>::type, S>) return *source_;
-      else return source_->get();
-    }();
+      if constexpr (std::is_same_v<typename UnwrapRef<S>::type, S>)
+        return *source_;
+      else
+        return source_->get();
+    }
+    ();
     auto v = s.next();
     if (!v) return false;
     position = v->position;
@@ -250,7 +254,7 @@ class PipelineBuilder {
   /// Or a positioned source (a sampler, or std::ref to one): an object whose
   /// `next()` returns std::optional<Positioned<V>>, which numbers its own items.
   template <class S>
-    requires detail::RangeSource<S> || detail::NextSource<S> || detail::PositionedSource<S>
+  requires detail::RangeSource<S> || detail::NextSource<S> || detail::PositionedSource<S>
   auto add_source(S&& source) && {
     using D = std::decay_t<S>;
     if constexpr (detail::PositionedSource<S>) {
@@ -260,7 +264,8 @@ class PipelineBuilder {
       return std::move(*this).template with_source<V>(
           [holder] { return std::make_unique<detail::PositionedCursor<D>>(holder); });
     } else if constexpr (detail::RangeSource<S>) {
-      using V = std::remove_cvref_t<std::ranges::range_reference_t<typename detail::UnwrapRef<D>::type>>;
+      using V =
+          std::remove_cvref_t<std::ranges::range_reference_t<typename detail::UnwrapRef<D>::type>>;
       auto holder = std::make_shared<D>(std::forward<S>(source));
       return std::move(*this).template with_source<V>(
           [holder] { return std::make_unique<detail::RangeCursor<D>>(holder); });
@@ -341,16 +346,17 @@ class PipelineBuilder {
   /// It is copied afresh for every run. Positions of every item accumulated since the
   /// last output go with the next output.
   template <class A>
-    requires requires(A& a, T&& t) {
-      a.accumulate(std::move(t));
-      a.flush();
-    }
+  requires requires(A& a, T&& t) {
+    a.accumulate(std::move(t));
+    a.flush();
+  }
   auto aggregate(A aggregator, AggregateOptions options = {}) && {
     using R = decltype(aggregator.accumulate(std::declval<T&&>()));
-    static_assert(detail::IsOptional<R>::value, "aggregate(): accumulate() must return std::optional<U>");
+    static_assert(detail::IsOptional<R>::value,
+                  "aggregate(): accumulate() must return std::optional<U>");
     using U = typename R::value_type;
-    auto make = [proto = std::make_shared<A>(std::move(aggregator))]()
-        -> std::unique_ptr<detail::ErasedAggregator> {
+    auto make = [proto = std::make_shared<A>(
+                     std::move(aggregator))]() -> std::unique_ptr<detail::ErasedAggregator> {
       return std::make_unique<CustomAggregator<A>>(*proto);
     };
     return std::move(*this).template add_aggregate<U>(make, 0, std::move(options));
@@ -386,8 +392,11 @@ class PipelineBuilder {
   /// Checks the pipeline and returns it, not yet started. Throws PipelineBuildError.
   auto build(BuildOptions options = {}) && {
     using Out = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
-    if (!spec_.source) spec_.errors.insert(spec_.errors.begin(), "build(): the pipeline has no source (call add_source() first)");
-    if (!spec_.sink_buffer) spec_.errors.push_back("build(): the pipeline has no sink (call add_sink() before build())");
+    if (!spec_.source)
+      spec_.errors.insert(spec_.errors.begin(),
+                          "build(): the pipeline has no source (call add_source() first)");
+    if (!spec_.sink_buffer)
+      spec_.errors.push_back("build(): the pipeline has no sink (call add_sink() before build())");
     if (options.num_threads < 0) spec_.errors.push_back("build(): num_threads must be >= 0");
     if (!spec_.errors.empty()) {
       std::string text = spec_.errors.front();
@@ -432,7 +441,9 @@ class PipelineBuilder {
   template <class U>
   PipelineBuilder<U> add_stage(detail::StageSpec spec) && {
     auto& o = spec.options;
-    if (o.name.empty()) o.name = std::string(detail::kind_name(spec.kind)) + "_" + std::to_string(spec_.stages.size());
+    if (o.name.empty())
+      o.name =
+          std::string(detail::kind_name(spec.kind)) + "_" + std::to_string(spec_.stages.size());
     check_stage(spec);
     if (o.retry.attempts < 1) error(o.name, "retry.attempts must be at least 1");
     if (o.retry.attempts > 1 && o.executor != Executor::io) {
@@ -451,7 +462,8 @@ class PipelineBuilder {
   PipelineBuilder<U> add_aggregate(Make make, std::size_t n, AggregateOptions options) && {
     detail::StageSpec spec;
     spec.kind = detail::StageKind::aggregate;
-    spec.options.name = options.name.empty() ? "aggregate_" + std::to_string(spec_.stages.size()) : options.name;
+    spec.options.name =
+        options.name.empty() ? "aggregate_" + std::to_string(spec_.stages.size()) : options.name;
     spec.make_aggregator = std::move(make);
     spec.aggregate_size = n;
     check_stage(spec);
@@ -462,9 +474,11 @@ class PipelineBuilder {
   }
 
   void check_stage(const detail::StageSpec& spec) {
-    if (spec_.sink_buffer) error(spec.options.name, "a stage after the sink (add_sink() must be last)");
+    if (spec_.sink_buffer)
+      error(spec.options.name, "a stage after the sink (add_sink() must be last)");
     if (spec.options.concurrency < 1) {
-      error(spec.options.name, "concurrency must be at least 1 (got " + std::to_string(spec.options.concurrency) + ")");
+      error(spec.options.name, "concurrency must be at least 1 (got " +
+                                   std::to_string(spec.options.concurrency) + ")");
     }
     if (spec.options.queue_capacity < 0) error(spec.options.name, "queue_capacity must be >= 0");
   }
@@ -511,7 +525,7 @@ class PipelineBuilder {
   detail::PipelineSpec spec_;
 };
 
-PipelineBuilder() -> PipelineBuilder<void>;
+PipelineBuilder()->PipelineBuilder<void>;
 
 /// A built pipeline yielding items of type T. One run is one epoch: iterate it (or
 /// call next()) until the end; iterating again (or start()) runs the next epoch.

@@ -81,18 +81,24 @@ void append_remaining(const SamplerState& s, std::vector<PositionRun>& out) {
 
 const char* to_string(TailPolicy tail) {
   switch (tail) {
-    case TailPolicy::none: return "none";
-    case TailPolicy::drop_last: return "drop_last";
-    case TailPolicy::pad: return "pad";
+    case TailPolicy::none:
+      return "none";
+    case TailPolicy::drop_last:
+      return "drop_last";
+    case TailPolicy::pad:
+      return "pad";
   }
   return "unknown";
 }
 
 const char* to_string(SamplerKind kind) {
   switch (kind) {
-    case SamplerKind::deterministic: return "deterministic";
-    case SamplerKind::random: return "random";
-    case SamplerKind::weighted: return "weighted";
+    case SamplerKind::deterministic:
+      return "deterministic";
+    case SamplerKind::random:
+      return "random";
+    case SamplerKind::weighted:
+      return "weighted";
   }
   return "unknown";
 }
@@ -107,17 +113,18 @@ std::string describe_conflict(const DatasetFingerprint& saved, const DatasetFing
     return num("dataset identity hash", saved.identity_hash, caller.identity_hash);
   }
   if (saved.kind != caller.kind) {
-    return std::string("sampler kind: checkpoint has ") + to_string(saved.kind) +
-           ", caller has " + to_string(caller.kind);
+    return std::string("sampler kind: checkpoint has ") + to_string(saved.kind) + ", caller has " +
+           to_string(caller.kind);
   }
   if (saved.seed != caller.seed) return num("seed", saved.seed, caller.seed);
-  if (saved.num_draws != caller.num_draws) return num("num_draws", saved.num_draws, caller.num_draws);
+  if (saved.num_draws != caller.num_draws)
+    return num("num_draws", saved.num_draws, caller.num_draws);
   if (saved.weights_hash != caller.weights_hash) {
     return num("weights hash", saved.weights_hash, caller.weights_hash);
   }
   if (saved.tail != caller.tail) {
-    return std::string("tail policy: checkpoint has ") + to_string(saved.tail) +
-           ", caller has " + to_string(caller.tail);
+    return std::string("tail policy: checkpoint has ") + to_string(saved.tail) + ", caller has " +
+           to_string(caller.tail);
   }
   return {};
 }
@@ -142,7 +149,8 @@ void validate(const SamplerState& s) {
   for (const auto& r : s.owned) {
     if (r.count == 0) continue;
     if (r.stride == 0 && r.count > 1) fail("an owned run has stride 0");
-    if (r.start >= s.epoch_length || (r.count - 1) > (s.epoch_length - 1 - r.start) / std::max<std::uint64_t>(r.stride, 1)) {
+    if (r.start >= s.epoch_length ||
+        (r.count - 1) > (s.epoch_length - 1 - r.start) / std::max<std::uint64_t>(r.stride, 1)) {
       fail("an owned run reaches beyond the epoch length " + std::to_string(s.epoch_length));
     }
   }
@@ -163,9 +171,12 @@ std::uint64_t SamplerState::remaining() const {
 std::uint64_t epoch_length(std::uint64_t length, TailPolicy tail, std::uint32_t world_size) {
   const std::uint64_t w = std::max<std::uint32_t>(world_size, 1);
   switch (tail) {
-    case TailPolicy::none: return length;
-    case TailPolicy::drop_last: return length / w * w;
-    case TailPolicy::pad: return (length + w - 1) / w * w;
+    case TailPolicy::none:
+      return length;
+    case TailPolicy::drop_last:
+      return length / w * w;
+    case TailPolicy::pad:
+      return (length + w - 1) / w * w;
   }
   return length;
 }
@@ -187,23 +198,24 @@ std::vector<const SamplerState*> by_rank(std::span<const SamplerState> ranks) {
   if (ranks.empty()) throw SamplerStateError("repartition: no rank states");
   const SamplerState& first = ranks.front();
   if (ranks.size() != first.world_size) {
-    throw SamplerStateError("repartition: " + std::to_string(ranks.size()) + " rank states for world size " +
-                            std::to_string(first.world_size));
+    throw SamplerStateError("repartition: " + std::to_string(ranks.size()) +
+                            " rank states for world size " + std::to_string(first.world_size));
   }
   std::vector<const SamplerState*> out(first.world_size, nullptr);
   std::uint64_t owned = 0;
   for (const auto& s : ranks) {
     validate(s);
     auto mismatch = [&](const std::string& what) {
-      throw SamplerStateError("repartition: rank " + std::to_string(s.rank) + " differs from rank " +
-                              std::to_string(first.rank) + " in " + what);
+      throw SamplerStateError("repartition: rank " + std::to_string(s.rank) +
+                              " differs from rank " + std::to_string(first.rank) + " in " + what);
     };
     if (s.world_size != first.world_size) mismatch("world_size");
     if (s.generation != first.generation) mismatch("generation");
     if (s.epoch != first.epoch) mismatch("epoch");
     if (s.epoch_length != first.epoch_length) mismatch("epoch length");
     if (auto c = describe_conflict(first.fingerprint, s.fingerprint); !c.empty()) mismatch(c);
-    if (out[s.rank]) throw SamplerStateError("repartition: rank " + std::to_string(s.rank) + " appears twice");
+    if (out[s.rank])
+      throw SamplerStateError("repartition: rank " + std::to_string(s.rank) + " appears twice");
     out[s.rank] = &s;
     owned += s.share();
   }
@@ -244,7 +256,10 @@ SamplerState repartition(std::span<const SamplerState> ranks, std::uint32_t new_
 DistributedSampler::DistributedSampler(DatasetFingerprint fingerprint, std::uint32_t rank,
                                        std::uint32_t world_size, std::uint64_t epoch,
                                        std::vector<double> weights)
-    : fingerprint_(fingerprint), rank_(rank), world_size_(world_size), weights_(std::move(weights)) {
+    : fingerprint_(fingerprint),
+      rank_(rank),
+      world_size_(world_size),
+      weights_(std::move(weights)) {
   if (world_size_ == 0) throw SamplerStateError("sampler: world_size must be at least 1");
   if (rank_ >= world_size_) {
     throw SamplerStateError("sampler: rank " + std::to_string(rank_) + " is not below world_size " +
@@ -264,14 +279,15 @@ void DistributedSampler::restore(const SamplerState& state) {
     throw SamplerStateError("restore: " + c);
   }
   if (state.world_size != world_size_ || state.rank != rank_) {
-    throw SamplerStateError("restore: the state is for rank " + std::to_string(state.rank) + " of " +
-                            std::to_string(state.world_size) + ", this sampler is rank " +
+    throw SamplerStateError("restore: the state is for rank " + std::to_string(state.rank) +
+                            " of " + std::to_string(state.world_size) + ", this sampler is rank " +
                             std::to_string(rank_) + " of " + std::to_string(world_size_));
   }
   const std::uint64_t base = fingerprint_.num_draws;
-  const bool length_ok = state.epoch_length == base ||
-                         (fingerprint_.tail == TailPolicy::drop_last && state.epoch_length <= base) ||
-                         (fingerprint_.tail == TailPolicy::pad && state.epoch_length >= base);
+  const bool length_ok =
+      state.epoch_length == base ||
+      (fingerprint_.tail == TailPolicy::drop_last && state.epoch_length <= base) ||
+      (fingerprint_.tail == TailPolicy::pad && state.epoch_length >= base);
   if (!length_ok) {
     throw SamplerStateError("restore: epoch length " + std::to_string(state.epoch_length) +
                             " does not fit " + std::to_string(base) + " draws under tail policy " +
@@ -316,8 +332,10 @@ void DistributedSampler::ensure_sequence() const {
     const bool narrow = f.n <= kMaxUint32Ids;
     if (f.kind == SamplerKind::weighted) {
       const auto seed = detail::mix_seed(f.seed, epoch_);
-      if (narrow) sequence32_ = detail::weighted_draws<std::uint32_t>(weights_, f.num_draws, seed);
-      else sequence64_ = detail::weighted_draws<std::uint64_t>(weights_, f.num_draws, seed);
+      if (narrow)
+        sequence32_ = detail::weighted_draws<std::uint32_t>(weights_, f.num_draws, seed);
+      else
+        sequence64_ = detail::weighted_draws<std::uint64_t>(weights_, f.num_draws, seed);
     } else {
       // More draws than n: independent permutations back to back, one stream each.
       for (std::uint64_t block = 0, done = 0; done < f.num_draws; ++block) {
@@ -325,12 +343,16 @@ void DistributedSampler::ensure_sequence() const {
         const auto seed = detail::mix_seed(f.seed, epoch_, block);
         if (narrow) {
           auto p = detail::permutation<std::uint32_t>(f.n, count, seed);
-          if (block == 0) sequence32_ = std::move(p);
-          else sequence32_.insert(sequence32_.end(), p.begin(), p.end());
+          if (block == 0)
+            sequence32_ = std::move(p);
+          else
+            sequence32_.insert(sequence32_.end(), p.begin(), p.end());
         } else {
           auto p = detail::permutation<std::uint64_t>(f.n, count, seed);
-          if (block == 0) sequence64_ = std::move(p);
-          else sequence64_.insert(sequence64_.end(), p.begin(), p.end());
+          if (block == 0)
+            sequence64_ = std::move(p);
+          else
+            sequence64_.insert(sequence64_.end(), p.begin(), p.end());
         }
         done += count;
       }
@@ -344,15 +366,17 @@ SampleId DistributedSampler::at_global(std::uint64_t global) const {
   const std::uint64_t j = global < length ? global : global % length;
   SampleId s;
   s.is_padding = global >= length;
-  if (fingerprint_.kind == SamplerKind::deterministic) s.id = j;
-  else s.id = sequence32_.empty() ? sequence64_[j] : sequence32_[j];
+  if (fingerprint_.kind == SamplerKind::deterministic)
+    s.id = j;
+  else
+    s.id = sequence32_.empty() ? sequence64_[j] : sequence32_[j];
   return s;
 }
 
 SampleId DistributedSampler::at(std::uint64_t position) const {
   if (position >= share_) {
-    throw std::out_of_range("sampler: position " + std::to_string(position) + " is beyond this rank's " +
-                            std::to_string(share_) + " positions");
+    throw std::out_of_range("sampler: position " + std::to_string(position) +
+                            " is beyond this rank's " + std::to_string(share_) + " positions");
   }
   ensure_sequence();
   const auto it = std::upper_bound(run_offsets_.begin(), run_offsets_.end(), position);
@@ -381,7 +405,8 @@ std::optional<Positioned<SampleId>> DistributedSampler::next() {
   return std::nullopt;
 }
 
-SamplerState DistributedSampler::state(const CommitState& committed, std::uint64_t generation) const {
+SamplerState DistributedSampler::state(const CommitState& committed,
+                                       std::uint64_t generation) const {
   SamplerState s;
   s.generation = generation;
   s.fingerprint = fingerprint_;
@@ -396,17 +421,25 @@ SamplerState DistributedSampler::state(const CommitState& committed, std::uint64
 
 DistributedDeterministicSampler::DistributedDeterministicSampler(std::uint64_t n,
                                                                  const DeterministicOptions& o)
-    : DistributedSampler(
-          DatasetFingerprint{.n = n, .identity_hash = o.identity_hash, .kind = SamplerKind::deterministic,
-                             .seed = 0, .num_draws = n, .weights_hash = 0, .tail = o.tail},
-          o.rank, o.world_size, o.epoch, {}) {}
+    : DistributedSampler(DatasetFingerprint{.n = n,
+                                            .identity_hash = o.identity_hash,
+                                            .kind = SamplerKind::deterministic,
+                                            .seed = 0,
+                                            .num_draws = n,
+                                            .weights_hash = 0,
+                                            .tail = o.tail},
+                         o.rank, o.world_size, o.epoch, {}) {}
 
 namespace {
 
 DatasetFingerprint random_fingerprint(std::uint64_t n, const RandomOptions& o) {
-  DatasetFingerprint f{.n = n, .identity_hash = o.identity_hash, .kind = SamplerKind::random,
-                       .seed = o.seed, .num_draws = o.num_draws == 0 ? n : o.num_draws,
-                       .weights_hash = 0, .tail = o.tail};
+  DatasetFingerprint f{.n = n,
+                       .identity_hash = o.identity_hash,
+                       .kind = SamplerKind::random,
+                       .seed = o.seed,
+                       .num_draws = o.num_draws == 0 ? n : o.num_draws,
+                       .weights_hash = 0,
+                       .tail = o.tail};
   if (!o.weights.empty()) {
     if (o.weights.size() != n) {
       throw SamplerStateError("sampler: " + std::to_string(o.weights.size()) + " weights for " +
@@ -414,10 +447,12 @@ DatasetFingerprint random_fingerprint(std::uint64_t n, const RandomOptions& o) {
     }
     double sum = 0;
     for (double w : o.weights) {
-      if (!std::isfinite(w) || w < 0) throw SamplerStateError("sampler: weights must be finite and >= 0");
+      if (!std::isfinite(w) || w < 0)
+        throw SamplerStateError("sampler: weights must be finite and >= 0");
       sum += w;
     }
-    if (!(sum > 0) || !std::isfinite(sum)) throw SamplerStateError("sampler: the weights' sum must be positive");
+    if (!(sum > 0) || !std::isfinite(sum))
+      throw SamplerStateError("sampler: the weights' sum must be positive");
     f.kind = SamplerKind::weighted;
     f.weights_hash = detail::hash_bytes(o.weights.data(), o.weights.size() * sizeof(double), n) | 1;
   }
@@ -428,7 +463,6 @@ DatasetFingerprint random_fingerprint(std::uint64_t n, const RandomOptions& o) {
 }  // namespace
 
 DistributedRandomSampler::DistributedRandomSampler(std::uint64_t n, const RandomOptions& o)
-    : DistributedSampler(random_fingerprint(n, o), o.rank, o.world_size, o.epoch,
-                         o.weights) {}
+    : DistributedSampler(random_fingerprint(n, o), o.rank, o.world_size, o.epoch, o.weights) {}
 
 }  // namespace brigade::actors

@@ -102,16 +102,15 @@ struct DatasetFingerprint {
   std::uint64_t identity_hash = 0;  // the caller's hash of the sample identities
   SamplerKind kind = SamplerKind::deterministic;
   std::uint64_t seed = 0;
-  std::uint64_t num_draws = 0;      // L: the sequence's length before the tail policy
-  std::uint64_t weights_hash = 0;   // 0 without weights
+  std::uint64_t num_draws = 0;     // L: the sequence's length before the tail policy
+  std::uint64_t weights_hash = 0;  // 0 without weights
   TailPolicy tail = TailPolicy::none;
   friend bool operator==(const DatasetFingerprint&, const DatasetFingerprint&) = default;
 };
 
 /// "" when equal, else the first differing field with both values, e.g.
 /// "seed: checkpoint has 1, caller has 2".
-std::string describe_conflict(const DatasetFingerprint& saved,
-                              const DatasetFingerprint& caller);
+std::string describe_conflict(const DatasetFingerprint& saved, const DatasetFingerprint& caller);
 
 /// A hash of the sample identities (e.g. the file list, in dataset order) for
 /// DatasetFingerprint::identity_hash. Stable across platforms and versions.
@@ -123,7 +122,7 @@ struct SamplerState {
   static constexpr std::uint32_t kFormatVersion = 1;
 
   std::uint32_t format_version = kFormatVersion;
-  std::uint64_t generation = 0;    // the saver's counter (e.g. the training step)
+  std::uint64_t generation = 0;  // the saver's counter (e.g. the training step)
   DatasetFingerprint fingerprint{};
   std::uint64_t epoch = 0;
   std::uint64_t epoch_length = 0;  // L', fixed when the epoch started
@@ -180,12 +179,12 @@ struct RandomOptions {
   std::uint32_t world_size = 1;
   std::uint64_t seed = 0;
   std::uint64_t epoch = 0;
-  std::uint64_t num_draws = 0;     // 0: n. Without weights, more than n concatenates
-                                   // independent permutations (as torch's RandomSampler)
-  std::vector<double> weights{};   // empty: a permutation; else n weights, draws with
-                                   // replacement (finite, >= 0, positive sum)
+  std::uint64_t num_draws = 0;    // 0: n. Without weights, more than n concatenates
+                                  // independent permutations (as torch's RandomSampler)
+  std::vector<double> weights{};  // empty: a permutation; else n weights, draws with
+                                  // replacement (finite, >= 0, positive sum)
   TailPolicy tail = TailPolicy::none;
-  std::uint64_t identity_hash = 0; // see hash_sample_identities()
+  std::uint64_t identity_hash = 0;  // see hash_sample_identities()
 };
 
 /// The common sampler; construct one of the two below. A positioned source for
@@ -218,12 +217,12 @@ class DistributedSampler {
   const std::vector<PositionRun>& owned() const { return owned_; }
 
  protected:
-  DistributedSampler(DatasetFingerprint fingerprint, std::uint32_t rank,
-                     std::uint32_t world_size, std::uint64_t epoch, std::vector<double> weights);
+  DistributedSampler(DatasetFingerprint fingerprint, std::uint32_t rank, std::uint32_t world_size,
+                     std::uint64_t epoch, std::vector<double> weights);
 
  private:
-  void start_epoch(std::uint64_t epoch, std::uint64_t epoch_length,
-                   std::vector<PositionRun> owned, const CommitState& committed);
+  void start_epoch(std::uint64_t epoch, std::uint64_t epoch_length, std::vector<PositionRun> owned,
+                   const CommitState& committed);
   void ensure_sequence() const;
   SampleId at_global(std::uint64_t global) const;
 

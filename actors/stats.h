@@ -11,14 +11,15 @@ namespace brigade::actors {
 /// Statistics of one stage for one run (epoch). Times are wall-clock.
 struct StageStats {
   std::string name;
-  std::string kind;          // "pipe", "generate", "disaggregate", "aggregate"
+  std::string kind;  // "pipe", "generate", "disaggregate", "aggregate"
   int concurrency = 0;
-  int capacity = 0;          // items the stage may hold (running + queued + finished)
-  std::uint64_t tasks = 0;   // tasks finished (each input item is one task)
+  int capacity = 0;         // items the stage may hold (running + queued + finished)
+  std::uint64_t tasks = 0;  // tasks finished (each input item is one task)
   std::uint64_t failures = 0;
-  std::uint64_t filtered = 0;  // inputs that produced no output (filter, empty generator, dropped tail)
+  std::uint64_t filtered =
+      0;  // inputs that produced no output (filter, empty generator, dropped tail)
   std::uint64_t retries = 0;
-  std::uint64_t outputs = 0;   // items sent downstream
+  std::uint64_t outputs = 0;                               // items sent downstream
   double mean_ms = 0, p50_ms = 0, p90_ms = 0, p99_ms = 0;  // task time
   double starved_s = 0;        // time with an idle worker and no input queued
   double backpressured_s = 0;  // time with finished items waiting for downstream credit
@@ -30,19 +31,19 @@ struct StageStats {
 /// The consumer's side: the sink buffer and the thread that iterates.
 struct SinkStats {
   int buffer_size = 0;
-  std::uint64_t delivered = 0;      // items handed to the consumer
-  std::uint64_t requests = 0;       // consumer calls that asked for an item
-  std::uint64_t ready = 0;          // … that found one already waiting
-  double data_readiness = 0;        // ready / requests (1 = the consumer never waited)
-  double consumer_wait_s = 0;       // total time the consumer waited for items
+  std::uint64_t delivered = 0;  // items handed to the consumer
+  std::uint64_t requests = 0;   // consumer calls that asked for an item
+  std::uint64_t ready = 0;      // … that found one already waiting
+  double data_readiness = 0;    // ready / requests (1 = the consumer never waited)
+  double consumer_wait_s = 0;   // total time the consumer waited for items
 };
 
 struct PipelineStats {
   std::vector<StageStats> stages;  // in pipeline order
   SinkStats sink;
-  std::uint64_t source_items = 0;  // items the source yielded
-  std::uint64_t failures = 0;      // over all stages
-  double elapsed_s = 0;            // since the run started
+  std::uint64_t source_items = 0;              // items the source yielded
+  std::uint64_t failures = 0;                  // over all stages
+  double elapsed_s = 0;                        // since the run started
   std::vector<FailureRecord> recent_failures;  // at most 16, oldest first
 };
 

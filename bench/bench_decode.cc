@@ -70,12 +70,18 @@ Args parse(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (k == "--kind") a.kind = value();
-    else if (k == "--list") a.list = value();
-    else if (k == "--threads") a.threads = std::atoi(value().c_str());
-    else if (k == "--seconds") a.seconds = std::atof(value().c_str());
+    if (k == "--kind")
+      a.kind = value();
+    else if (k == "--list")
+      a.list = value();
+    else if (k == "--threads")
+      a.threads = std::atoi(value().c_str());
+    else if (k == "--seconds")
+      a.seconds = std::atof(value().c_str());
     else {
-      std::fprintf(stderr, "usage: bench_decode [--kind image|video] [--list FILE] [--threads N] [--seconds S]\n");
+      std::fprintf(
+          stderr,
+          "usage: bench_decode [--kind image|video] [--list FILE] [--threads N] [--seconds S]\n");
       std::exit(2);
     }
   }
@@ -89,7 +95,8 @@ Args parse(int argc, char** argv) {
 double cpu_seconds(int who) {
   rusage u{};
   getrusage(who, &u);
-  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 struct Result {
@@ -101,8 +108,8 @@ struct Result {
 
 struct Impl {
   std::function<void(std::size_t)> fn;
-  std::size_t items;      // items per pass
-  bool child_cpu = false; // the work runs in child processes
+  std::size_t items;       // items per pass
+  bool child_cpu = false;  // the work runs in child processes
 };
 
 // Runs every impl's fn(i) for all its items on exactly `threads` threads: one
@@ -136,11 +143,13 @@ std::vector<Result> run(const std::vector<Impl>& impls, int threads, double min_
       if (r.seconds >= min_seconds) continue;
       more = true;
       failures = 0;
-      const double cpu0 = cpu_seconds(RUSAGE_SELF) + (impls[k].child_cpu ? cpu_seconds(RUSAGE_CHILDREN) : 0);
+      const double cpu0 =
+          cpu_seconds(RUSAGE_SELF) + (impls[k].child_cpu ? cpu_seconds(RUSAGE_CHILDREN) : 0);
       const auto t0 = std::chrono::steady_clock::now();
       pass(impls[k]);
       r.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      r.cpu += cpu_seconds(RUSAGE_SELF) + (impls[k].child_cpu ? cpu_seconds(RUSAGE_CHILDREN) : 0) - cpu0;
+      r.cpu +=
+          cpu_seconds(RUSAGE_SELF) + (impls[k].child_cpu ? cpu_seconds(RUSAGE_CHILDREN) : 0) - cpu0;
       r.items += long(impls[k].items);
       r.failures += failures;
     }
@@ -151,15 +160,17 @@ std::vector<Result> run(const std::vector<Impl>& impls, int threads, double min_
 void report(const char* impl, const std::string& kind, const char* op, int threads, const Result& r,
             const char* unit, double ratio) {
   const double rate = double(r.items) / r.seconds, cpu_ms = 1e3 * r.cpu / double(r.items);
-  std::printf("{\"bench\":\"decode\",\"impl\":\"%s\",\"kind\":\"%s\",\"op\":\"%s\",\"threads\":%d,\"%s\":%ld,"
-              "\"%s_per_s\":%.1f,\"cpu_ms_per_%s\":%.3f,\"failures\":%ld",
-              impl, kind.c_str(), op, threads, unit, r.items, unit, rate, unit[0] == 'i' ? "image" : "clip", cpu_ms,
-              r.failures);
+  std::printf(
+      "{\"bench\":\"decode\",\"impl\":\"%s\",\"kind\":\"%s\",\"op\":\"%s\",\"threads\":%d,\"%s\":%"
+      "ld,"
+      "\"%s_per_s\":%.1f,\"cpu_ms_per_%s\":%.3f,\"failures\":%ld",
+      impl, kind.c_str(), op, threads, unit, r.items, unit, rate, unit[0] == 'i' ? "image" : "clip",
+      cpu_ms, r.failures);
   if (ratio > 0) std::printf(",\"ratio_vs_reference\":%.3f", ratio);
   std::printf("}\n");
   std::fflush(stdout);
-  std::fprintf(stderr, "%-18s %-6s threads=%d %10.1f %s/s  %8.3f cpu-ms each  failures=%ld\n", impl, kind.c_str(),
-               threads, rate, unit, cpu_ms, r.failures);
+  std::fprintf(stderr, "%-18s %-6s threads=%d %10.1f %s/s  %8.3f cpu-ms each  failures=%ld\n", impl,
+               kind.c_str(), threads, rate, unit, cpu_ms, r.failures);
 }
 
 std::vector<std::string> read_list(const std::string& path) {
@@ -191,9 +202,11 @@ void turbojpeg_eval224(const Bytes& jpeg, std::uint8_t* out) {
   thread_local std::vector<std::uint8_t> rgb;
   thread_local std::unique_ptr<SwsContext, SwsDeleter> sws;
   int w = 0, h = 0, ss = 0, cs = 0;
-  if (tjDecompressHeader3(tj.get(), jpeg.data(), jpeg.size(), &w, &h, &ss, &cs) != 0) throw std::runtime_error("header");
+  if (tjDecompressHeader3(tj.get(), jpeg.data(), jpeg.size(), &w, &h, &ss, &cs) != 0)
+    throw std::runtime_error("header");
   if (rgb.size() < std::size_t(w) * h * 3 + 64) rgb.resize(std::size_t(w) * h * 3 + 64);
-  if (tjDecompress2(tj.get(), jpeg.data(), jpeg.size(), rgb.data(), w, w * 3, h, TJPF_RGB, TJFLAG_ACCURATEDCT) != 0) {
+  if (tjDecompress2(tj.get(), jpeg.data(), jpeg.size(), rgb.data(), w, w * 3, h, TJPF_RGB,
+                    TJFLAG_ACCURATEDCT) != 0) {
     throw std::runtime_error(tjGetErrorStr2(tj.get()));
   }
   const int rw = w <= h ? 256 : int(256LL * w / h), rh = w <= h ? int(256LL * h / w) : 256;
@@ -201,8 +214,9 @@ void turbojpeg_eval224(const Bytes& jpeg, std::uint8_t* out) {
   const double sx = double(w) / rw, sy = double(h) / rh;
   const int x0 = int(std::lround(left * sx)), x1 = int(std::lround((left + 224) * sx));
   const int y0 = int(std::lround(top * sy)), y1 = int(std::lround((top + 224) * sy));
-  sws.reset(sws_getCachedContext(sws.release(), x1 - x0, y1 - y0, AV_PIX_FMT_RGB24, 224, 224, AV_PIX_FMT_RGB24,
-                                 SWS_BILINEAR | SWS_ACCURATE_RND, nullptr, nullptr, nullptr));
+  sws.reset(sws_getCachedContext(sws.release(), x1 - x0, y1 - y0, AV_PIX_FMT_RGB24, 224, 224,
+                                 AV_PIX_FMT_RGB24, SWS_BILINEAR | SWS_ACCURATE_RND, nullptr,
+                                 nullptr, nullptr));
   const std::uint8_t* src[1] = {rgb.data() + (std::size_t(y0) * w + x0) * 3};
   const int src_stride[1] = {w * 3};
   std::uint8_t* dst[1] = {out};
@@ -240,10 +254,11 @@ void ffmpeg_mjpeg_eval224(const Bytes& jpeg, std::uint8_t* out) {
   const int y0 = int(std::lround(top * sy)) & ~1, y1 = int(std::lround((top + 224) * sy));
   // yuvj420p is yuv420p with full range (set explicitly: swscale warns and
   // re-initialises on the deprecated format).
-  sws.reset(sws_getCachedContext(sws.release(), x1 - x0, y1 - y0, AV_PIX_FMT_YUV420P, 224, 224, AV_PIX_FMT_RGB24,
-                                 SWS_BILINEAR | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT, nullptr, nullptr, nullptr));
-  sws_setColorspaceDetails(sws.get(), sws_getCoefficients(SWS_CS_ITU601), 1, sws_getCoefficients(SWS_CS_ITU601), 1,
-                           0, 1 << 16, 1 << 16);
+  sws.reset(sws_getCachedContext(
+      sws.release(), x1 - x0, y1 - y0, AV_PIX_FMT_YUV420P, 224, 224, AV_PIX_FMT_RGB24,
+      SWS_BILINEAR | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT, nullptr, nullptr, nullptr));
+  sws_setColorspaceDetails(sws.get(), sws_getCoefficients(SWS_CS_ITU601), 1,
+                           sws_getCoefficients(SWS_CS_ITU601), 1, 0, 1 << 16, 1 << 16);
   const std::uint8_t* src[3] = {frame->data[0] + std::size_t(y0) * frame->linesize[0] + x0,
                                 frame->data[1] + std::size_t(y0 / 2) * frame->linesize[1] + x0 / 2,
                                 frame->data[2] + std::size_t(y0 / 2) * frame->linesize[2] + x0 / 2};
@@ -257,8 +272,10 @@ int bench_images(const Args& a) {
   std::vector<Bytes> files;
   if (a.list.empty()) {
     // ImageNet-like sizes (most are 500 px on the long side), q90 4:2:0.
-    const int sizes[][2] = {{500, 375}, {375, 500}, {500, 333}, {333, 500}, {500, 400}, {640, 480}, {500, 500}, {400, 300}};
-    for (int i = 0; i < 48; ++i) files.push_back(bm::make_image(bm::ImageCodec::jpeg, sizes[i % 8][0], sizes[i % 8][1], i));
+    const int sizes[][2] = {{500, 375}, {375, 500}, {500, 333}, {333, 500},
+                            {500, 400}, {640, 480}, {500, 500}, {400, 300}};
+    for (int i = 0; i < 48; ++i)
+      files.push_back(bm::make_image(bm::ImageCodec::jpeg, sizes[i % 8][0], sizes[i % 8][1], i));
   } else {
     for (const auto& p : read_list(a.list)) files.push_back(bm::read_file(p));
   }
@@ -268,7 +285,8 @@ int bench_images(const Args& a) {
     bytes += double(files[i].size());
     if (files[i].size() > 2 && files[i][0] == 0xFF && files[i][1] == 0xD8) jpegs.push_back(i);
   }
-  std::fprintf(stderr, "images: %zu (%zu JPEG), mean %.1f KB\n", files.size(), jpegs.size(), bytes / files.size() / 1e3);
+  std::fprintf(stderr, "images: %zu (%zu JPEG), mean %.1f KB\n", files.size(), jpegs.size(),
+               bytes / files.size() / 1e3);
   const bm::ImageOptions eval = bm::imagenet_eval_options();
   const std::vector<std::int64_t> shape{224, 224, 3};
   auto out_for_thread = [] {
@@ -276,14 +294,20 @@ int bench_images(const Args& a) {
     return out;
   };
   std::vector<Impl> impls = {{[&](std::size_t i) {
-                                 bm::load_image_into(bm::Source::memory(files[i], "image " + std::to_string(i)),
-                                                     eval, out_for_thread());
-                               },
-                               files.size()}};
+                                bm::load_image_into(
+                                    bm::Source::memory(files[i], "image " + std::to_string(i)),
+                                    eval, out_for_thread());
+                              },
+                              files.size()}};
   if (!jpegs.empty()) {
-    impls.push_back({[&](std::size_t i) { turbojpeg_eval224(files[jpegs[i]], out_for_thread().data_as<std::uint8_t>()); },
+    impls.push_back({[&](std::size_t i) {
+                       turbojpeg_eval224(files[jpegs[i]], out_for_thread().data_as<std::uint8_t>());
+                     },
                      jpegs.size()});
-    impls.push_back({[&](std::size_t i) { ffmpeg_mjpeg_eval224(files[jpegs[i]], out_for_thread().data_as<std::uint8_t>()); },
+    impls.push_back({[&](std::size_t i) {
+                       ffmpeg_mjpeg_eval224(files[jpegs[i]],
+                                            out_for_thread().data_as<std::uint8_t>());
+                     },
                      jpegs.size()});
   }
   const std::vector<Result> results = run(impls, a.threads, a.seconds);
@@ -322,9 +346,11 @@ struct PacketFreer {
 };
 
 // libavcodec decoding every frame of `path` (threads=1), converting the selected ones.
-void libav_sequential(const std::string& path, const std::vector<std::int64_t>& wanted, std::uint8_t* out) {
+void libav_sequential(const std::string& path, const std::vector<std::int64_t>& wanted,
+                      std::uint8_t* out) {
   AVFormatContext* raw = nullptr;
-  if (avformat_open_input(&raw, path.c_str(), nullptr, nullptr) < 0) throw std::runtime_error("open " + path);
+  if (avformat_open_input(&raw, path.c_str(), nullptr, nullptr) < 0)
+    throw std::runtime_error("open " + path);
   std::unique_ptr<AVFormatContext, FormatCloser> fmt(raw);
   avformat_find_stream_info(fmt.get(), nullptr);
   const int vs = av_find_best_stream(fmt.get(), AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
@@ -342,8 +368,9 @@ void libav_sequential(const std::string& path, const std::vector<std::int64_t>& 
   auto drain = [&] {
     while (avcodec_receive_frame(ctx.get(), frame.get()) == 0) {
       for (; k < wanted.size() && wanted[k] == n; ++k) {
-        sws.reset(sws_getCachedContext(sws.release(), frame->width, frame->height, AVPixelFormat(frame->format), 224,
-                                       224, AV_PIX_FMT_RGB24, SWS_BILINEAR | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT,
+        sws.reset(sws_getCachedContext(sws.release(), frame->width, frame->height,
+                                       AVPixelFormat(frame->format), 224, 224, AV_PIX_FMT_RGB24,
+                                       SWS_BILINEAR | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT,
                                        nullptr, nullptr, nullptr));
         std::uint8_t* dst[1] = {out + k * 224 * 224 * 3};
         const int stride[1] = {224 * 3};
@@ -369,8 +396,14 @@ int bench_videos(const Args& a) {
     tmp = std::filesystem::temp_directory_path() / ("bench_decode_" + std::to_string(getpid()));
     std::filesystem::create_directories(tmp);
     for (int i = 0; i < 6; ++i) {
-      const Bytes clip = bm::make_video({.codec = bm::VideoCodec::h264, .width = 320, .height = 240, .frames = 250,
-                                         .fps = 25, .gop = 50, .b_frames = 2, .seed = std::uint64_t(i)});
+      const Bytes clip = bm::make_video({.codec = bm::VideoCodec::h264,
+                                         .width = 320,
+                                         .height = 240,
+                                         .frames = 250,
+                                         .fps = 25,
+                                         .gop = 50,
+                                         .b_frames = 2,
+                                         .seed = std::uint64_t(i)});
       paths.push_back((tmp / ("clip" + std::to_string(i) + ".mp4")).string());
       bm::write_file(paths.back(), clip);
     }
@@ -390,7 +423,8 @@ int bench_videos(const Args& a) {
   opts.image.width = opts.image.height = 224;
   opts.threads = 1;
   std::vector<Impl> impls = {
-      {[&](std::size_t i) { bm::load_video(bm::Source::memory(files[i], paths[i]), opts); }, files.size()},
+      {[&](std::size_t i) { bm::load_video(bm::Source::memory(files[i], paths[i]), opts); },
+       files.size()},
       {[&](std::size_t i) {
          std::vector<std::uint8_t> out(8 * 224 * 224 * 3);
          libav_sequential(paths[i], wanted[i], out.data());
@@ -398,15 +432,19 @@ int bench_videos(const Args& a) {
        files.size()}};
   const bool have_cli = std::system("command -v ffmpeg >/dev/null 2>&1") == 0;
   if (have_cli) {
-    impls.push_back({[&](std::size_t i) {
-                       std::string select;
-                       for (auto n : wanted[i]) select += (select.empty() ? "" : "+") + ("eq(n\\," + std::to_string(n) + ")");
-                       const std::string cmd = "ffmpeg -nostdin -loglevel error -threads 1 -i '" + paths[i] +
-                                               "' -filter_threads 1 -vf \"select='" + select +
-                                               "',scale=224:224:flags=bilinear\" -vsync 0 -pix_fmt rgb24 -f rawvideo -y /dev/null";
-                       if (std::system(cmd.c_str()) != 0) throw std::runtime_error("ffmpeg failed on " + paths[i]);
-                     },
-                     files.size(), true});
+    impls.push_back(
+        {[&](std::size_t i) {
+           std::string select;
+           for (auto n : wanted[i])
+             select += (select.empty() ? "" : "+") + ("eq(n\\," + std::to_string(n) + ")");
+           const std::string cmd =
+               "ffmpeg -nostdin -loglevel error -threads 1 -i '" + paths[i] +
+               "' -filter_threads 1 -vf \"select='" + select +
+               "',scale=224:224:flags=bilinear\" -vsync 0 -pix_fmt rgb24 -f rawvideo -y /dev/null";
+           if (std::system(cmd.c_str()) != 0)
+             throw std::runtime_error("ffmpeg failed on " + paths[i]);
+         },
+         files.size(), true});
   } else {
     std::fprintf(stderr, "ffmpeg CLI not installed: no ffmpeg-cli row\n");
   }

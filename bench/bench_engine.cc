@@ -93,18 +93,18 @@ double run_loop(std::int64_t n, bool spin) {
 Row run_brigade(std::int64_t n, bool spin, int concurrency, Order order, int buffer) {
   g_live = 0;
   g_max_live = 0;
-  auto pipeline =
-      PipelineBuilder()
-          .add_source([i = std::int64_t{0}, n]() mutable -> std::optional<Tracked> {
-            if (i >= n) return std::nullopt;
-            return Tracked(i++);
-          })
-          .pipe(noop, {.concurrency = concurrency, .output_order = order, .name = "a"})
-          .pipe(spin ? spin200 : noop,
-                {.concurrency = concurrency, .output_order = order, .name = "b"})
-          .pipe(noop, {.concurrency = concurrency, .output_order = order, .name = "c"})
-          .add_sink(buffer)
-          .build({.num_threads = 2, .log_stats_at_end = std::getenv("BRIGADE_BENCH_STATS") != nullptr});
+  auto pipeline = PipelineBuilder()
+                      .add_source([i = std::int64_t{0}, n]() mutable -> std::optional<Tracked> {
+                        if (i >= n) return std::nullopt;
+                        return Tracked(i++);
+                      })
+                      .pipe(noop, {.concurrency = concurrency, .output_order = order, .name = "a"})
+                      .pipe(spin ? spin200 : noop,
+                            {.concurrency = concurrency, .output_order = order, .name = "b"})
+                      .pipe(noop, {.concurrency = concurrency, .output_order = order, .name = "c"})
+                      .add_sink(buffer)
+                      .build({.num_threads = 2,
+                              .log_stats_at_end = std::getenv("BRIGADE_BENCH_STATS") != nullptr});
   const auto t0 = Clock::now();
   std::int64_t count = 0, sum = 0;
   for (auto& item : pipeline) {
@@ -140,9 +140,9 @@ void print(const Row& r) {
   std::fflush(stdout);
   fmt::print(stderr, "{:<8} {:<10} conc {:>2} {:<10} {:>9} items {:>8.3f} s {:>11.0f} items/s{}\n",
              r.impl, r.workload, r.concurrency, r.order, r.items, r.seconds, rate,
-             r.impl == "brigade" ? fmt::format("  live {}/{}  ratio {:.3f}", r.max_live,
-                                               r.bound, r.ratio)
-                                 : "");
+             r.impl == "brigade"
+                 ? fmt::format("  live {}/{}  ratio {:.3f}", r.max_live, r.bound, r.ratio)
+                 : "");
 }
 
 }  // namespace

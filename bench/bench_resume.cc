@@ -10,14 +10,14 @@
 //
 // Output: one JSON line per configuration on stdout, a table on stderr.
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include "actors/sampler.h"
 #include "transport/checkpoint.h"
@@ -56,11 +56,14 @@ double time_to_first(const std::string& mode, std::uint64_t resume_at, const fs:
     DistributedRandomSampler saved(kN, {.seed = kSeed});  // state() only, not generated
     s.restore(saved.state({.watermark = resume_at}, 1));
   } else {
-    s.restore(brigade::transport::load_checkpoint(dir, 0, world, {.expected = s.fingerprint()}).state);
+    s.restore(
+        brigade::transport::load_checkpoint(dir, 0, world, {.expected = s.fingerprint()}).state);
   }
   const auto first = s.next();
   const double seconds = now() - t0;
-  if (!first) std::fprintf(stderr, "no sample after resuming at %llu\n", static_cast<unsigned long long>(resume_at));
+  if (!first)
+    std::fprintf(stderr, "no sample after resuming at %llu\n",
+                 static_cast<unsigned long long>(resume_at));
   return seconds;
 }
 
@@ -72,7 +75,8 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main() {
-  const fs::path dir = fs::temp_directory_path() / ("brigade-bench-resume-" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("brigade-bench-resume-" + std::to_string(::getpid()));
   std::fprintf(stderr, "%-11s %10s %12s %10s\n", "mode", "resume_at", "first (ms)", "ratio");
   const std::uint64_t points[2] = {100, 9'900'000};
   for (const std::string mode : {"sampler", "checkpoint", "elastic"}) {
@@ -86,8 +90,8 @@ int main() {
       std::printf(
           "{\"bench\":\"resume\",\"mode\":\"%s\",\"n\":%llu,\"resume_at\":%llu,"
           "\"seconds_to_first_item\":%.6f,\"ratio_to_resume_at_100\":%.3f}\n",
-          mode.c_str(), static_cast<unsigned long long>(kN), static_cast<unsigned long long>(points[k]), t,
-          t / base);
+          mode.c_str(), static_cast<unsigned long long>(kN),
+          static_cast<unsigned long long>(points[k]), t, t / base);
       std::fprintf(stderr, "%-11s %10llu %12.1f %10.3f\n", mode.c_str(),
                    static_cast<unsigned long long>(points[k]), t * 1e3, t / base);
     }

@@ -35,7 +35,8 @@ struct NpyHeader {
 };
 
 // The value after 'key': in the header dict (a Python literal).
-std::string_view dict_value(std::string_view header, std::string_view key, const std::string& name) {
+std::string_view dict_value(std::string_view header, std::string_view key,
+                            const std::string& name) {
   const std::string quoted = "'" + std::string(key) + "'";
   std::size_t at = header.find(quoted);
   if (at == std::string_view::npos) bad(name, "npy header has no " + quoted);
@@ -58,7 +59,8 @@ DType parse_descr(std::string_view v, bool& swap, const std::string& name) {
   const std::string_view size = d.substr(2);
   if (kind == 'O') unsupported(name, "object arrays are not supported");
   swap = order == '>' && size != "1";
-  if (order != '<' && order != '>' && order != '|' && order != '=') bad(name, "bad byte order in descr");
+  if (order != '<' && order != '>' && order != '|' && order != '=')
+    bad(name, "bad byte order in descr");
   const std::string key = std::string(1, kind) + std::string(size);
   if (key == "b1") return DType::boolean;
   if (key == "u1") return DType::uint8;
@@ -96,7 +98,8 @@ std::vector<std::int64_t> parse_shape(std::string_view v, const std::string& nam
 }
 
 NpyHeader parse_header(std::span<const std::uint8_t> b, const std::string& name) {
-  if (b.size() < 10 || std::memcmp(b.data(), "\x93NUMPY", 6) != 0) bad(name, "not an npy file (bad magic)");
+  if (b.size() < 10 || std::memcmp(b.data(), "\x93NUMPY", 6) != 0)
+    bad(name, "not an npy file (bad magic)");
   const int major = b[6];
   std::size_t header_len = 0, header_start = 0;
   if (major == 1) {
@@ -119,7 +122,8 @@ NpyHeader parse_header(std::span<const std::uint8_t> b, const std::string& name)
   h.shape = parse_shape(dict_value(header, "shape", name), name);
   std::uint64_t count = 1;
   for (auto d : h.shape) {
-    if (d != 0 && count > std::numeric_limits<std::uint64_t>::max() / 16 / std::uint64_t(d)) bad(name, "npy shape overflows");
+    if (d != 0 && count > std::numeric_limits<std::uint64_t>::max() / 16 / std::uint64_t(d))
+      bad(name, "npy shape overflows");
     count *= std::uint64_t(d);
   }
   h.data_offset = header_start + header_len;
@@ -154,7 +158,8 @@ struct ZipMember {
   bool encrypted = false;
 };
 
-std::vector<ZipMember> read_central_directory(std::span<const std::uint8_t> b, const std::string& name) {
+std::vector<ZipMember> read_central_directory(std::span<const std::uint8_t> b,
+                                              const std::string& name) {
   if (b.size() < 22) bad(name, "not a zip archive (too short)");
   std::size_t eocd = std::string::npos;
   const std::size_t lowest = b.size() > 22 + 65535 ? b.size() - 22 - 65535 : 0;
@@ -165,20 +170,24 @@ std::vector<ZipMember> read_central_directory(std::span<const std::uint8_t> b, c
     }
   }
   if (eocd == std::string::npos) bad(name, "not a zip archive (no end of central directory)");
-  std::uint64_t entries = le(&b[eocd + 10], 2), cd_size = le(&b[eocd + 12], 4), cd_offset = le(&b[eocd + 16], 4);
+  std::uint64_t entries = le(&b[eocd + 10], 2), cd_size = le(&b[eocd + 12], 4),
+                cd_offset = le(&b[eocd + 16], 4);
   if ((entries == 0xFFFF || cd_size == 0xFFFFFFFF || cd_offset == 0xFFFFFFFF) && eocd >= 20 &&
       le(&b[eocd - 20], 4) == 0x07064b50) {
     const std::uint64_t z = le(&b[eocd - 20 + 8], 8);
-    if (z > b.size() - 56 || le(&b[z], 4) != 0x06064b50) bad(name, "corrupt zip64 end of central directory");
+    if (z > b.size() - 56 || le(&b[z], 4) != 0x06064b50)
+      bad(name, "corrupt zip64 end of central directory");
     entries = le(&b[z + 32], 8);
     cd_size = le(&b[z + 40], 8);
     cd_offset = le(&b[z + 48], 8);
   }
-  if (cd_offset > b.size() || cd_size > b.size() - cd_offset) bad(name, "corrupt zip central directory");
+  if (cd_offset > b.size() || cd_size > b.size() - cd_offset)
+    bad(name, "corrupt zip central directory");
   std::vector<ZipMember> members;
   std::size_t p = cd_offset;
   for (std::uint64_t e = 0; e < entries; ++e) {
-    if (p + 46 > b.size() || le(&b[p], 4) != 0x02014b50) bad(name, "corrupt zip central directory entry");
+    if (p + 46 > b.size() || le(&b[p], 4) != 0x02014b50)
+      bad(name, "corrupt zip central directory entry");
     ZipMember m;
     m.encrypted = le(&b[p + 8], 2) & 1;
     m.method = int(le(&b[p + 10], 2));
@@ -226,18 +235,23 @@ std::vector<std::uint8_t> inflate_member(std::span<const std::uint8_t> data, std
     ~End() { inflateEnd(z); }
   } end{&z};
   z.next_in = const_cast<Bytef*>(data.data());
-  z.avail_in = static_cast<uInt>(std::min<std::size_t>(data.size(), std::numeric_limits<uInt>::max()));
+  z.avail_in =
+      static_cast<uInt>(std::min<std::size_t>(data.size(), std::numeric_limits<uInt>::max()));
   z.next_out = out.data();
-  z.avail_out = static_cast<uInt>(std::min<std::size_t>(out.size(), std::numeric_limits<uInt>::max()));
+  z.avail_out =
+      static_cast<uInt>(std::min<std::size_t>(out.size(), std::numeric_limits<uInt>::max()));
   const int ret = inflate(&z, Z_FINISH);
   if (ret != Z_STREAM_END || z.total_out != usize) {
-    bad(name, std::string("inflate failed: ") + (z.msg ? z.msg : ret == Z_BUF_ERROR ? "truncated data" : "corrupt data"));
+    bad(name, std::string("inflate failed: ") + (z.msg                ? z.msg
+                                                 : ret == Z_BUF_ERROR ? "truncated data"
+                                                                      : "corrupt data"));
   }
   return out;
 }
 
-std::map<std::string, Tensor> parse_npz(std::span<const std::uint8_t> b, std::shared_ptr<void> owner,
-                                        const std::string& name, const Allocator& allocator) {
+std::map<std::string, Tensor> parse_npz(std::span<const std::uint8_t> b,
+                                        std::shared_ptr<void> owner, const std::string& name,
+                                        const Allocator& allocator) {
   std::map<std::string, Tensor> out;
   for (const ZipMember& m : read_central_directory(b, name)) {
     const std::string member = name + ":" + m.name;
@@ -252,15 +266,19 @@ std::map<std::string, Tensor> parse_npz(std::span<const std::uint8_t> b, std::sh
     if (key.size() > 4 && key.ends_with(".npy")) key.resize(key.size() - 4);
     if (m.method == 0) {
       if (m.usize != m.csize) bad(member, "stored member sizes differ");
-      if (crc32(0, data.data(), static_cast<uInt>(data.size())) != m.crc) bad(member, "CRC-32 mismatch");
+      if (crc32(0, data.data(), static_cast<uInt>(data.size())) != m.crc)
+        bad(member, "CRC-32 mismatch");
       out[key] = make_tensor(data, parse_header(data, member), owner, allocator);
     } else if (m.method == 8) {
-      auto inflated = std::make_shared<std::vector<std::uint8_t>>(inflate_member(data, m.usize, member));
-      if (crc32(0, inflated->data(), static_cast<uInt>(inflated->size())) != m.crc) bad(member, "CRC-32 mismatch");
+      auto inflated =
+          std::make_shared<std::vector<std::uint8_t>>(inflate_member(data, m.usize, member));
+      if (crc32(0, inflated->data(), static_cast<uInt>(inflated->size())) != m.crc)
+        bad(member, "CRC-32 mismatch");
       const std::span<const std::uint8_t> ib(*inflated);
       out[key] = make_tensor(ib, parse_header(ib, member), inflated, allocator);
     } else {
-      unsupported(member, "zip compression method " + std::to_string(m.method) + " is not supported");
+      unsupported(member,
+                  "zip compression method " + std::to_string(m.method) + " is not supported");
     }
   }
   return out;
@@ -268,7 +286,8 @@ std::map<std::string, Tensor> parse_npz(std::span<const std::uint8_t> b, std::sh
 
 }  // namespace
 
-Tensor load_npy(std::span<const std::uint8_t> bytes, const std::string& name, const Allocator& allocator) {
+Tensor load_npy(std::span<const std::uint8_t> bytes, const std::string& name,
+                const Allocator& allocator) {
   return make_tensor(bytes, parse_header(bytes, name), nullptr, allocator);
 }
 
@@ -282,7 +301,8 @@ std::map<std::string, Tensor> load_npz(std::span<const std::uint8_t> bytes, cons
   return parse_npz(bytes, nullptr, name, allocator);
 }
 
-std::map<std::string, Tensor> load_npz(std::shared_ptr<std::vector<std::uint8_t>> bytes, const std::string& name) {
+std::map<std::string, Tensor> load_npz(std::shared_ptr<std::vector<std::uint8_t>> bytes,
+                                       const std::string& name) {
   const std::span<const std::uint8_t> b(*bytes);
   return parse_npz(b, std::move(bytes), name, {});
 }

@@ -31,10 +31,12 @@ namespace brigade::media {
 // The span overloads copy into memory from `allocator` (default: aligned heap).
 Tensor load_npy(std::span<const std::uint8_t> bytes, const std::string& name = "<npy>",
                 const Allocator& allocator = {});
-Tensor load_npy(std::shared_ptr<std::vector<std::uint8_t>> bytes, const std::string& name = "<npy>");
+Tensor load_npy(std::shared_ptr<std::vector<std::uint8_t>> bytes,
+                const std::string& name = "<npy>");
 
 // Members by name, without the ".npy" suffix ("arr_0", "x", ...).
-std::map<std::string, Tensor> load_npz(std::span<const std::uint8_t> bytes, const std::string& name = "<npz>",
+std::map<std::string, Tensor> load_npz(std::span<const std::uint8_t> bytes,
+                                       const std::string& name = "<npz>",
                                        const Allocator& allocator = {});
 std::map<std::string, Tensor> load_npz(std::shared_ptr<std::vector<std::uint8_t>> bytes,
                                        const std::string& name = "<npz>");

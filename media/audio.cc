@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 extern "C" {
@@ -24,8 +24,10 @@ using detail::check_averror;
 namespace {
 
 double stream_duration(const AVFormatContext* fmt, const AVStream* st) {
-  if (st->duration != AV_NOPTS_VALUE && st->duration > 0) return double(st->duration) * av_q2d(st->time_base);
-  if (fmt->duration != AV_NOPTS_VALUE && fmt->duration > 0) return double(fmt->duration) / AV_TIME_BASE;
+  if (st->duration != AV_NOPTS_VALUE && st->duration > 0)
+    return double(st->duration) * av_q2d(st->time_base);
+  if (fmt->duration != AV_NOPTS_VALUE && fmt->duration > 0)
+    return double(fmt->duration) / AV_TIME_BASE;
   return 0;
 }
 
@@ -33,9 +35,14 @@ double stream_duration(const AVFormatContext* fmt, const AVStream* st) {
 class AudioDecoder {
  public:
   AudioDecoder(const Source& source, const AudioOptions& o)
-      : o_(o), name_(source.name()), input_(source, true), index_(input_.find_stream(AVMEDIA_TYPE_AUDIO)),
-        codec_(detail::open_decoder(input_, index_, 1)), packet_(detail::make_packet()),
-        frame_(detail::make_frame()), filtered_(detail::make_frame()) {
+      : o_(o),
+        name_(source.name()),
+        input_(source, true),
+        index_(input_.find_stream(AVMEDIA_TYPE_AUDIO)),
+        codec_(detail::open_decoder(input_, index_, 1)),
+        packet_(detail::make_packet()),
+        frame_(detail::make_frame()),
+        filtered_(detail::make_frame()) {
     const AVStream* st = input_.get()->streams[index_];
     start_pts_ = st->start_time != AV_NOPTS_VALUE ? st->start_time : 0;
     for (unsigned i = 0; i < input_.get()->nb_streams; ++i) {
@@ -44,7 +51,8 @@ class AudioDecoder {
   }
 
   Tensor run(const Allocator& allocator) {
-    if (!(o_.start >= 0)) throw MediaError(ErrorCode::invalid_argument, name_, "start must be >= 0");
+    if (!(o_.start >= 0))
+      throw MediaError(ErrorCode::invalid_argument, name_, "start must be >= 0");
     const AVStream* st = input_.get()->streams[index_];
     if (o_.start > 0) {
       const auto ts = start_pts_ + std::int64_t(std::floor(o_.start / av_q2d(st->time_base)));
@@ -85,7 +93,8 @@ class AudioDecoder {
       const int ret = avcodec_receive_frame(codec_.get(), frame_.get());
       if (ret == AVERROR(EAGAIN) || ret == AVERROR_EOF) return;
       check_averror(ret, name_, "while decoding");
-      if (frame_->sample_rate <= 0 || frame_->ch_layout.nb_channels <= 0 || frame_->nb_samples < 0) {
+      if (frame_->sample_rate <= 0 || frame_->ch_layout.nb_channels <= 0 ||
+          frame_->nb_samples < 0) {
         throw MediaError(ErrorCode::bad_data, name_, "bad audio frame parameters");
       }
       if (!graph_) open_graph();
@@ -101,7 +110,8 @@ class AudioDecoder {
       if (!positioned_) {
         positioned_ = true;
         next_in_pts_ = seeked_ && ts != AV_NOPTS_VALUE
-                           ? std::max<std::int64_t>(0, av_rescale_q(ts - start_pts_, st->time_base, AVRational{1, in_rate_}))
+                           ? std::max<std::int64_t>(0, av_rescale_q(ts - start_pts_, st->time_base,
+                                                                    AVRational{1, in_rate_}))
                            : 0;
       }
       frame_->pts = next_in_pts_;
@@ -117,11 +127,13 @@ class AudioDecoder {
     in_channels_ = frame_->ch_layout.nb_channels;
     out_rate_ = o_.sample_rate > 0 ? o_.sample_rate : in_rate_;
     out_channels_ = o_.channels > 0 ? o_.channels : in_channels_;
-    if (out_channels_ > 64) throw MediaError(ErrorCode::invalid_argument, name_, "too many channels");
+    if (out_channels_ > 64)
+      throw MediaError(ErrorCode::invalid_argument, name_, "too many channels");
     bytes_per_sample_ = o_.format == SampleFormat::f32 ? 4 : 2;
-    graph_.emplace(detail::FilterGraph::audio(o_.filter_desc, frame_.get(),
-                                              o_.format == SampleFormat::f32 ? AV_SAMPLE_FMT_FLT : AV_SAMPLE_FMT_S16,
-                                              out_rate_, out_channels_, name_));
+    graph_.emplace(detail::FilterGraph::audio(
+        o_.filter_desc, frame_.get(),
+        o_.format == SampleFormat::f32 ? AV_SAMPLE_FMT_FLT : AV_SAMPLE_FMT_S16, out_rate_,
+        out_channels_, name_));
     first_ = std::llround(o_.start * out_rate_);
     if (o_.duration >= 0) last_ = first_ + std::llround(o_.duration * out_rate_);
   }
@@ -153,7 +165,8 @@ class AudioDecoder {
 
   Tensor finish(const Allocator& allocator) {
     if (!graph_) throw MediaError(ErrorCode::bad_data, name_, "no audio frame could be decoded");
-    const std::int64_t have = std::int64_t(samples_.size()) / (std::int64_t(bytes_per_sample_) * out_channels_);
+    const std::int64_t have =
+        std::int64_t(samples_.size()) / (std::int64_t(bytes_per_sample_) * out_channels_);
     if (have == 0 && written_end_ == 0 && o_.start > 0) {
       throw MediaError(ErrorCode::invalid_argument, name_, "start is past the end of the audio");
     }
@@ -167,7 +180,8 @@ class AudioDecoder {
       }
       samples_.resize(std::size_t(want) * std::size_t(bytes_per_sample_) * out_channels_, 0);
     }
-    const std::int64_t count = std::int64_t(samples_.size()) / (std::int64_t(bytes_per_sample_) * out_channels_);
+    const std::int64_t count =
+        std::int64_t(samples_.size()) / (std::int64_t(bytes_per_sample_) * out_channels_);
     Tensor out = Tensor::empty(o_.format == SampleFormat::f32 ? DType::float32 : DType::int16,
                                {count, out_channels_}, allocator);
     if (!samples_.empty()) std::memcpy(out.data(), samples_.data(), samples_.size());
@@ -202,13 +216,14 @@ AudioInfo probe_audio(const Source& source) {
   detail::Input input(source, true);
   const int index = input.find_stream(AVMEDIA_TYPE_AUDIO);
   const AVStream* st = input.get()->streams[index];
-  return {st->codecpar->sample_rate, st->codecpar->ch_layout.nb_channels, stream_duration(input.get(), st),
-          avcodec_get_name(st->codecpar->codec_id)};
+  return {st->codecpar->sample_rate, st->codecpar->ch_layout.nb_channels,
+          stream_duration(input.get(), st), avcodec_get_name(st->codecpar->codec_id)};
 }
 
 Tensor load_audio(const Source& source, const AudioOptions& options, const Allocator& allocator) {
   if (options.sample_rate < 0 || options.channels < 0) {
-    throw MediaError(ErrorCode::invalid_argument, source.name(), "sample_rate and channels must be >= 0");
+    throw MediaError(ErrorCode::invalid_argument, source.name(),
+                     "sample_rate and channels must be >= 0");
   }
   AudioDecoder decoder(source, options);
   return decoder.run(allocator);

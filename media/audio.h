@@ -24,8 +24,8 @@ struct AudioOptions {
   int sample_rate = 0;  // 0: the source's rate
   int channels = 0;     // 0: the source's channel count
   SampleFormat format = SampleFormat::f32;
-  double start = 0;     // seconds from the stream's start
-  double duration = -1; // seconds; < 0: to the end
+  double start = 0;      // seconds from the stream's start
+  double duration = -1;  // seconds; < 0: to the end
   // An FFmpeg audio filter description (e.g. "volume=0.5,highpass=f=200")
   // applied before resampling to the output rate, channels and format.
   std::string filter_desc;
@@ -40,6 +40,7 @@ struct AudioInfo {
 
 AudioInfo probe_audio(const Source& source);
 
-Tensor load_audio(const Source& source, const AudioOptions& options = {}, const Allocator& allocator = {});
+Tensor load_audio(const Source& source, const AudioOptions& options = {},
+                  const Allocator& allocator = {});
 
 }  // namespace brigade::media

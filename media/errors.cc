@@ -4,12 +4,18 @@ namespace brigade::media {
 
 std::string_view error_code_name(ErrorCode code) {
   switch (code) {
-    case ErrorCode::not_found: return "not_found";
-    case ErrorCode::io: return "io";
-    case ErrorCode::unavailable: return "unavailable";
-    case ErrorCode::bad_data: return "bad_data";
-    case ErrorCode::unsupported: return "unsupported";
-    case ErrorCode::invalid_argument: return "invalid_argument";
+    case ErrorCode::not_found:
+      return "not_found";
+    case ErrorCode::io:
+      return "io";
+    case ErrorCode::unavailable:
+      return "unavailable";
+    case ErrorCode::bad_data:
+      return "bad_data";
+    case ErrorCode::unsupported:
+      return "unsupported";
+    case ErrorCode::invalid_argument:
+      return "invalid_argument";
   }
   return "unknown";
 }

@@ -25,7 +25,8 @@ using detail::FramePtr;
 // Codecs whose decoder takes a whole file as one packet (no demuxer needed).
 AVCodecID sniff_codec(std::span<const std::uint8_t> b) {
   if (b.size() >= 8 && std::memcmp(b.data(), "\x89PNG\r\n\x1a\n", 8) == 0) return AV_CODEC_ID_PNG;
-  if (b.size() >= 12 && std::memcmp(b.data(), "RIFF", 4) == 0 && std::memcmp(b.data() + 8, "WEBP", 4) == 0) {
+  if (b.size() >= 12 && std::memcmp(b.data(), "RIFF", 4) == 0 &&
+      std::memcmp(b.data() + 8, "WEBP", 4) == 0) {
     return AV_CODEC_ID_WEBP;
   }
   if (b.size() >= 2 && b[0] == 'B' && b[1] == 'M') return AV_CODEC_ID_BMP;
@@ -126,15 +127,18 @@ void decode_image(const Source& source, const ImageOptions& options, Sink&& sink
   graph.push(frame.get());
   graph.push(nullptr);
   FramePtr out = detail::make_frame();
-  if (!graph.pull(out.get())) throw MediaError(ErrorCode::invalid_argument, name, "the filter graph produced no image");
+  if (!graph.pull(out.get()))
+    throw MediaError(ErrorCode::invalid_argument, name, "the filter graph produced no image");
   check_frame(out.get(), name);
   if (options.format == PixelFormat::yuv420p && (out->width % 2 || out->height % 2)) {
-    throw MediaError(ErrorCode::invalid_argument, name, "yuv420p output needs even width and height");
+    throw MediaError(ErrorCode::invalid_argument, name,
+                     "yuv420p output needs even width and height");
   }
   std::uint8_t* dst = sink(image_shape(options.format, out->width, out->height));
   const int size = av_image_get_buffer_size(fmt, out->width, out->height, 1);
-  detail::check_averror(av_image_copy_to_buffer(dst, size, out->data, out->linesize, fmt, out->width, out->height, 1),
-                        name, "while copying the filtered image");
+  detail::check_averror(
+      av_image_copy_to_buffer(dst, size, out->data, out->linesize, fmt, out->width, out->height, 1),
+      name, "while copying the filtered image");
 }
 
 }  // namespace
@@ -152,8 +156,8 @@ std::string make_filter_desc(const ImageOptions& o, int src_width, int src_heigh
   const std::string flags = ":flags=bilinear+accurate_rnd+full_chroma_int";
   std::string desc;
   if (o.resize == ResizeMode::shorter_side_crop) {
-    desc = "crop=" + std::to_string(g.src.w) + ":" + std::to_string(g.src.h) + ":" + std::to_string(g.src.x) +
-           ":" + std::to_string(g.src.y) + ",";
+    desc = "crop=" + std::to_string(g.src.w) + ":" + std::to_string(g.src.h) + ":" +
+           std::to_string(g.src.x) + ":" + std::to_string(g.src.y) + ",";
   }
   desc += "scale=" + std::to_string(g.out_w) + ":" + std::to_string(g.out_h) + flags;
   return desc + ",format=" + std::string(pixel_format_name(o.format));
@@ -174,8 +178,10 @@ ImageInfo probe_image(const Source& source) {
   return {frame->width, frame->height, id == AV_CODEC_ID_NONE ? "unknown" : avcodec_get_name(id)};
 }
 
-std::vector<std::int64_t> image_output_shape(const ImageOptions& options, int src_width, int src_height) {
-  const detail::Geometry g = detail::plan_geometry(options, src_width, src_height, "image_output_shape");
+std::vector<std::int64_t> image_output_shape(const ImageOptions& options, int src_width,
+                                             int src_height) {
+  const detail::Geometry g =
+      detail::plan_geometry(options, src_width, src_height, "image_output_shape");
   return image_shape(options.format, g.out_w, g.out_h);
 }
 
@@ -190,17 +196,20 @@ Tensor load_image(const Source& source, const ImageOptions& options, const Alloc
 
 void load_image_into(const Source& source, const ImageOptions& options, const Tensor& out) {
   if (out.dtype() != DType::uint8 || !out.is_contiguous()) {
-    throw MediaError(ErrorCode::invalid_argument, source.name(), "output must be a contiguous uint8 tensor");
+    throw MediaError(ErrorCode::invalid_argument, source.name(),
+                     "output must be a contiguous uint8 tensor");
   }
   decode_image(source, options, [&](const std::vector<std::int64_t>& shape) {
     if (shape != out.shape()) {
-      throw MediaError(ErrorCode::invalid_argument, source.name(), "output tensor has the wrong shape");
+      throw MediaError(ErrorCode::invalid_argument, source.name(),
+                       "output tensor has the wrong shape");
     }
     return out.data_as<std::uint8_t>();
   });
 }
 
-Tensor load_image_batch(std::span<const Source> sources, const ImageOptions& options, const Allocator& allocator) {
+Tensor load_image_batch(std::span<const Source> sources, const ImageOptions& options,
+                        const Allocator& allocator) {
   if (!options.filter_desc.empty() ||
       (options.resize != ResizeMode::stretch && options.resize != ResizeMode::shorter_side_crop)) {
     throw MediaError(ErrorCode::invalid_argument, "load_image_batch",

@@ -73,10 +73,12 @@ struct ImageInfo {
 ImageInfo probe_image(const Source& source);
 
 // The shape load_image returns for an image of `info`'s size (see pixel_format.h).
-std::vector<std::int64_t> image_output_shape(const ImageOptions& options, int src_width, int src_height);
+std::vector<std::int64_t> image_output_shape(const ImageOptions& options, int src_width,
+                                             int src_height);
 
 // Decodes `source` into a new tensor from `allocator` (default: aligned heap).
-Tensor load_image(const Source& source, const ImageOptions& options = {}, const Allocator& allocator = {});
+Tensor load_image(const Source& source, const ImageOptions& options = {},
+                  const Allocator& allocator = {});
 
 // Decodes into caller-provided memory: `out` must be a contiguous uint8 tensor of
 // exactly the output shape (else invalid_argument, thrown before decoding).

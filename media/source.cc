@@ -15,9 +15,9 @@ struct FileCloser {
 };
 
 [[noreturn]] void throw_errno(int err, const std::string& path, const char* doing) {
-  ErrorCode code = err == ENOENT || err == ENOTDIR ? ErrorCode::not_found
+  ErrorCode code = err == ENOENT || err == ENOTDIR                     ? ErrorCode::not_found
                    : err == EAGAIN || err == EINTR || err == ETIMEDOUT ? ErrorCode::unavailable
-                                                                         : ErrorCode::io;
+                                                                       : ErrorCode::io;
   throw MediaError(code, path, std::string(doing) + ": " + std::strerror(err));
 }
 

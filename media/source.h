@@ -25,7 +25,7 @@ class Source {
   }
 
   bool is_file() const { return is_file_; }
-  const std::string& name() const { return name_; }  // the path, for a file
+  const std::string& name() const { return name_; }               // the path, for a file
   std::span<const std::uint8_t> bytes() const { return bytes_; }  // empty for a file
 
  private:

@@ -31,8 +31,10 @@ struct Frame::Impl {
 };
 
 struct Demuxer::Impl {
-  Impl(const Source& source) : input(source, true), index(input.find_stream(AVMEDIA_TYPE_VIDEO)),
-                               timing(detail::stream_timing(input.get(), index)) {}
+  Impl(const Source& source)
+      : input(source, true),
+        index(input.find_stream(AVMEDIA_TYPE_VIDEO)),
+        timing(detail::stream_timing(input.get(), index)) {}
   detail::Input input;
   int index;
   detail::StreamTiming timing;
@@ -89,9 +91,10 @@ std::optional<Packet> Demuxer::next() {
 }
 
 void Demuxer::seek(double seconds) {
-  const auto ts = impl_->timing.start_pts + std::int64_t(std::floor(seconds / av_q2d(impl_->timing.time_base)));
-  check_averror(av_seek_frame(impl_->input.get(), impl_->index, ts, AVSEEK_FLAG_BACKWARD), impl_->input.name(),
-                "while seeking");
+  const auto ts =
+      impl_->timing.start_pts + std::int64_t(std::floor(seconds / av_q2d(impl_->timing.time_base)));
+  check_averror(av_seek_frame(impl_->input.get(), impl_->index, ts, AVSEEK_FLAG_BACKWARD),
+                impl_->input.name(), "while seeking");
 }
 
 VideoDecoder::VideoDecoder(const Demuxer& demuxer, int threads) : impl_(std::make_unique<Impl>()) {
@@ -103,7 +106,8 @@ VideoDecoder::VideoDecoder(const Demuxer& demuxer, int threads) : impl_(std::mak
 VideoDecoder::~VideoDecoder() = default;
 
 void VideoDecoder::send(const Packet& packet) {
-  check_averror(avcodec_send_packet(impl_->codec.get(), packet.impl().packet.get()), impl_->name, "while decoding");
+  check_averror(avcodec_send_packet(impl_->codec.get(), packet.impl().packet.get()), impl_->name,
+                "while decoding");
 }
 
 void VideoDecoder::finish() {
@@ -127,7 +131,8 @@ std::optional<Frame> VideoDecoder::receive() {
 
 FrameConverter::FrameConverter(ImageOptions options) : options_(std::move(options)) {
   if (!options_.filter_desc.empty()) {
-    throw MediaError(ErrorCode::invalid_argument, "FrameConverter", "filter_desc is not supported here");
+    throw MediaError(ErrorCode::invalid_argument, "FrameConverter",
+                     "filter_desc is not supported here");
   }
 }
 
@@ -145,16 +150,21 @@ void FrameConverter::convert_into(const Frame& frame, const Tensor& out) const {
   detail::FrameWriter writer(options_, "frame");
   const auto& shape = writer.prepare(frame.impl().frame.get());
   if (out.dtype() != DType::uint8 || !out.is_contiguous() || out.shape() != shape) {
-    throw MediaError(ErrorCode::invalid_argument, "frame", "output must be a contiguous uint8 tensor of the output shape");
+    throw MediaError(ErrorCode::invalid_argument, "frame",
+                     "output must be a contiguous uint8 tensor of the output shape");
   }
   writer.write(out.data_as<std::uint8_t>());
 }
 
 VideoReader::VideoReader(const Source& source, ImageOptions options, int threads)
-    : name_(source.name()), demuxer_(source), decoder_(demuxer_, threads), converter_(std::move(options)) {}
+    : name_(source.name()),
+      demuxer_(source),
+      decoder_(demuxer_, threads),
+      converter_(std::move(options)) {}
 
 std::optional<Tensor> VideoReader::next_chunk(int chunk_frames, const Allocator& allocator) {
-  if (chunk_frames <= 0) throw MediaError(ErrorCode::invalid_argument, name_, "chunk_frames must be > 0");
+  if (chunk_frames <= 0)
+    throw MediaError(ErrorCode::invalid_argument, name_, "chunk_frames must be > 0");
   Tensor chunk;
   int n = 0;
   while (n < chunk_frames) {

@@ -81,7 +81,9 @@ struct Shape {
   float freq, cos_a, sin_a, amp;
 };
 
-std::uint8_t clamp8(float v) { return static_cast<std::uint8_t>(std::clamp(v + 0.5f, 0.0f, 255.0f)); }
+std::uint8_t clamp8(float v) {
+  return static_cast<std::uint8_t>(std::clamp(v + 0.5f, 0.0f, 255.0f));
+}
 
 [[noreturn]] void fail(const std::string& what, const std::string& why) {
   throw MediaError(ErrorCode::invalid_argument, "synthetic " + what, why);
@@ -92,7 +94,8 @@ std::uint8_t clamp8(float v) { return static_cast<std::uint8_t>(std::clamp(v + 0
 Bytes synthetic_rgb(int width, int height, std::uint64_t seed) {
   if (width <= 0 || height <= 0) fail("image", "width and height must be positive");
   Rng rng(seed);
-  const ValueNoise coarse(width, height, 96, rng), mid(width, height, 24, rng), fine(width, height, 5, rng);
+  const ValueNoise coarse(width, height, 96, rng), mid(width, height, 24, rng),
+      fine(width, height, 5, rng);
   float c0[3], c1[3];
   for (int k = 0; k < 3; ++k) {
     c0[k] = rng.uniform(30, 220);
@@ -120,7 +123,8 @@ Bytes synthetic_rgb(int width, int height, std::uint64_t seed) {
       coarse.at(x, y, n1);
       mid.at(x, y, n2);
       fine.at(x, y, n3);
-      for (int k = 0; k < 3; ++k) v[k] = c0[k] + (c1[k] - c0[k]) * t + 45 * n1[k] + 22 * n2[k] + 14 * n3[k];
+      for (int k = 0; k < 3; ++k)
+        v[k] = c0[k] + (c1[k] - c0[k]) * t + 45 * n1[k] + 22 * n2[k] + 14 * n3[k];
       for (const Shape& s : shapes) {
         const float dx = (x - s.cx) / s.rx, dy = (y - s.cy) / s.ry;
         const float r2 = dx * dx + dy * dy;
@@ -147,9 +151,10 @@ Bytes encode_jpeg(std::span<const std::uint8_t> rgb, int width, int height, int 
   if (!tj) throw std::bad_alloc();
   unsigned char* jpeg = nullptr;
   unsigned long size = 0;
-  int ret = tjCompress2(tj.get(), rgb.data(), width, width * 3, height, TJPF_RGB, &jpeg, &size, TJSAMP_420,
-                        quality, TJFLAG_ACCURATEDCT);
-  std::unique_ptr<unsigned char, void (*)(unsigned char*)> owned(jpeg, [](unsigned char* q) { tjFree(q); });
+  int ret = tjCompress2(tj.get(), rgb.data(), width, width * 3, height, TJPF_RGB, &jpeg, &size,
+                        TJSAMP_420, quality, TJFLAG_ACCURATEDCT);
+  std::unique_ptr<unsigned char, void (*)(unsigned char*)> owned(
+      jpeg, [](unsigned char* q) { tjFree(q); });
   if (ret != 0) fail("jpeg", tjGetErrorStr2(tj.get()));
   return Bytes(jpeg, jpeg + size);
 }
@@ -157,7 +162,8 @@ Bytes encode_jpeg(std::span<const std::uint8_t> rgb, int width, int height, int 
 namespace {
 
 // Encodes one RGB image with an FFmpeg image encoder (png, bmp, libwebp).
-Bytes encode_ffmpeg_image(const char* encoder_name, AVPixelFormat pix, const Bytes& rgb, int width, int height) {
+Bytes encode_ffmpeg_image(const char* encoder_name, AVPixelFormat pix, const Bytes& rgb, int width,
+                          int height) {
   const std::string name = std::string("synthetic ") + encoder_name;
   const AVCodec* codec = avcodec_find_encoder_by_name(encoder_name);
   if (codec == nullptr) throw MediaError(ErrorCode::unsupported, name, "encoder not available");
@@ -177,7 +183,8 @@ Bytes encode_ffmpeg_image(const char* encoder_name, AVPixelFormat pix, const Byt
   frame->height = height;
   check_averror(av_frame_get_buffer(frame.get(), 0), name, "while allocating a frame");
   detail::SwsContextPtr sws(sws_getContext(width, height, AV_PIX_FMT_RGB24, width, height, pix,
-                                           SWS_BILINEAR | SWS_ACCURATE_RND, nullptr, nullptr, nullptr));
+                                           SWS_BILINEAR | SWS_ACCURATE_RND, nullptr, nullptr,
+                                           nullptr));
   if (!sws) throw MediaError(ErrorCode::unsupported, name, "no pixel conversion");
   const std::uint8_t* src[1] = {rgb.data()};
   const int stride[1] = {width * 3};
@@ -201,10 +208,14 @@ Bytes encode_ffmpeg_image(const char* encoder_name, AVPixelFormat pix, const Byt
 Bytes make_image(ImageCodec codec, int width, int height, std::uint64_t seed, int quality) {
   const Bytes rgb = synthetic_rgb(width, height, seed);
   switch (codec) {
-    case ImageCodec::jpeg: return encode_jpeg(rgb, width, height, quality);
-    case ImageCodec::png: return encode_ffmpeg_image("png", AV_PIX_FMT_RGB24, rgb, width, height);
-    case ImageCodec::bmp: return encode_ffmpeg_image("bmp", AV_PIX_FMT_BGR24, rgb, width, height);
-    case ImageCodec::webp: return encode_ffmpeg_image("libwebp", AV_PIX_FMT_YUV420P, rgb, width, height);
+    case ImageCodec::jpeg:
+      return encode_jpeg(rgb, width, height, quality);
+    case ImageCodec::png:
+      return encode_ffmpeg_image("png", AV_PIX_FMT_RGB24, rgb, width, height);
+    case ImageCodec::bmp:
+      return encode_ffmpeg_image("bmp", AV_PIX_FMT_BGR24, rgb, width, height);
+    case ImageCodec::webp:
+      return encode_ffmpeg_image("libwebp", AV_PIX_FMT_YUV420P, rgb, width, height);
   }
   fail("image", "unknown codec");
 }
@@ -218,23 +229,31 @@ struct VideoEncoderChoice {
 
 VideoEncoderChoice video_encoder(VideoCodec c) {
   switch (c) {
-    case VideoCodec::h264: return {"libx264", "mp4"};
-    case VideoCodec::hevc: return {"libx265", "mp4"};
-    case VideoCodec::mpeg4: return {"mpeg4", "mp4"};
-    case VideoCodec::vp9: return {"libvpx-vp9", "webm"};
-    case VideoCodec::av1: return {"libaom-av1", "webm"};
-    case VideoCodec::mjpeg: return {"mjpeg", "avi"};
+    case VideoCodec::h264:
+      return {"libx264", "mp4"};
+    case VideoCodec::hevc:
+      return {"libx265", "mp4"};
+    case VideoCodec::mpeg4:
+      return {"mpeg4", "mp4"};
+    case VideoCodec::vp9:
+      return {"libvpx-vp9", "webm"};
+    case VideoCodec::av1:
+      return {"libaom-av1", "webm"};
+    case VideoCodec::mjpeg:
+      return {"mjpeg", "avi"};
   }
   return {"", ""};
 }
 
 }  // namespace
 
-Bytes make_video(const VideoSpec& spec) { return make_video(spec, video_encoder(spec.codec).muxer); }
+Bytes make_video(const VideoSpec& spec) {
+  return make_video(spec, video_encoder(spec.codec).muxer);
+}
 
 Bytes make_video(const VideoSpec& spec, const std::string& container) {
-  if (spec.width <= 0 || spec.height <= 0 || spec.width % 2 || spec.height % 2 || spec.frames <= 0 ||
-      spec.fps <= 0 || spec.gop <= 0) {
+  if (spec.width <= 0 || spec.height <= 0 || spec.width % 2 || spec.height % 2 ||
+      spec.frames <= 0 || spec.fps <= 0 || spec.gop <= 0) {
     fail("video", "width/height must be positive and even; frames, fps and gop positive");
   }
   const VideoEncoderChoice choice = video_encoder(spec.codec);
@@ -265,9 +284,12 @@ Bytes make_video(const VideoSpec& spec, const std::string& container) {
       break;
     case VideoCodec::hevc:
       av_opt_set(enc->priv_data, "preset", "ultrafast", 0);
-      av_opt_set(enc->priv_data, "x265-params", "log-level=error:pools=none:frame-threads=1:scenecut=0", 0);
+      av_opt_set(enc->priv_data, "x265-params",
+                 "log-level=error:pools=none:frame-threads=1:scenecut=0", 0);
       break;
-    case VideoCodec::mpeg4: enc->bit_rate = 40LL * spec.width * spec.height / 10; break;
+    case VideoCodec::mpeg4:
+      enc->bit_rate = 40LL * spec.width * spec.height / 10;
+      break;
     case VideoCodec::vp9:
       av_opt_set_int(enc->priv_data, "cpu-used", 8, 0);
       av_opt_set(enc->priv_data, "deadline", "realtime", 0);
@@ -301,20 +323,21 @@ Bytes make_video(const VideoSpec& spec, const std::string& container) {
   frame->color_range = enc->color_range;
   check_averror(av_frame_get_buffer(frame.get(), 0), name, "while allocating a frame");
   // Encoders may read the padding past each row: make it deterministic.
-  for (int p = 0; p < 4 && frame->buf[p]; ++p) std::memset(frame->buf[p]->data, 0, frame->buf[p]->size);
-  detail::SwsContextPtr sws(sws_getContext(spec.width, spec.height, AV_PIX_FMT_RGB24, spec.width, spec.height,
-                                           AV_PIX_FMT_YUV420P, SWS_BILINEAR | SWS_ACCURATE_RND, nullptr, nullptr,
-                                           nullptr));
+  for (int p = 0; p < 4 && frame->buf[p]; ++p)
+    std::memset(frame->buf[p]->data, 0, frame->buf[p]->size);
+  detail::SwsContextPtr sws(sws_getContext(
+      spec.width, spec.height, AV_PIX_FMT_RGB24, spec.width, spec.height, AV_PIX_FMT_YUV420P,
+      SWS_BILINEAR | SWS_ACCURATE_RND, nullptr, nullptr, nullptr));
   if (!sws) throw std::bad_alloc();
-  sws_setColorspaceDetails(sws.get(), sws_getCoefficients(SWS_CS_ITU601), 1, sws_getCoefficients(SWS_CS_ITU601),
-                           mjpeg ? 1 : 0, 0, 1 << 16, 1 << 16);
+  sws_setColorspaceDetails(sws.get(), sws_getCoefficients(SWS_CS_ITU601), 1,
+                           sws_getCoefficients(SWS_CS_ITU601), mjpeg ? 1 : 0, 0, 1 << 16, 1 << 16);
   Rng rng(spec.seed ^ 0x5eed);
   const int box = std::max(8, spec.width / 6);
   for (int i = 0; i < spec.frames; ++i) {
     const int ox = dx * i, oy = dy * i;
     for (int y = 0; y < spec.height; ++y) {
-      std::memcpy(&rgb[std::size_t(y) * spec.width * 3], &texture[(std::size_t(y + oy) * tw + ox) * 3],
-                  std::size_t(spec.width) * 3);
+      std::memcpy(&rgb[std::size_t(y) * spec.width * 3],
+                  &texture[(std::size_t(y + oy) * tw + ox) * 3], std::size_t(spec.width) * 3);
     }
     const int bx = (7 * i) % std::max(1, spec.width - box), by = (spec.height - box) / 2;
     for (int y = by; y < by + box && y < spec.height; ++y) {
@@ -338,11 +361,13 @@ Bytes make_video(const VideoSpec& spec, const std::string& container) {
   return out.finish();
 }
 
-std::vector<float> synthetic_audio(int sample_rate, int channels, std::int64_t samples, std::uint64_t seed) {
+std::vector<float> synthetic_audio(int sample_rate, int channels, std::int64_t samples,
+                                   std::uint64_t seed) {
   if (sample_rate <= 0 || channels <= 0 || samples < 0) fail("audio", "bad parameters");
   Rng rng(seed);
   std::vector<float> out(std::size_t(samples) * channels);
-  const double f0 = rng.uniform(100, 400), f1 = rng.uniform(800, 3000), tone = rng.uniform(200, 1000);
+  const double f0 = rng.uniform(100, 400), f1 = rng.uniform(800, 3000),
+               tone = rng.uniform(200, 1000);
   const double duration = std::max(1.0, double(samples) / sample_rate);
   for (std::int64_t i = 0; i < samples; ++i) {
     const double t = double(i) / sample_rate;
@@ -366,11 +391,16 @@ struct AudioEncoderChoice {
 
 AudioEncoderChoice audio_encoder(AudioCodec c) {
   switch (c) {
-    case AudioCodec::wav: return {"pcm_s16le", "wav", AV_SAMPLE_FMT_S16};
-    case AudioCodec::aac: return {"aac", "ipod", AV_SAMPLE_FMT_FLTP};
-    case AudioCodec::flac: return {"flac", "flac", AV_SAMPLE_FMT_S16};
-    case AudioCodec::mp3: return {"libmp3lame", "mp3", AV_SAMPLE_FMT_FLTP};
-    case AudioCodec::opus: return {"libopus", "ogg", AV_SAMPLE_FMT_FLT};
+    case AudioCodec::wav:
+      return {"pcm_s16le", "wav", AV_SAMPLE_FMT_S16};
+    case AudioCodec::aac:
+      return {"aac", "ipod", AV_SAMPLE_FMT_FLTP};
+    case AudioCodec::flac:
+      return {"flac", "flac", AV_SAMPLE_FMT_S16};
+    case AudioCodec::mp3:
+      return {"libmp3lame", "mp3", AV_SAMPLE_FMT_FLTP};
+    case AudioCodec::opus:
+      return {"libopus", "ogg", AV_SAMPLE_FMT_FLT};
   }
   return {"", "", AV_SAMPLE_FMT_NONE};
 }
@@ -384,9 +414,14 @@ void fill_samples(AVFrame* f, const std::vector<float>& pcm, std::int64_t start,
           reinterpret_cast<std::int16_t*>(f->data[0])[i * channels + c] =
               static_cast<std::int16_t>(std::lround(std::clamp(v, -1.0f, 1.0f) * 32767));
           break;
-        case AV_SAMPLE_FMT_FLT: reinterpret_cast<float*>(f->data[0])[i * channels + c] = v; break;
-        case AV_SAMPLE_FMT_FLTP: reinterpret_cast<float*>(f->data[c])[i] = v; break;
-        default: break;
+        case AV_SAMPLE_FMT_FLT:
+          reinterpret_cast<float*>(f->data[0])[i * channels + c] = v;
+          break;
+        case AV_SAMPLE_FMT_FLTP:
+          reinterpret_cast<float*>(f->data[c])[i] = v;
+          break;
+        default:
+          break;
       }
     }
   }
@@ -410,7 +445,8 @@ Bytes make_audio(const AudioSpec& spec) {
   av_channel_layout_default(&enc->ch_layout, spec.channels);
   enc->time_base = {1, spec.sample_rate};
   enc->thread_count = 1;
-  if (spec.codec == AudioCodec::aac || spec.codec == AudioCodec::mp3 || spec.codec == AudioCodec::opus) {
+  if (spec.codec == AudioCodec::aac || spec.codec == AudioCodec::mp3 ||
+      spec.codec == AudioCodec::opus) {
     enc->bit_rate = 64000 * spec.channels;
   }
   out.prepare_encoder(enc.get());
@@ -420,7 +456,8 @@ Bytes make_audio(const AudioSpec& spec) {
   const auto total = static_cast<std::int64_t>(std::llround(spec.seconds * spec.sample_rate));
   const std::vector<float> pcm = synthetic_audio(spec.sample_rate, spec.channels, total, spec.seed);
   const int chunk = enc->frame_size > 0 ? enc->frame_size : 1024;
-  const bool variable = codec->capabilities & (AV_CODEC_CAP_VARIABLE_FRAME_SIZE | AV_CODEC_CAP_SMALL_LAST_FRAME);
+  const bool variable =
+      codec->capabilities & (AV_CODEC_CAP_VARIABLE_FRAME_SIZE | AV_CODEC_CAP_SMALL_LAST_FRAME);
   detail::FramePtr frame = detail::make_frame();
   for (std::int64_t pos = 0; pos < total; pos += chunk) {
     const int n = int(std::min<std::int64_t>(chunk, total - pos));
@@ -428,10 +465,12 @@ Bytes make_audio(const AudioSpec& spec) {
     frame->format = enc->sample_fmt;
     frame->sample_rate = spec.sample_rate;
     frame->nb_samples = (n < chunk && !variable && enc->frame_size > 0) ? chunk : n;
-    check_averror(av_channel_layout_copy(&frame->ch_layout, &enc->ch_layout), name, "while preparing audio");
+    check_averror(av_channel_layout_copy(&frame->ch_layout, &enc->ch_layout), name,
+                  "while preparing audio");
     check_averror(av_frame_get_buffer(frame.get(), 0), name, "while allocating audio");
     if (frame->nb_samples != n) {
-      for (int p = 0; p < 8 && frame->buf[p]; ++p) std::memset(frame->buf[p]->data, 0, frame->buf[p]->size);
+      for (int p = 0; p < 8 && frame->buf[p]; ++p)
+        std::memset(frame->buf[p]->data, 0, frame->buf[p]->size);
       const int keep = frame->nb_samples;
       frame->nb_samples = n;
       fill_samples(frame.get(), pcm, pos, spec.channels);
@@ -453,8 +492,10 @@ void write_file(const std::string& path, std::span<const std::uint8_t> bytes) {
   };
   {
     std::unique_ptr<std::FILE, Closer> f(std::fopen(tmp.c_str(), "wb"));
-    if (!f) throw MediaError(ErrorCode::io, path, std::string("cannot create: ") + std::strerror(errno));
-    if (std::fwrite(bytes.data(), 1, bytes.size(), f.get()) != bytes.size() || std::fflush(f.get()) != 0) {
+    if (!f)
+      throw MediaError(ErrorCode::io, path, std::string("cannot create: ") + std::strerror(errno));
+    if (std::fwrite(bytes.data(), 1, bytes.size(), f.get()) != bytes.size() ||
+        std::fflush(f.get()) != 0) {
       throw MediaError(ErrorCode::io, path, std::string("cannot write: ") + std::strerror(errno));
     }
   }

@@ -41,8 +41,8 @@ struct VideoSpec {
   int height = 240;
   int frames = 48;
   int fps = 24;
-  int gop = 24;         // keyframe interval
-  int b_frames = 2;     // ignored by codecs without B-frames
+  int gop = 24;      // keyframe interval
+  int b_frames = 2;  // ignored by codecs without B-frames
   std::uint64_t seed = 0;
 };
 // An MP4 (h264, hevc, mpeg4), WebM (vp9, av1) or AVI (mjpeg: full-range
@@ -65,7 +65,8 @@ struct AudioSpec {
 // WAV (s16le), AAC in M4A, FLAC, MP3 or Opus in Ogg.
 Bytes make_audio(const AudioSpec& spec);
 // The raw signal make_audio encodes: interleaved float samples in [-1, 1].
-std::vector<float> synthetic_audio(int sample_rate, int channels, std::int64_t samples, std::uint64_t seed);
+std::vector<float> synthetic_audio(int sample_rate, int channels, std::int64_t samples,
+                                   std::uint64_t seed);
 
 // Writes bytes to a file (through a temporary file and a rename).
 void write_file(const std::string& path, std::span<const std::uint8_t> bytes);

@@ -4,31 +4,50 @@
 #include <new>
 #include <stdexcept>
 
-
 namespace brigade::media {
 
 std::size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::boolean: case DType::uint8: case DType::int8: return 1;
-    case DType::uint16: case DType::int16: case DType::float16: return 2;
-    case DType::int32: case DType::float32: return 4;
-    case DType::int64: case DType::float64: return 8;
+    case DType::boolean:
+    case DType::uint8:
+    case DType::int8:
+      return 1;
+    case DType::uint16:
+    case DType::int16:
+    case DType::float16:
+      return 2;
+    case DType::int32:
+    case DType::float32:
+      return 4;
+    case DType::int64:
+    case DType::float64:
+      return 8;
   }
   return 1;
 }
 
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::boolean: return "bool";
-    case DType::uint8: return "uint8";
-    case DType::int8: return "int8";
-    case DType::uint16: return "uint16";
-    case DType::int16: return "int16";
-    case DType::int32: return "int32";
-    case DType::int64: return "int64";
-    case DType::float16: return "float16";
-    case DType::float32: return "float32";
-    case DType::float64: return "float64";
+    case DType::boolean:
+      return "bool";
+    case DType::uint8:
+      return "uint8";
+    case DType::int8:
+      return "int8";
+    case DType::uint16:
+      return "uint16";
+    case DType::int16:
+      return "int16";
+    case DType::int32:
+      return "int32";
+    case DType::int64:
+      return "int64";
+    case DType::float16:
+      return "float16";
+    case DType::float32:
+      return "float32";
+    case DType::float64:
+      return "float64";
   }
   return "unknown";
 }
@@ -51,15 +70,19 @@ std::vector<std::int64_t> contiguous_strides(DType dtype, const std::vector<std:
   return strides;
 }
 
-Tensor::Tensor(DType dtype, std::vector<std::int64_t> shape, std::shared_ptr<void> owner, void* data,
-               std::vector<std::int64_t> strides)
-    : dtype_(dtype), shape_(std::move(shape)), strides_(std::move(strides)), data_(data),
+Tensor::Tensor(DType dtype, std::vector<std::int64_t> shape, std::shared_ptr<void> owner,
+               void* data, std::vector<std::int64_t> strides)
+    : dtype_(dtype),
+      shape_(std::move(shape)),
+      strides_(std::move(strides)),
+      data_(data),
       owner_(std::move(owner)) {
   for (auto d : shape_) {
     if (d < 0) throw std::invalid_argument("Tensor: negative dimension");
   }
   if (strides_.empty()) strides_ = contiguous_strides(dtype_, shape_);
-  if (strides_.size() != shape_.size()) throw std::invalid_argument("Tensor: strides/shape rank mismatch");
+  if (strides_.size() != shape_.size())
+    throw std::invalid_argument("Tensor: strides/shape rank mismatch");
 }
 
 Tensor Tensor::empty(DType dtype, std::vector<std::int64_t> shape, const Allocator& allocator) {
@@ -86,11 +109,12 @@ std::span<std::uint8_t> Tensor::bytes() const {
 }
 
 Tensor Tensor::operator[](std::int64_t i) const {
-  if (shape_.empty() || i < 0 || i >= shape_[0]) throw std::out_of_range("Tensor: index out of range");
+  if (shape_.empty() || i < 0 || i >= shape_[0])
+    throw std::out_of_range("Tensor: index out of range");
   std::vector<std::int64_t> shape(shape_.begin() + 1, shape_.end());
   std::vector<std::int64_t> strides(strides_.begin() + 1, strides_.end());
-  return Tensor(dtype_, std::move(shape), owner_, static_cast<std::uint8_t*>(data_) + i * strides_[0],
-                std::move(strides));
+  return Tensor(dtype_, std::move(shape), owner_,
+                static_cast<std::uint8_t*>(data_) + i * strides_[0], std::move(strides));
 }
 
 }  // namespace brigade::media

@@ -26,7 +26,16 @@ namespace brigade::media {
 
 // The supported element types, deliberately few. `boolean` is one byte (0 or 1).
 enum class DType : std::uint8_t {
-  boolean, uint8, int8, uint16, int16, int32, int64, float16, float32, float64,
+  boolean,
+  uint8,
+  int8,
+  uint16,
+  int16,
+  int32,
+  int64,
+  float16,
+  float32,
+  float64,
 };
 
 std::size_t dtype_size(DType dtype);
@@ -51,7 +60,8 @@ class Tensor {
 
   // A new C-contiguous tensor; memory from `allocator` (default_allocate if empty).
   // Contents are uninitialised.
-  static Tensor empty(DType dtype, std::vector<std::int64_t> shape, const Allocator& allocator = {});
+  static Tensor empty(DType dtype, std::vector<std::int64_t> shape,
+                      const Allocator& allocator = {});
 
   DType dtype() const { return dtype_; }
   const std::vector<std::int64_t>& shape() const { return shape_; }
@@ -65,7 +75,9 @@ class Tensor {
 
   void* data() const { return data_; }
   template <typename T>
-  T* data_as() const { return static_cast<T*>(data_); }
+  T* data_as() const {
+    return static_cast<T*>(data_);
+  }
   // The whole buffer as bytes; the tensor must be contiguous.
   std::span<std::uint8_t> bytes() const;
   const std::shared_ptr<void>& owner() const { return owner_; }

@@ -30,8 +30,10 @@ namespace {
 // An opened video stream with its decoder.
 struct OpenVideo {
   OpenVideo(const Source& source, int threads)
-      : input(source, true), index(input.find_stream(AVMEDIA_TYPE_VIDEO)),
-        timing(detail::stream_timing(input.get(), index)), codec(detail::open_decoder(input, index, threads)) {
+      : input(source, true),
+        index(input.find_stream(AVMEDIA_TYPE_VIDEO)),
+        timing(detail::stream_timing(input.get(), index)),
+        codec(detail::open_decoder(input, index, threads)) {
     for (unsigned i = 0; i < input.get()->nb_streams; ++i) {
       if (int(i) != index) input.get()->streams[i]->discard = AVDISCARD_ALL;
     }
@@ -58,7 +60,8 @@ struct Targets {
   int count = 0;
 };
 
-Targets plan_targets(const FrameSelection& sel, const detail::StreamTiming& t, const std::string& name) {
+Targets plan_targets(const FrameSelection& sel, const detail::StreamTiming& t,
+                     const std::string& name) {
   std::vector<double> wanted;
   switch (sel.kind) {
     case FrameSelection::Kind::evenly_spaced: {
@@ -66,7 +69,8 @@ Targets plan_targets(const FrameSelection& sel, const detail::StreamTiming& t, c
       const double span = t.frames > 0 ? double(t.frames - 1) : 0;
       for (int i = 0; i < sel.count; ++i) {
         const double idx = sel.count == 1 ? 0 : std::round(i * span / (sel.count - 1));
-        wanted.push_back(t.fps > 0 ? idx / t.fps : (t.frames > 0 ? idx * t.duration / t.frames : 0));
+        wanted.push_back(t.fps > 0 ? idx / t.fps
+                                   : (t.frames > 0 ? idx * t.duration / t.frames : 0));
       }
       break;
     }
@@ -88,7 +92,8 @@ Targets plan_targets(const FrameSelection& sel, const detail::StreamTiming& t, c
       if (wanted.empty()) invalid(name, "the range selects no frame");
       break;
     }
-    case FrameSelection::Kind::all: break;
+    case FrameSelection::Kind::all:
+      break;
   }
   Targets out;
   out.count = int(wanted.size());
@@ -108,11 +113,18 @@ Targets plan_targets(const FrameSelection& sel, const detail::StreamTiming& t, c
 // Decodes the frames that `targets` selects, seeking and skipping as it can.
 class SelectiveDecoder {
  public:
-  SelectiveDecoder(OpenVideo& video, const Targets& targets, const ImageOptions& image, const Allocator& allocator,
-                   const std::string& name, DecodeStats& stats)
-      : v_(video), targets_(targets), writer_(image, name), allocator_(allocator), name_(name), stats_(stats),
+  SelectiveDecoder(OpenVideo& video, const Targets& targets, const ImageOptions& image,
+                   const Allocator& allocator, const std::string& name, DecodeStats& stats)
+      : v_(video),
+        targets_(targets),
+        writer_(image, name),
+        allocator_(allocator),
+        name_(name),
+        stats_(stats),
         eps_(std::min(0.25 * video.timing.frame_duration, 0.01)),
-        packet_(detail::make_packet()), frame_(detail::make_frame()), prev_(detail::make_frame()),
+        packet_(detail::make_packet()),
+        frame_(detail::make_frame()),
+        prev_(detail::make_frame()),
         clock_(video.timing) {}
 
   Tensor run() {
@@ -133,7 +145,8 @@ class SelectiveDecoder {
         }
         if (packet_->dts != AV_NOPTS_VALUE) last_dts_ = packet_->dts;
         const double pt = v_.packet_time(packet_.get());
-        const bool far = !std::isnan(pt) && pt < targets_.times[next_] - 2 * v_.timing.frame_duration - eps_;
+        const bool far =
+            !std::isnan(pt) && pt < targets_.times[next_] - 2 * v_.timing.frame_duration - eps_;
         v_.codec->skip_frame = far ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
         ++stats_.packets;
         stats_.packets_skippable += far;
@@ -151,9 +164,11 @@ class SelectiveDecoder {
     // it (evenly spaced selections are clamped to it).
     while (next_ < targets_.times.size()) {
       const double t = targets_.times[next_];
-      if (!have_prev_) throw MediaError(ErrorCode::bad_data, name_, "the video has no decodable frame");
+      if (!have_prev_)
+        throw MediaError(ErrorCode::bad_data, name_, "the video has no decodable frame");
       if (t > prev_time_ + 1.5 * v_.timing.frame_duration + eps_ && !clamp_) {
-        invalid(name_, "time " + std::to_string(t) + " s is past the last frame (" + std::to_string(prev_time_) + " s)");
+        invalid(name_, "time " + std::to_string(t) + " s is past the last frame (" +
+                           std::to_string(prev_time_) + " s)");
       }
       emit(prev_.get());
     }
@@ -182,7 +197,8 @@ class SelectiveDecoder {
   }
 
   void seek_to(std::int64_t ts) {
-    check_averror(av_seek_frame(v_.input.get(), v_.index, ts, AVSEEK_FLAG_BACKWARD), name_, "while seeking");
+    check_averror(av_seek_frame(v_.input.get(), v_.index, ts, AVSEEK_FLAG_BACKWARD), name_,
+                  "while seeking");
     avcodec_flush_buffers(v_.codec.get());
     clock_.reset();
     ++stats_.seeks;
@@ -281,11 +297,12 @@ class SelectiveDecoder {
 };
 
 // Every frame in [start, end): decoded in order and concatenated.
-Tensor decode_range(OpenVideo& v, const ImageOptions& image, double start, double end, const Allocator& allocator,
-                    const std::string& name, DecodeStats& stats) {
+Tensor decode_range(OpenVideo& v, const ImageOptions& image, double start, double end,
+                    const Allocator& allocator, const std::string& name, DecodeStats& stats) {
   if (!(start >= 0)) invalid(name, "range start must be >= 0");
   if (start > 0 && avformat_index_get_entries_count(v.stream()) > 0) {
-    check_averror(av_seek_frame(v.input.get(), v.index, v.to_pts(start), AVSEEK_FLAG_BACKWARD), name, "while seeking");
+    check_averror(av_seek_frame(v.input.get(), v.index, v.to_pts(start), AVSEEK_FLAG_BACKWARD),
+                  name, "while seeking");
     ++stats.seeks;
   }
   detail::FrameWriter writer(image, name);
@@ -323,11 +340,14 @@ Tensor decode_range(OpenVideo& v, const ImageOptions& image, double start, doubl
       if (ft < start - eps || (end >= 0 && ft >= end - eps)) continue;
       std::vector<std::int64_t> shape = writer.prepare(frame.get());
       if (count == capacity) {
-        const double span = (end >= 0 ? std::min(end, v.timing.duration) : v.timing.duration) - start;
-        capacity = std::max<std::int64_t>({capacity * 2, std::llround(span * v.timing.fps) + 1, 16});
+        const double span =
+            (end >= 0 ? std::min(end, v.timing.duration) : v.timing.duration) - start;
+        capacity =
+            std::max<std::int64_t>({capacity * 2, std::llround(span * v.timing.fps) + 1, 16});
         shape.insert(shape.begin(), capacity);
         Tensor grown = Tensor::empty(DType::uint8, shape, allocator);
-        if (count > 0) std::memcpy(grown.data(), out.data(), std::size_t(count) * writer.frame_bytes());
+        if (count > 0)
+          std::memcpy(grown.data(), out.data(), std::size_t(count) * writer.frame_bytes());
         out = std::move(grown);
       }
       writer.write(out.data_as<std::uint8_t>() + std::size_t(count) * writer.frame_bytes());
@@ -355,7 +375,8 @@ Tensor load_video(const Source& source, const VideoOptions& options, const Alloc
   const std::string& name = source.name();
   OpenVideo video(source, options.threads);
   const FrameSelection& sel = options.frames;
-  if (sel.kind == FrameSelection::Kind::all) return decode_range(video, options.image, 0, -1, allocator, name, stats);
+  if (sel.kind == FrameSelection::Kind::all)
+    return decode_range(video, options.image, 0, -1, allocator, name, stats);
   if (sel.kind == FrameSelection::Kind::range && sel.fps <= 0) {
     return decode_range(video, options.image, sel.start, sel.end, allocator, name, stats);
   }
@@ -369,8 +390,10 @@ Tensor load_video(const Source& source, const VideoOptions& options, const Alloc
     Tensor out = Tensor::empty(DType::uint8, shape, allocator);
     const std::size_t n = all.nbytes() / std::size_t(total);
     for (int i = 0; i < sel.count; ++i) {
-      const std::int64_t idx = sel.count == 1 ? 0 : std::llround(double(i) * double(total - 1) / (sel.count - 1));
-      std::memcpy(out.data_as<std::uint8_t>() + n * std::size_t(i), all.data_as<std::uint8_t>() + n * std::size_t(idx), n);
+      const std::int64_t idx =
+          sel.count == 1 ? 0 : std::llround(double(i) * double(total - 1) / (sel.count - 1));
+      std::memcpy(out.data_as<std::uint8_t>() + n * std::size_t(i),
+                  all.data_as<std::uint8_t>() + n * std::size_t(idx), n);
     }
     return out;
   }

@@ -35,11 +35,11 @@ namespace brigade::media {
 struct FrameSelection {
   enum class Kind { all, evenly_spaced, timestamps, range };
   Kind kind = Kind::all;
-  int count = 0;                  // evenly_spaced
-  std::vector<double> timestamps; // timestamps (any order, repeats allowed)
-  double start = 0;               // range: [start, end)
-  double end = -1;                //   end < 0: the end of the stream
-  double fps = 0;                 //   0: every frame in the range; else frames at start + k / fps
+  int count = 0;                   // evenly_spaced
+  std::vector<double> timestamps;  // timestamps (any order, repeats allowed)
+  double start = 0;                // range: [start, end)
+  double end = -1;                 //   end < 0: the end of the stream
+  double fps = 0;                  //   0: every frame in the range; else frames at start + k / fps
 
   // Every frame.
   static FrameSelection all_frames() { return {}; }
@@ -48,15 +48,19 @@ struct FrameSelection {
   // every frame is decoded and n are picked. Indices past the last decodable
   // frame (a container that over-counts) get the last frame.
   static FrameSelection evenly_spaced(int n) { return {Kind::evenly_spaced, n, {}, 0, -1, 0}; }
-  static FrameSelection at(std::vector<double> seconds) { return {Kind::timestamps, 0, std::move(seconds), 0, -1, 0}; }
-  static FrameSelection range(double start, double end, double fps = 0) { return {Kind::range, 0, {}, start, end, fps}; }
+  static FrameSelection at(std::vector<double> seconds) {
+    return {Kind::timestamps, 0, std::move(seconds), 0, -1, 0};
+  }
+  static FrameSelection range(double start, double end, double fps = 0) {
+    return {Kind::range, 0, {}, start, end, fps};
+  }
 };
 
 // What load_video did, for tuning and tests.
 struct DecodeStats {
-  std::int64_t packets = 0;          // video packets sent to the decoder
+  std::int64_t packets = 0;            // video packets sent to the decoder
   std::int64_t packets_skippable = 0;  // of which sent with skip_frame = nonref
-  std::int64_t frames = 0;           // frames the decoder returned
+  std::int64_t frames = 0;             // frames the decoder returned
   std::int64_t seeks = 0;
 };
 
@@ -65,23 +69,24 @@ struct VideoOptions {
   // Per-frame resize, pixel format and optional filter (stateless filters only:
   // one output frame per input frame), as for images.
   ImageOptions image;
-  int threads = 1;  // codec threads; 1 = single-threaded, 0 = FFmpeg's choice
+  int threads = 1;               // codec threads; 1 = single-threaded, 0 = FFmpeg's choice
   DecodeStats* stats = nullptr;  // if set, filled in (also when load_video throws)
 };
 
 struct VideoInfo {
   int width = 0;
   int height = 0;
-  double fps = 0;          // average frame rate
-  double duration = 0;     // seconds
-  std::int64_t frames = 0; // from the container, else estimated from duration * fps
-  std::string codec;       // "h264", ...
+  double fps = 0;           // average frame rate
+  double duration = 0;      // seconds
+  std::int64_t frames = 0;  // from the container, else estimated from duration * fps
+  std::string codec;        // "h264", ...
 };
 
 VideoInfo probe_video(const Source& source);
 
 // Selected frames as [N, ...image shape] (NHWC for packed formats: N x H x W x 3).
-Tensor load_video(const Source& source, const VideoOptions& options = {}, const Allocator& allocator = {});
+Tensor load_video(const Source& source, const VideoOptions& options = {},
+                  const Allocator& allocator = {});
 
 // ---- Streaming API -------------------------------------------------------
 
@@ -149,8 +154,8 @@ class VideoDecoder {
   VideoDecoder& operator=(const VideoDecoder&) = delete;
 
   void send(const Packet& packet);
-  void finish();   // no more packets: the decoder gives out what it holds
-  void reset();    // after Demuxer::seek: drop buffered frames
+  void finish();  // no more packets: the decoder gives out what it holds
+  void reset();   // after Demuxer::seek: drop buffered frames
   // The next decoded frame, or std::nullopt when it needs more packets (or is done).
   std::optional<Frame> receive();
 

@@ -3,7 +3,7 @@
 # Idempotent: installs only what is missing. Needs root (or sudo).
 set -euo pipefail
 pkgs=(
-  build-essential cmake pkg-config ccache git
+  build-essential cmake pkg-config ccache git clang-format
   libcaf-dev
   libcapnp-dev capnproto
   libspdlog-dev libfmt-dev

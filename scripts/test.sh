@@ -12,6 +12,9 @@ export CCACHE_DIR=${CCACHE_DIR:-$PWD/.cache/ccache}
 
 log() { printf '\n== %s\n' "$*" >&2; }
 
+log "Formatting (clang-format, .clang-format)"
+bash scripts/check-format.sh
+
 if [ "${BRIGADE_SKIP_SANITIZERS:-0}" != 1 ]; then
   log "ThreadSanitizer build (actors): hand-off queue, statistics, commit tracking, pipelines"
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRIGADE_SANITIZE=thread \

@@ -37,7 +37,8 @@ constexpr std::uint32_t kFileVersion = 1;
 // An open file descriptor, closed on destruction.
 class FileDescriptor {
  public:
-  FileDescriptor(const fs::path& path, int flags, mode_t mode = 0) : fd_(::open(path.c_str(), flags, mode)) {}
+  FileDescriptor(const fs::path& path, int flags, mode_t mode = 0)
+      : fd_(::open(path.c_str(), flags, mode)) {}
   FileDescriptor(const FileDescriptor&) = delete;
   FileDescriptor& operator=(const FileDescriptor&) = delete;
   ~FileDescriptor() {
@@ -71,7 +72,9 @@ kj::Array<capnp::word> aligned_copy(const void* data, std::size_t size) {
 template <class Enum, class Schema>
 Enum enum_from(Schema value, const char* what, const fs::path& file) {
   const auto raw = static_cast<std::uint16_t>(value);
-  if (raw > 2) fail(CheckpointErrorKind::corrupt, file, std::string("unknown ") + what + " " + std::to_string(raw));
+  if (raw > 2)
+    fail(CheckpointErrorKind::corrupt, file,
+         std::string("unknown ") + what + " " + std::to_string(raw));
   return static_cast<Enum>(raw);
 }
 
@@ -137,8 +140,10 @@ SamplerState decode_state(schema::RankState::Reader in, const fs::path& file) {
 std::optional<std::pair<std::uint32_t, std::uint32_t>> parse_name(const std::string& name) {
   unsigned rank = 0, world = 0;
   int consumed = 0;
-  if (std::sscanf(name.c_str(), "rank-%u-of-%u.ckpt%n", &rank, &world, &consumed) != 2) return std::nullopt;
-  if (static_cast<std::size_t>(consumed) != name.size() || name != checkpoint_file_name(rank, world)) {
+  if (std::sscanf(name.c_str(), "rank-%u-of-%u.ckpt%n", &rank, &world, &consumed) != 2)
+    return std::nullopt;
+  if (static_cast<std::size_t>(consumed) != name.size() ||
+      name != checkpoint_file_name(rank, world)) {
     return std::nullopt;
   }
   return std::make_pair(rank, world);
@@ -166,9 +171,11 @@ void check_consistent(const std::vector<Saved>& set) {
   const Saved& first = set.front();
   for (const Saved& s : set) {
     auto mismatch = [&](const std::string& what) {
-      fail(CheckpointErrorKind::mismatched, s.path, what + " differs from " + first.path.filename().string());
+      fail(CheckpointErrorKind::mismatched, s.path,
+           what + " differs from " + first.path.filename().string());
     };
-    if (auto c = actors::describe_conflict(first.state.fingerprint, s.state.fingerprint); !c.empty()) {
+    if (auto c = actors::describe_conflict(first.state.fingerprint, s.state.fingerprint);
+        !c.empty()) {
       mismatch("the dataset fingerprint (" + c + ")");
     }
     if (s.state.epoch != first.state.epoch) mismatch("the epoch");
@@ -209,13 +216,16 @@ std::string describe_missing(const std::vector<Saved>& files, SetKey key) {
     if (it != files.end() && it->state.generation == key.first) continue;
     if (!missing.empty()) missing += ", ";
     missing += checkpoint_file_name(r, key.second);
-    missing += it == files.end() ? " (missing)" : " (holds generation " + std::to_string(it->state.generation) + ")";
+    missing += it == files.end()
+                   ? " (missing)"
+                   : " (holds generation " + std::to_string(it->state.generation) + ")";
   }
   return missing;
 }
 
 // The newest complete set (by rank), or a CheckpointError naming what is missing.
-std::pair<SetKey, std::vector<Saved>> newest_complete_set(const fs::path& dir, const std::vector<Saved>& files) {
+std::pair<SetKey, std::vector<Saved>> newest_complete_set(const fs::path& dir,
+                                                          const std::vector<Saved>& files) {
   std::map<SetKey, std::map<std::uint32_t, const Saved*>, std::greater<>> sets;
   for (const auto& s : files) sets[{s.state.generation, s.state.world_size}][s.state.rank] = &s;
   const auto complete = [](const auto& entry) { return entry.second.size() == entry.first.second; };
@@ -223,14 +233,16 @@ std::pair<SetKey, std::vector<Saved>> newest_complete_set(const fs::path& dir, c
   if (newest == sets.end()) {
     const SetKey key = sets.begin()->first;
     fail(CheckpointErrorKind::incomplete, dir,
-         "no complete checkpoint set; the newest, generation " + std::to_string(key.first) + " of world size " +
-             std::to_string(key.second) + ", lacks " + describe_missing(files, key));
+         "no complete checkpoint set; the newest, generation " + std::to_string(key.first) +
+             " of world size " + std::to_string(key.second) + ", lacks " +
+             describe_missing(files, key));
   }
   const auto tie = std::find_if(std::next(newest), sets.end(), complete);
   if (tie != sets.end() && tie->first.first == newest->first.first) {
     fail(CheckpointErrorKind::mismatched, dir,
-         "two complete sets of generation " + std::to_string(newest->first.first) + " (world sizes " +
-             std::to_string(newest->first.second) + " and " + std::to_string(tie->first.second) + ")");
+         "two complete sets of generation " + std::to_string(newest->first.first) +
+             " (world sizes " + std::to_string(newest->first.second) + " and " +
+             std::to_string(tie->first.second) + ")");
   }
   std::vector<Saved> set;
   for (const auto& [rank, saved] : newest->second) set.push_back(*saved);
@@ -241,13 +253,20 @@ std::pair<SetKey, std::vector<Saved>> newest_complete_set(const fs::path& dir, c
 
 const char* to_string(CheckpointErrorKind kind) {
   switch (kind) {
-    case CheckpointErrorKind::io: return "i/o error";
-    case CheckpointErrorKind::not_found: return "not found";
-    case CheckpointErrorKind::corrupt: return "corrupt";
-    case CheckpointErrorKind::version: return "unsupported version";
-    case CheckpointErrorKind::mismatched: return "mismatched";
-    case CheckpointErrorKind::incomplete: return "incomplete";
-    case CheckpointErrorKind::conflict: return "conflict";
+    case CheckpointErrorKind::io:
+      return "i/o error";
+    case CheckpointErrorKind::not_found:
+      return "not found";
+    case CheckpointErrorKind::corrupt:
+      return "corrupt";
+    case CheckpointErrorKind::version:
+      return "unsupported version";
+    case CheckpointErrorKind::mismatched:
+      return "mismatched";
+    case CheckpointErrorKind::incomplete:
+      return "incomplete";
+    case CheckpointErrorKind::conflict:
+      return "conflict";
   }
   return "unknown";
 }
@@ -282,7 +301,8 @@ std::vector<std::byte> encode_checkpoint(const SamplerState& state) {
   return out;
 }
 
-SamplerState decode_checkpoint(std::span<const std::byte> bytes, const std::filesystem::path& file) {
+SamplerState decode_checkpoint(std::span<const std::byte> bytes,
+                               const std::filesystem::path& file) {
   if (bytes.size() % sizeof(capnp::word) != 0) {
     fail(CheckpointErrorKind::corrupt, file,
          "truncated: " + std::to_string(bytes.size()) + " bytes is not a whole number of words");
@@ -290,25 +310,31 @@ SamplerState decode_checkpoint(std::span<const std::byte> bytes, const std::file
   try {
     const auto words = aligned_copy(bytes.data(), bytes.size());
     capnp::FlatArrayMessageReader outer(words);
-    if (outer.getEnd() != words.end()) fail(CheckpointErrorKind::corrupt, file, "trailing bytes after the message");
+    if (outer.getEnd() != words.end())
+      fail(CheckpointErrorKind::corrupt, file, "trailing bytes after the message");
     const auto root = outer.getRoot<schema::CheckpointFile>();
-    if (root.getMagic() != kMagic) fail(CheckpointErrorKind::corrupt, file, "not a Brigade checkpoint (bad magic)");
+    if (root.getMagic() != kMagic)
+      fail(CheckpointErrorKind::corrupt, file, "not a Brigade checkpoint (bad magic)");
     if (root.getFileVersion() != kFileVersion) {
-      fail(CheckpointErrorKind::version, file, "file version " + std::to_string(root.getFileVersion()) +
-                                                   ", this build reads " + std::to_string(kFileVersion));
+      fail(CheckpointErrorKind::version, file,
+           "file version " + std::to_string(root.getFileVersion()) + ", this build reads " +
+               std::to_string(kFileVersion));
     }
     const auto payload = root.getPayload();
     const std::uint32_t crc = crc32_of(payload);
     if (crc != root.getCrc32()) {
       fail(CheckpointErrorKind::corrupt, file,
-           "checksum mismatch (stored " + std::to_string(root.getCrc32()) + ", computed " + std::to_string(crc) + ")");
+           "checksum mismatch (stored " + std::to_string(root.getCrc32()) + ", computed " +
+               std::to_string(crc) + ")");
     }
-    if (payload.size() % sizeof(capnp::word) != 0) fail(CheckpointErrorKind::corrupt, file, "payload is not word-aligned");
+    if (payload.size() % sizeof(capnp::word) != 0)
+      fail(CheckpointErrorKind::corrupt, file, "payload is not word-aligned");
     const auto inner_words = aligned_copy(payload.begin(), payload.size());
     capnp::FlatArrayMessageReader inner(inner_words);
     return decode_state(inner.getRoot<schema::RankState>(), file);
   } catch (const kj::Exception& e) {
-    fail(CheckpointErrorKind::corrupt, file, std::string("not a valid message: ") + e.getDescription().cStr());
+    fail(CheckpointErrorKind::corrupt, file,
+         std::string("not a valid message: ") + e.getDescription().cStr());
   }
 }
 
@@ -318,7 +344,8 @@ std::filesystem::path write_checkpoint(const std::filesystem::path& dir, const S
   fs::create_directories(dir, ec);
   if (ec) fail(CheckpointErrorKind::io, dir, "cannot create the directory: " + ec.message());
   const fs::path target = dir / checkpoint_file_name(state.rank, state.world_size);
-  const fs::path temp = dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()));
+  const fs::path temp =
+      dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()));
   const auto bytes = encode_checkpoint(state);
   {
     FileDescriptor fd(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -333,7 +360,8 @@ std::filesystem::path write_checkpoint(const std::filesystem::path& dir, const S
     if (options.sync && ::fsync(fd.get()) != 0) fail_errno(temp, "cannot fsync");
     if (::close(fd.release()) != 0) fail_errno(temp, "cannot close");
   }
-  if (::rename(temp.c_str(), target.c_str()) != 0) fail_errno(target, "cannot rename the temporary file into place");
+  if (::rename(temp.c_str(), target.c_str()) != 0)
+    fail_errno(target, "cannot rename the temporary file into place");
   if (!options.sync) return target;
   FileDescriptor dir_fd(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd.get() < 0 || ::fsync(dir_fd.get()) != 0) fail_errno(dir, "cannot fsync the directory");
@@ -343,13 +371,14 @@ std::filesystem::path write_checkpoint(const std::filesystem::path& dir, const S
 LoadedCheckpoint load_checkpoint(const std::filesystem::path& dir, std::uint32_t rank,
                                  std::uint32_t world_size, const LoadOptions& options) {
   if (world_size == 0 || rank >= world_size) {
-    throw std::invalid_argument("load_checkpoint: rank " + std::to_string(rank) + " is not below world size " +
-                                std::to_string(world_size));
+    throw std::invalid_argument("load_checkpoint: rank " + std::to_string(rank) +
+                                " is not below world size " + std::to_string(world_size));
   }
   const auto [key, set] = newest_complete_set(dir, read_directory(dir));
   check_consistent(set);
   if (options.expected) {
-    if (auto c = actors::describe_conflict(set.front().state.fingerprint, *options.expected); !c.empty()) {
+    if (auto c = actors::describe_conflict(set.front().state.fingerprint, *options.expected);
+        !c.empty()) {
       fail(CheckpointErrorKind::conflict, set.front().path, c);
     }
   }

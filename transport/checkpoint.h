@@ -97,9 +97,9 @@ struct LoadOptions {
 
 /// A loaded checkpoint, ready for DistributedSampler::restore().
 struct LoadedCheckpoint {
-  actors::SamplerState state{};          // for the requested rank and world size
-  std::uint64_t generation = 0;          // of the set it came from
-  std::uint32_t saved_world_size = 0;    // W of that set
+  actors::SamplerState state{};                // for the requested rank and world size
+  std::uint64_t generation = 0;                // of the set it came from
+  std::uint32_t saved_world_size = 0;          // W of that set
   std::vector<std::filesystem::path> files{};  // the set, by rank
 };
 

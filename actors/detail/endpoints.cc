@@ -44,8 +44,8 @@ source_actor::behavior_type source_main(source_actor::stateful_pointer<SourceSta
             items->push_back(Item{std::move(value), Positions(position)});
           }
         } catch (const std::exception& e) {
-          run->fail("the source threw after position " + std::to_string(st.next_position) +
-                    ": " + e.what());
+          run->fail("the source threw after position " + std::to_string(st.next_position) + ": " +
+                    e.what());
           self->quit();
           return;
         }

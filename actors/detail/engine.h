@@ -27,7 +27,7 @@ class Engine {
 
   void start(CommitState resume = {});  // no-op while a run is active
   CommitState committed() const;        // of the current (or last) run
-  void stop();   // cancels queued work, waits for running tasks, joins all actors
+  void stop();  // cancels queued work, waits for running tasks, joins all actors
   bool running() const;
 
   /// Takes the next item. Throws PipelineFailure once when the run failed (after the

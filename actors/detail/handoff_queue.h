@@ -46,8 +46,7 @@ class HandoffQueue {
   /// Waits up to `timeout` (forever when empty) for an item. Rethrows the failure
   /// given to close() once, after the queued items. `notify_producer` is set when
   /// the producer asked to be woken and enough slots are now free.
-  NextStatus pop(Item& out, std::optional<std::chrono::nanoseconds> timeout,
-                 bool& notify_producer);
+  NextStatus pop(Item& out, std::optional<std::chrono::nanoseconds> timeout, bool& notify_producer);
 
   SinkStats stats() const;
 

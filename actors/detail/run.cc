@@ -1,6 +1,6 @@
-#include <spdlog/spdlog.h>
-
 #include "actors/detail/run.h"
+
+#include <spdlog/spdlog.h>
 
 namespace brigade::actors::detail {
 
@@ -9,7 +9,9 @@ constexpr std::size_t kRecentFailures = 16;
 }
 
 RunShared::RunShared(const PipelineSpec& s, const BuildOptions& o, CommitState resume)
-    : spec(s), options(o), queue(static_cast<std::size_t>(*s.sink_buffer)),
+    : spec(s),
+      options(o),
+      queue(static_cast<std::size_t>(*s.sink_buffer)),
       commits(std::move(resume)) {
   for (const auto& stage : spec.stages) {
     counters.push_back(std::make_unique<StageCounters>(

@@ -4,14 +4,13 @@
 // state shared by the run's actors. Included only by the engine's .cc files.
 
 #include <atomic>
+#include <caf/all.hpp>
 #include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
-
-#include <caf/all.hpp>
 
 #include "actors/detail/commit_tracker.h"
 #include "actors/detail/handoff_queue.h"
@@ -31,8 +30,8 @@ struct Task {
 
 struct Result {
   std::uint64_t seq = 0;
-  Positions positions;          // of the task's input
-  std::vector<Item> outputs;    // empty: filtered or failed
+  Positions positions;        // of the task's input
+  std::vector<Item> outputs;  // empty: filtered or failed
   TaskOutcome outcome = TaskOutcome::ok;
   std::uint64_t ns = 0;
   int retries = 0;
@@ -75,17 +74,17 @@ using upstream_actor =
     caf::typed_actor<caf::reacts_to<demand_atom, std::uint32_t>, caf::reacts_to<stop_atom>>;
 
 /// What a stage sees of its downstream: items within the credit it granted, then end.
-using downstream_actor =
-    caf::typed_actor<caf::reacts_to<items_atom, ItemBatch>, caf::reacts_to<end_atom>,
-                     caf::reacts_to<stop_atom>>;
+using downstream_actor = caf::typed_actor<caf::reacts_to<items_atom, ItemBatch>,
+                                          caf::reacts_to<end_atom>, caf::reacts_to<stop_atom>>;
 
 using source_actor = upstream_actor;
 
 /// A stage's coordinator: both ends of the credit protocol, plus its workers' results.
-using stage_actor = caf::typed_actor<
-    caf::reacts_to<demand_atom, std::uint32_t>, caf::reacts_to<stop_atom>,
-    caf::reacts_to<items_atom, ItemBatch>, caf::reacts_to<end_atom>,
-    caf::reacts_to<done_atom, ResultBatch>, caf::reacts_to<connect_atom, upstream_actor>>;
+using stage_actor =
+    caf::typed_actor<caf::reacts_to<demand_atom, std::uint32_t>, caf::reacts_to<stop_atom>,
+                     caf::reacts_to<items_atom, ItemBatch>, caf::reacts_to<end_atom>,
+                     caf::reacts_to<done_atom, ResultBatch>,
+                     caf::reacts_to<connect_atom, upstream_actor>>;
 
 /// A stage worker: runs tasks, answers `done` to its coordinator. Everything it needs
 /// travels in the message, so a worker could live in another process.
@@ -93,9 +92,9 @@ using worker_actor =
     caf::typed_actor<caf::reacts_to<work_atom, TaskBatch>, caf::reacts_to<stop_atom>>;
 
 /// The sink: fills the consumer's HandoffQueue; woken by the consumer for credit.
-using sink_actor = caf::typed_actor<
-    caf::reacts_to<items_atom, ItemBatch>, caf::reacts_to<end_atom>, caf::reacts_to<stop_atom>,
-    caf::reacts_to<wake_atom>, caf::reacts_to<connect_atom, upstream_actor>>;
+using sink_actor = caf::typed_actor<caf::reacts_to<items_atom, ItemBatch>, caf::reacts_to<end_atom>,
+                                    caf::reacts_to<stop_atom>, caf::reacts_to<wake_atom>,
+                                    caf::reacts_to<connect_atom, upstream_actor>>;
 
 /// State shared by the actors of one run and the consumer thread.
 class RunShared {
@@ -128,8 +127,8 @@ class RunShared {
 };
 
 // Spawn functions (stage.cc, endpoints.cc).
-stage_actor spawn_stage(caf::actor_system& system, std::shared_ptr<RunShared> run,
-                        int index, downstream_actor downstream);
+stage_actor spawn_stage(caf::actor_system& system, std::shared_ptr<RunShared> run, int index,
+                        downstream_actor downstream);
 source_actor spawn_source(caf::actor_system& system, std::shared_ptr<RunShared> run,
                           downstream_actor downstream);
 sink_actor spawn_sink(caf::actor_system& system, std::shared_ptr<RunShared> run);

@@ -15,10 +15,14 @@ int StageSpec::capacity() const {
 
 const char* kind_name(StageKind kind) {
   switch (kind) {
-    case StageKind::pipe: return "pipe";
-    case StageKind::generate: return "generate";
-    case StageKind::disaggregate: return "disaggregate";
-    case StageKind::aggregate: return "aggregate";
+    case StageKind::pipe:
+      return "pipe";
+    case StageKind::generate:
+      return "generate";
+    case StageKind::disaggregate:
+      return "disaggregate";
+    case StageKind::aggregate:
+      return "aggregate";
   }
   return "?";
 }

@@ -39,8 +39,8 @@ void call_hooks_after(const RunShared& run, const TaskInfo& info, const Result& 
 void backoff_sleep(const RunShared& run, std::chrono::duration<double, std::milli> total) {
   const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(total);
   while (!run.stopping.load(std::memory_order_relaxed) && Clock::now() < until) {
-    std::this_thread::sleep_for(std::min<Clock::duration>(until - Clock::now(),
-                                                           std::chrono::milliseconds(10)));
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(10)));
   }
 }
 
@@ -207,8 +207,8 @@ void accumulate(StagePtr self, Item&& item) {
     ++st.accumulated_count;
     if (!fixed) st.held -= 1;  // a custom aggregator bounds what it keeps itself
     if (batch) emit_aggregate(self, std::move(*batch));
-    st.counters->record_task(
-        static_cast<std::uint64_t>((Clock::now() - t0).count()), TaskOutcome::ok, 0);
+    st.counters->record_task(static_cast<std::uint64_t>((Clock::now() - t0).count()),
+                             TaskOutcome::ok, 0);
   } catch (const std::exception& e) {
     st.held -= 1;
     st.counters->record_task(0, TaskOutcome::failed, 0);
@@ -261,14 +261,14 @@ void take_result(StagePtr self, Result&& r) {
   st.counters->record_task(r.ns, r.outcome, r.retries);
   st.ewma_ns = st.ewma_ns < 0 ? static_cast<double>(r.ns) : 0.9 * st.ewma_ns + 0.1 * r.ns;
   if (r.outcome == TaskOutcome::failed) {
-    spdlog::warn("brigade: stage '{}' failed on source position {}: {}",
-                 st.spec->options.name, r.positions.empty() ? 0 : r.positions.front(), r.error);
+    spdlog::warn("brigade: stage '{}' failed on source position {}: {}", st.spec->options.name,
+                 r.positions.empty() ? 0 : r.positions.front(), r.error);
     record_failure(self, r.positions, r.error);
   }
   if (r.outputs.empty()) {
     st.run->commits.commit(r.positions);  // filtered or failed: committed here
-  } else if (r.outputs.size() > 1 &&
-             !(st.spec->kind == StageKind::disaggregate && r.outputs.size() == r.positions.size())) {
+  } else if (r.outputs.size() > 1 && !(st.spec->kind == StageKind::disaggregate &&
+                                       r.outputs.size() == r.positions.size())) {
     st.run->commits.split(r.positions, r.outputs.size());
   }
   st.held += static_cast<int>(r.outputs.size()) - 1;
@@ -296,8 +296,8 @@ void dispatch(StagePtr self) {
   while (!st.queue.empty()) {
     const auto idle = static_cast<std::size_t>(std::count(st.load.begin(), st.load.end(), 0));
     if (idle == 0) return;
-    const auto w = static_cast<std::size_t>(std::find(st.load.begin(), st.load.end(), 0) -
-                                            st.load.begin());
+    const auto w =
+        static_cast<std::size_t>(std::find(st.load.begin(), st.load.end(), 0) - st.load.begin());
     std::size_t chunk = 1;
     if (st.ewma_ns >= 0 && st.ewma_ns < kCheapTaskNs) {
       chunk = std::min(st.queue.size(), kMaxChunk);
@@ -362,8 +362,7 @@ void pump(StagePtr self) {
   maybe_finish(self);
   if (st.finished) return;
   grant(self);
-  const bool starved = !st.upstream_done && st.queue.empty() &&
-                       st.in_flight < st.workers.size();
+  const bool starved = !st.upstream_done && st.queue.empty() && st.in_flight < st.workers.size();
   const bool backpressured = !st.out.empty() && st.credit == 0;
   st.counters->advance(st.held, starved, backpressured);
 }

@@ -2,8 +2,7 @@
 
 namespace brigade::actors::detail {
 
-StageCounters::StageCounters(std::string name, std::string kind, int concurrency,
-                             int capacity) {
+StageCounters::StageCounters(std::string name, std::string kind, int concurrency, int capacity) {
   stats_.name = std::move(name);
   stats_.kind = std::move(kind);
   stats_.concurrency = concurrency;

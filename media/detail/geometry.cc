@@ -17,12 +17,14 @@ void require(bool ok, std::string_view input, const char* what) {
 
 Geometry plan_geometry(const ImageOptions& o, int src_w, int src_h, std::string_view input) {
   if (src_w <= 0 || src_h <= 0) {
-    throw MediaError(ErrorCode::bad_data, std::string(input),
-                     "zero image dimensions " + std::to_string(src_w) + "x" + std::to_string(src_h));
+    throw MediaError(
+        ErrorCode::bad_data, std::string(input),
+        "zero image dimensions " + std::to_string(src_w) + "x" + std::to_string(src_h));
   }
   Geometry g{{0, 0, src_w, src_h}, src_w, src_h};
   switch (o.resize) {
-    case ResizeMode::none: break;
+    case ResizeMode::none:
+      break;
     case ResizeMode::stretch:
       require(o.width > 0 && o.height > 0, input, "stretch needs width and height > 0");
       g.out_w = o.width;
@@ -54,7 +56,8 @@ Geometry plan_geometry(const ImageOptions& o, int src_w, int src_h, std::string_
     }
   }
   if (o.format == PixelFormat::yuv420p) {
-    require(g.out_w % 2 == 0 && g.out_h % 2 == 0, input, "yuv420p output needs even width and height");
+    require(g.out_w % 2 == 0 && g.out_h % 2 == 0, input,
+            "yuv420p output needs even width and height");
   }
   return g;
 }

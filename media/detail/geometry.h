@@ -12,7 +12,7 @@ struct Rect {
 };
 
 struct Geometry {
-  Rect src;         // region of the decoded image that becomes the output
+  Rect src;  // region of the decoded image that becomes the output
   int out_w = 0;
   int out_h = 0;
 };

@@ -49,7 +49,8 @@ std::uint8_t* scratch(std::size_t nbytes) {
   std::string msg = tjGetErrorStr2(h);
   // A handle that failed mid-stream can keep stale decoder state: start afresh.
   thread_handle().reset();
-  ErrorCode code = msg.find("nsupported") != std::string::npos ? ErrorCode::unsupported : ErrorCode::bad_data;
+  ErrorCode code =
+      msg.find("nsupported") != std::string::npos ? ErrorCode::unsupported : ErrorCode::bad_data;
   throw MediaError(code, std::string(input), std::string(doing) + ": " + msg);
 }
 
@@ -57,13 +58,20 @@ int align_up(int v) { return int((v + kAlign - 1) / kAlign * kAlign); }
 
 AVPixelFormat yuv_format(int subsamp) {
   switch (subsamp) {
-    case TJSAMP_444: return AV_PIX_FMT_YUV444P;
-    case TJSAMP_422: return AV_PIX_FMT_YUV422P;
-    case TJSAMP_420: return AV_PIX_FMT_YUV420P;
-    case TJSAMP_440: return AV_PIX_FMT_YUV440P;
-    case TJSAMP_411: return AV_PIX_FMT_YUV411P;
-    case TJSAMP_GRAY: return AV_PIX_FMT_GRAY8;
-    default: return AV_PIX_FMT_NONE;
+    case TJSAMP_444:
+      return AV_PIX_FMT_YUV444P;
+    case TJSAMP_422:
+      return AV_PIX_FMT_YUV422P;
+    case TJSAMP_420:
+      return AV_PIX_FMT_YUV420P;
+    case TJSAMP_440:
+      return AV_PIX_FMT_YUV440P;
+    case TJSAMP_411:
+      return AV_PIX_FMT_YUV411P;
+    case TJSAMP_GRAY:
+      return AV_PIX_FMT_GRAY8;
+    default:
+      return AV_PIX_FMT_NONE;
   }
 }
 
@@ -95,14 +103,15 @@ bool is_jpeg(std::span<const std::uint8_t> b) {
 JpegHeader read_jpeg_header(std::span<const std::uint8_t> bytes, std::string_view input) {
   tjhandle h = thread_decompressor();
   int w = 0, ht = 0, subsamp = 0, cs = 0;
-  if (tjDecompressHeader3(h, bytes.data(), static_cast<unsigned long>(bytes.size()), &w, &ht, &subsamp, &cs) != 0) {
+  if (tjDecompressHeader3(h, bytes.data(), static_cast<unsigned long>(bytes.size()), &w, &ht,
+                          &subsamp, &cs) != 0) {
     throw_tj(h, input, "while reading the JPEG header");
   }
   return {w, ht, cs == TJCS_CMYK || cs == TJCS_YCCK};
 }
 
-void decode_jpeg(std::span<const std::uint8_t> bytes, const ImageOptions& options, const Geometry& g,
-                 std::uint8_t* dst, std::string_view input) {
+void decode_jpeg(std::span<const std::uint8_t> bytes, const ImageOptions& options,
+                 const Geometry& g, std::uint8_t* dst, std::string_view input) {
   tjhandle h = thread_decompressor();
   const auto size = static_cast<unsigned long>(bytes.size());
   int w = 0, ht = 0, subsamp = 0, cs = 0;
@@ -110,8 +119,9 @@ void decode_jpeg(std::span<const std::uint8_t> bytes, const ImageOptions& option
     throw_tj(h, input, "while reading the JPEG header");
   }
   if (std::int64_t(w) * ht > kMaxPixels) {
-    throw MediaError(ErrorCode::unsupported, std::string(input),
-                     "image of " + std::to_string(w) + "x" + std::to_string(ht) + " exceeds the pixel limit");
+    throw MediaError(
+        ErrorCode::unsupported, std::string(input),
+        "image of " + std::to_string(w) + "x" + std::to_string(ht) + " exceeds the pixel limit");
   }
   // Every 8x8 luma block costs at least one bit, even in a flat image: a
   // header claiming far more pixels than the bytes can hold is corrupt, and
@@ -149,7 +159,8 @@ void decode_jpeg(std::span<const std::uint8_t> bytes, const ImageOptions& option
       pic.linesize[i] = strides[i];
       base += static_cast<std::size_t>(strides[i]) * heights[i] + kAlign;
     }
-    if (tjDecompressToYUVPlanes(h, bytes.data(), size, plane_ptrs, sw, strides, sh, kDecodeFlags) != 0) {
+    if (tjDecompressToYUVPlanes(h, bytes.data(), size, plane_ptrs, sw, strides, sh, kDecodeFlags) !=
+        0) {
       throw_tj(h, input, "while decoding JPEG");
     }
     pic.format = yuv;

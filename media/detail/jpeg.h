@@ -23,7 +23,7 @@ struct JpegHeader {
 JpegHeader read_jpeg_header(std::span<const std::uint8_t> bytes, std::string_view input);
 
 // Decodes `bytes` and writes `g` (planned for the full-size image) in `options.format` at dst.
-void decode_jpeg(std::span<const std::uint8_t> bytes, const ImageOptions& options, const Geometry& g,
-                 std::uint8_t* dst, std::string_view input);
+void decode_jpeg(std::span<const std::uint8_t> bytes, const ImageOptions& options,
+                 const Geometry& g, std::uint8_t* dst, std::string_view input);
 
 }  // namespace brigade::media::detail

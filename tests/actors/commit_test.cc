@@ -1,5 +1,3 @@
-#include "actors/detail/commit_tracker.h"
-
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -7,6 +5,7 @@
 #include <set>
 #include <thread>
 
+#include "actors/detail/commit_tracker.h"
 #include "actors/pipeline.h"
 
 namespace brigade::actors {
@@ -51,14 +50,18 @@ TEST(CommitState, StopAndResumeLosesAndRepeatsNothing) {
       };
       auto p = PipelineBuilder()
                    .add_source(Source{&source})
-                   .pipe([](int x) -> std::optional<int> {
-                     if (x % 7 == 3) return std::nullopt;
-                     if (x % 11 == 5) throw std::runtime_error("bad");
-                     return x;
-                   }, {.concurrency = 3, .output_order = order})
-                   .generate([](int x, Emitter<int>& emit) {
-                     for (int i = 0; i < x % 3; ++i) emit(x);
-                   }, {.concurrency = 2, .output_order = order})
+                   .pipe(
+                       [](int x) -> std::optional<int> {
+                         if (x % 7 == 3) return std::nullopt;
+                         if (x % 11 == 5) throw std::runtime_error("bad");
+                         return x;
+                       },
+                       {.concurrency = 3, .output_order = order})
+                   .generate(
+                       [](int x, Emitter<int>& emit) {
+                         for (int i = 0; i < x % 3; ++i) emit(x);
+                       },
+                       {.concurrency = 2, .output_order = order})
                    .aggregate(4)
                    .add_sink(2)
                    .build({.num_threads = 2, .log_stats_at_end = false});

@@ -42,12 +42,12 @@ TEST(Failure, FailedItemsAreDroppedCountedAndNamed) {
 }
 
 TEST(Failure, CountBudgetExceededFailsThePipelineOnce) {
-  auto p = PipelineBuilder()
-               .add_source(iota(1000))
-               .pipe(fail_on_multiples_of_ten,
-                     {.concurrency = 2, .name = "decode", .max_failures = 3})
-               .add_sink(3)
-               .build({.num_threads = 2, .log_stats_at_end = false});
+  auto p =
+      PipelineBuilder()
+          .add_source(iota(1000))
+          .pipe(fail_on_multiples_of_ten, {.concurrency = 2, .name = "decode", .max_failures = 3})
+          .add_sink(3)
+          .build({.num_threads = 2, .log_stats_at_end = false});
   int delivered = 0;
   std::string what;
   try {
@@ -118,7 +118,9 @@ TEST(Failure, IoStageRetriesWithBackoff) {
   };
   auto p = PipelineBuilder()
                .add_source(iota(20))
-               .pipe(flaky, {.concurrency = 4, .executor = Executor::io, .name = "read",
+               .pipe(flaky, {.concurrency = 4,
+                             .executor = Executor::io,
+                             .name = "read",
                              .retry = {.attempts = 3, .backoff = std::chrono::milliseconds(1)}})
                .add_sink(3)
                .build({.num_threads = 2, .log_stats_at_end = false});

@@ -18,8 +18,12 @@ using testing::iota;
 TEST(Lifecycle, NextTellsItemTimeoutAndEnd) {
   auto p = PipelineBuilder()
                .add_source(iota(2))
-               .pipe([](int x) { sleep_ms(x == 1 ? 300 : 0); return x; },
-                     {.executor = Executor::io})
+               .pipe(
+                   [](int x) {
+                     sleep_ms(x == 1 ? 300 : 0);
+                     return x;
+                   },
+                   {.executor = Executor::io})
                .add_sink(2)
                .build({.num_threads = 1, .log_stats_at_end = false});
   auto first = p.next();
@@ -36,11 +40,13 @@ TEST(Lifecycle, StopMidEpochWithABlockedStageAndIdleConsumer) {
   std::atomic<int> started{0};
   auto p = PipelineBuilder()
                .add_source(iota(100000))
-               .pipe([&](int x) {
-                 ++started;
-                 sleep_ms(20);  // a slow stage, waiting on nothing the pipeline controls
-                 return x;
-               }, {.concurrency = 2, .executor = Executor::io})
+               .pipe(
+                   [&](int x) {
+                     ++started;
+                     sleep_ms(20);  // a slow stage, waiting on nothing the pipeline controls
+                     return x;
+                   },
+                   {.concurrency = 2, .executor = Executor::io})
                .pipe([](int x) { return x; }, {.concurrency = 2})
                .add_sink(2)
                .build({.num_threads = 2, .log_stats_at_end = false});
@@ -74,8 +80,10 @@ TEST(Lifecycle, RestartsForASecondEpoch) {
 
 TEST(Lifecycle, StopThenNextRunsAFreshEpoch) {
   std::vector<int> src = iota(1000);
-  auto p = PipelineBuilder().add_source(std::ref(src)).add_sink(2).build(
-      {.num_threads = 1, .log_stats_at_end = false});
+  auto p = PipelineBuilder()
+               .add_source(std::ref(src))
+               .add_sink(2)
+               .build({.num_threads = 1, .log_stats_at_end = false});
   EXPECT_EQ(*p.next().item, 0);
   p.stop();
   src.assign(3, 7);  // by reference: the next epoch sees the new contents
@@ -89,7 +97,12 @@ TEST(Lifecycle, DestructorStopsARunningPipeline) {
   {
     auto p = PipelineBuilder()
                  .add_source(iota(1000000))
-                 .pipe([&](int x) { ++calls; return x; }, {.concurrency = 4})
+                 .pipe(
+                     [&](int x) {
+                       ++calls;
+                       return x;
+                     },
+                     {.concurrency = 4})
                  .add_sink(2)
                  .build({.num_threads = 2, .log_stats_at_end = false});
     EXPECT_TRUE(p.next());
@@ -102,8 +115,12 @@ TEST(Lifecycle, DestructorStopsARunningPipeline) {
 TEST(Lifecycle, StopFromAnotherThreadWakesAWaitingConsumer) {
   auto p = PipelineBuilder()
                .add_source(iota(10))
-               .pipe([](int x) { sleep_ms(x == 0 ? 0 : 200); return x; },
-                     {.executor = Executor::io})
+               .pipe(
+                   [](int x) {
+                     sleep_ms(x == 0 ? 0 : 200);
+                     return x;
+                   },
+                   {.executor = Executor::io})
                .add_sink(2)
                .build({.num_threads = 1, .log_stats_at_end = false});
   ASSERT_TRUE(p.next());

@@ -30,8 +30,9 @@ std::vector<MixedSample> drain(WeightedMixSampler& mix, std::size_t limit = 1'00
 }
 
 TEST(WeightedMix, FollowsTheWeights) {
-  WeightedMixSampler mix(sources({10'000, 10'000, 10'000}),
-                         {.weights = {1, 2, 1}, .seed = 3, .stop = MixStop::after_count, .count = 8'000});
+  WeightedMixSampler mix(
+      sources({10'000, 10'000, 10'000}),
+      {.weights = {1, 2, 1}, .seed = 3, .stop = MixStop::after_count, .count = 8'000});
   const auto out = drain(mix);
   ASSERT_EQ(out.size(), 8'000u);
   std::map<std::uint32_t, double> freq;
@@ -56,7 +57,8 @@ TEST(WeightedMix, StopsAtTheFirstExhaustedSource) {
 }
 
 TEST(WeightedMix, NeverStopsAndRestartsExhaustedSources) {
-  WeightedMixSampler mix(sources({5, 7, 0}), {.weights = {1, 1, 5}, .seed = 5, .stop = MixStop::never});
+  WeightedMixSampler mix(sources({5, 7, 0}),
+                         {.weights = {1, 1, 5}, .seed = 5, .stop = MixStop::never});
   const auto out = drain(mix, 500);
   ASSERT_EQ(out.size(), 500u);
   std::vector<std::uint64_t> firsts;
@@ -91,8 +93,11 @@ TEST(WeightedMix, ResumesExactlyFromACommittedState) {
       weights.push_back(static_cast<double>(rng() % 4));
     }
     weights[0] += 1;
-    const MixOptions options{.weights = weights, .seed = rng(), .stop = static_cast<MixStop>(rng() % 3),
-                             .count = rng() % 150, .epoch = rng() % 3};
+    const MixOptions options{.weights = weights,
+                             .seed = rng(),
+                             .stop = static_cast<MixStop>(rng() % 3),
+                             .count = rng() % 150,
+                             .epoch = rng() % 3};
     SCOPED_TRACE("case " + std::to_string(i));
     WeightedMixSampler mix(sources(sizes), options);
     const auto full = drain(mix, 400);

@@ -33,13 +33,13 @@ TEST(Pipeline, InputOrderSurvivesRandomDelays) {
     sleep_ms(std::uniform_real_distribution<double>(0, 2)(rng));
     return x;
   };
-  auto p = PipelineBuilder()
-               .add_source(iota(300))
-               .pipe(delay, {.concurrency = 8, .output_order = Order::input})
-               .pipe(delay, {.concurrency = 3, .output_order = Order::input,
-                             .executor = Executor::io})
-               .add_sink(4)
-               .build(quiet());
+  auto p =
+      PipelineBuilder()
+          .add_source(iota(300))
+          .pipe(delay, {.concurrency = 8, .output_order = Order::input})
+          .pipe(delay, {.concurrency = 3, .output_order = Order::input, .executor = Executor::io})
+          .add_sink(4)
+          .build(quiet());
   EXPECT_EQ(drain(p), iota(300));
 }
 
@@ -61,10 +61,12 @@ TEST(Pipeline, CompletionOrderDeliversEveryItem) {
 TEST(Pipeline, OptionalResultFiltersAndIsCounted) {
   auto p = PipelineBuilder()
                .add_source(iota(100))
-               .pipe([](int x) -> std::optional<int> {
-                 if (x % 3 == 0) return std::nullopt;
-                 return x;
-               }, {.concurrency = 2, .name = "filter"})
+               .pipe(
+                   [](int x) -> std::optional<int> {
+                     if (x % 3 == 0) return std::nullopt;
+                     return x;
+                   },
+                   {.concurrency = 2, .name = "filter"})
                .add_sink(3)
                .build(quiet());
   auto out = drain(p);
@@ -87,9 +89,12 @@ TEST(Pipeline, VectorResultStaysOneItem) {
 TEST(Pipeline, GeneratorOutputsShareTheirInputPosition) {
   auto p = PipelineBuilder()
                .add_source(iota(20))
-               .generate([](int x, Emitter<std::string>& emit) {
-                 for (int i = 0; i < x % 4; ++i) emit(std::to_string(x) + "." + std::to_string(i));
-               }, {.concurrency = 3})
+               .generate(
+                   [](int x, Emitter<std::string>& emit) {
+                     for (int i = 0; i < x % 4; ++i)
+                       emit(std::to_string(x) + "." + std::to_string(i));
+                   },
+                   {.concurrency = 3})
                .add_sink(2)
                .build(quiet());
   std::vector<std::string> out;
@@ -99,7 +104,7 @@ TEST(Pipeline, GeneratorOutputsShareTheirInputPosition) {
     out.push_back(*r.item);
   }
   EXPECT_EQ(out.size(), 5u * (0 + 1 + 2 + 3));
-  EXPECT_EQ(out.front(), "1.0");  // input order: generator outputs in sequence
+  EXPECT_EQ(out.front(), "1.0");                // input order: generator outputs in sequence
   EXPECT_EQ(p.stats().stages[0].filtered, 5u);  // x % 4 == 0 emitted nothing
 }
 
@@ -136,22 +141,21 @@ struct SumUntil {
     if (sum < limit) return std::nullopt;
     return std::exchange(sum, 0);
   }
-  std::optional<int> flush() { return sum ? std::optional<int>(std::exchange(sum, 0)) : std::nullopt; }
+  std::optional<int> flush() {
+    return sum ? std::optional<int>(std::exchange(sum, 0)) : std::nullopt;
+  }
 };
 
 TEST(Pipeline, CustomAggregatorAccumulatesAndFlushes) {
-  auto p = PipelineBuilder().add_source(iota(10)).aggregate(SumUntil{10}).add_sink(2).build(quiet());
+  auto p =
+      PipelineBuilder().add_source(iota(10)).aggregate(SumUntil{10}).add_sink(2).build(quiet());
   EXPECT_EQ(drain(p), (std::vector<int>{10, 11, 15, 9}));  // 0..4, 5..6, 7..8, 9
   EXPECT_EQ(drain(p), (std::vector<int>{10, 11, 15, 9}));  // a fresh copy per epoch
 }
 
 TEST(Pipeline, DisaggregateUndoesAnAggregateWithPositions) {
-  auto p = PipelineBuilder()
-               .add_source(iota(10))
-               .aggregate(3)
-               .disaggregate()
-               .add_sink(2)
-               .build(quiet());
+  auto p =
+      PipelineBuilder().add_source(iota(10)).aggregate(3).disaggregate().add_sink(2).build(quiet());
   std::vector<int> out;
   for (auto r = p.next(); r; r = p.next()) {
     EXPECT_EQ(r.positions, Positions(static_cast<std::uint64_t>(*r.item)));
@@ -176,8 +180,12 @@ TEST(Pipeline, IoStageRunsBlockingWorkInParallel) {
   const auto t0 = std::chrono::steady_clock::now();
   auto p = PipelineBuilder()
                .add_source(iota(16))
-               .pipe([](int x) { sleep_ms(50); return x; },
-                     {.concurrency = 8, .executor = Executor::io})
+               .pipe(
+                   [](int x) {
+                     sleep_ms(50);
+                     return x;
+                   },
+                   {.concurrency = 8, .executor = Executor::io})
                .add_sink(4)
                .build({.num_threads = 1, .log_stats_at_end = false});
   EXPECT_EQ(drain(p).size(), 16u);
@@ -198,23 +206,28 @@ TEST(Pipeline, BuildRejectsBadUseByName) {
   EXPECT_NE(message([] { PipelineBuilder().add_source(iota(3)).build(); }).find("no sink"),
             std::string::npos);
   EXPECT_NE(message([] {
-              PipelineBuilder().add_source(iota(3)).pipe([](int x) { return x; },
-                                                         {.concurrency = 0, .name = "zero"})
-                  .add_sink(3).build();
+              PipelineBuilder()
+                  .add_source(iota(3))
+                  .pipe([](int x) { return x; }, {.concurrency = 0, .name = "zero"})
+                  .add_sink(3)
+                  .build();
             }).find("stage 'zero': concurrency must be at least 1"),
             std::string::npos);
-  EXPECT_NE(message([] { PipelineBuilder().add_source(iota(3)).aggregate(0).add_sink(3).build(); })
-                .find("batch size must be at least 1"),
-            std::string::npos);
   EXPECT_NE(message([] {
-              PipelineBuilder().add_source(iota(3)).add_sink(3).pipe([](int x) { return x; })
-                  .build();
-            }).find("after the sink"),
+              PipelineBuilder().add_source(iota(3)).aggregate(0).add_sink(3).build();
+            }).find("batch size must be at least 1"),
             std::string::npos);
+  EXPECT_NE(
+      message([] {
+        PipelineBuilder().add_source(iota(3)).add_sink(3).pipe([](int x) { return x; }).build();
+      }).find("after the sink"),
+      std::string::npos);
   EXPECT_NE(message([] {
-              PipelineBuilder().add_source(iota(3))
+              PipelineBuilder()
+                  .add_source(iota(3))
                   .pipe([](int x) { return x; }, {.retry = {.attempts = 3}})
-                  .add_sink(3).build();
+                  .add_sink(3)
+                  .build();
             }).find("retry needs executor io"),
             std::string::npos);
 }

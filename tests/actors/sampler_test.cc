@@ -1,5 +1,4 @@
 #include "actors/sampler.h"
-#include "tests/actors/random_commit.h"
 
 #include <gtest/gtest.h>
 
@@ -8,6 +7,8 @@
 #include <map>
 #include <random>
 #include <set>
+
+#include "tests/actors/random_commit.h"
 
 namespace brigade::actors {
 namespace {
@@ -47,9 +48,13 @@ DistributedSampler make(const Case& c, std::uint32_t rank, std::uint32_t world) 
       for (std::uint64_t i = 0; i < c.n; ++i) weights.push_back(static_cast<double>(wrng() % 4));
       weights[0] = 1;  // a positive sum
     }
-    return DistributedRandomSampler(c.n, {.rank = rank, .world_size = world, .seed = c.seed,
-                                          .epoch = c.epoch, .num_draws = c.num_draws,
-                                          .weights = weights, .tail = c.tail});
+    return DistributedRandomSampler(c.n, {.rank = rank,
+                                          .world_size = world,
+                                          .seed = c.seed,
+                                          .epoch = c.epoch,
+                                          .num_draws = c.num_draws,
+                                          .weights = weights,
+                                          .tail = c.tail});
   }
   return DistributedDeterministicSampler(
       c.n, {.rank = rank, .world_size = world, .tail = c.tail, .epoch = c.epoch});
@@ -62,9 +67,9 @@ std::vector<Draw> drain(DistributedSampler& s) {
 }
 
 std::string describe(const Case& c) {
-  return "n=" + std::to_string(c.n) + " W=" + std::to_string(c.world) + " seed=" +
-         std::to_string(c.seed) + " epoch=" + std::to_string(c.epoch) + " tail=" +
-         to_string(c.tail) + (c.random ? " random" : " deterministic") +
+  return "n=" + std::to_string(c.n) + " W=" + std::to_string(c.world) +
+         " seed=" + std::to_string(c.seed) + " epoch=" + std::to_string(c.epoch) +
+         " tail=" + to_string(c.tail) + (c.random ? " random" : " deterministic") +
          (c.weighted ? " weighted" : "") + " num_draws=" + std::to_string(c.num_draws);
 }
 
@@ -92,13 +97,16 @@ TEST(Sampler, ShardsAreDisjointCompleteAndFollowTheTailPolicy) {
       for (std::size_t k = 0; k < draws.size(); ++k) {
         ASSERT_EQ(draws[k].first, k);  // local positions 0 … share-1
         ASSERT_LT(draws[k].second.id, c.n);
-        if (draws[k].second.is_padding) ++padding;
-        else ++counts[draws[k].second.id];
+        if (draws[k].second.is_padding)
+          ++padding;
+        else
+          ++counts[draws[k].second.id];
       }
       min_share = std::min<std::uint64_t>(min_share, draws.size());
       max_share = std::max<std::uint64_t>(max_share, draws.size());
     }
-    const std::uint64_t once = static_cast<std::uint64_t>(std::count(counts.begin(), counts.end(), 1));
+    const std::uint64_t once =
+        static_cast<std::uint64_t>(std::count(counts.begin(), counts.end(), 1));
     ASSERT_EQ(std::count_if(counts.begin(), counts.end(), [](auto x) { return x > 1; }), 0);
     switch (c.tail) {
       case TailPolicy::none:
@@ -134,7 +142,7 @@ TEST(Sampler, ReproducibleFromTheSeedAndDifferentPerEpoch) {
   EXPECT_EQ(seq(7, 3), seq(7, 3));
   EXPECT_NE(seq(7, 3), seq(7, 4));
   EXPECT_NE(seq(7, 3), seq(8, 3));
-  EXPECT_NE(seq(1, 2), seq(2, 1));  // the epoch is mixed into the seed, not substituted
+  EXPECT_NE(seq(1, 2), seq(2, 1));            // the epoch is mixed into the seed, not substituted
   EXPECT_NE(ids(seq(7, 0)), ids(seq(7, 1)));  // another shard, not only another order
 }
 
@@ -201,7 +209,8 @@ TEST(Sampler, ElasticResumeDeliversExactlyTheUncommittedSamples) {
     const Case c = random_case(rng);
     std::vector<std::uint32_t> worlds = {c.world};
     for (int k = 0; k < 2; ++k) worlds.push_back(1 + static_cast<std::uint32_t>(rng() % 9));
-    SCOPED_TRACE(describe(c) + " W'=" + std::to_string(worlds[1]) + " W''=" + std::to_string(worlds[2]));
+    SCOPED_TRACE(describe(c) + " W'=" + std::to_string(worlds[1]) +
+                 " W''=" + std::to_string(worlds[2]));
     std::vector<SamplerState> states;
     for (std::uint32_t r = 0; r < c.world; ++r) states.push_back(make(c, r, c.world).state({}));
     // W → W' → W'': at each step the new ranks deliver exactly what was left.
@@ -240,13 +249,14 @@ TEST(Sampler, ElasticTailDroppedAtTheStartStaysDropped) {
   // nothing committed, still only those 8.
   std::vector<SamplerState> states;
   for (std::uint32_t r = 0; r < 4; ++r) {
-    states.push_back(DistributedDeterministicSampler(10, {.rank = r, .world_size = 4,
-                                                          .tail = TailPolicy::drop_last})
+    states.push_back(DistributedDeterministicSampler(
+                         10, {.rank = r, .world_size = 4, .tail = TailPolicy::drop_last})
                          .state({}));
   }
   std::set<std::uint64_t> got;
   for (std::uint32_t r = 0; r < 3; ++r) {
-    DistributedDeterministicSampler s(10, {.rank = r, .world_size = 3, .tail = TailPolicy::drop_last});
+    DistributedDeterministicSampler s(10,
+                                      {.rank = r, .world_size = 3, .tail = TailPolicy::drop_last});
     s.restore(repartition(states, r, 3));
     for (const auto& [p, id] : drain(s)) got.insert(id.id);
   }
@@ -272,11 +282,13 @@ TEST(Sampler, RestoreRejectsConflictingParameters) {
     other_seed.restore(state);
     FAIL() << "restore accepted another seed";
   } catch (const SamplerStateError& e) {
-    EXPECT_NE(std::string(e.what()).find("seed: checkpoint has 1, caller has 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("seed: checkpoint has 1, caller has 2"), std::string::npos)
+        << e.what();
   }
   DistributedRandomSampler other_rank(100, {.rank = 1, .world_size = 2, .seed = 1});
   EXPECT_THROW(other_rank.restore(state), SamplerStateError);
-  DistributedRandomSampler other_tail(100, {.rank = 0, .world_size = 2, .seed = 1, .tail = TailPolicy::pad});
+  DistributedRandomSampler other_tail(
+      100, {.rank = 0, .world_size = 2, .seed = 1, .tail = TailPolicy::pad});
   EXPECT_THROW(other_tail.restore(state), SamplerStateError);
   DistributedDeterministicSampler deterministic(100, {.rank = 0, .world_size = 2});
   EXPECT_THROW(deterministic.restore(state), SamplerStateError);
@@ -344,7 +356,8 @@ TEST(Sampler, PermutesTenMillionIdsWellUnderASecond) {
   const auto t0 = std::chrono::steady_clock::now();
   DistributedRandomSampler s(10'000'000, {.rank = 0, .world_size = 1, .seed = 11});
   const auto first = s.next();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(first);
   EXPECT_LT(seconds, 1.0);
   std::vector<bool> seen(10'000'000);

@@ -20,7 +20,12 @@ using testing::iota;
 TEST(Stats, SleepingStageReportsItsTaskTime) {
   auto p = PipelineBuilder()
                .add_source(iota(60))
-               .pipe([](int x) { sleep_ms(2); return x; }, {.concurrency = 2, .name = "sleepy"})
+               .pipe(
+                   [](int x) {
+                     sleep_ms(2);
+                     return x;
+                   },
+                   {.concurrency = 2, .name = "sleepy"})
                .pipe([](int x) { return x; }, {.name = "fast"})
                .add_sink(3)
                .build({.num_threads = 2, .log_stats_at_end = false});
@@ -69,14 +74,20 @@ TEST(Stats, IntervalCallbackReceivesSnapshots) {
   std::atomic<std::uint64_t> last_tasks{0};
   auto p = PipelineBuilder()
                .add_source(iota(40))
-               .pipe([](int x) { sleep_ms(5); return x; }, {.name = "slow"})
+               .pipe(
+                   [](int x) {
+                     sleep_ms(5);
+                     return x;
+                   },
+                   {.name = "slow"})
                .add_sink(2)
                .build({.num_threads = 1,
                        .stats_interval = std::chrono::milliseconds(20),
-                       .on_stats = [&](const PipelineStats& s) {
-                         ++calls;
-                         last_tasks = s.stages.at(0).tasks;
-                       },
+                       .on_stats =
+                           [&](const PipelineStats& s) {
+                             ++calls;
+                             last_tasks = s.stages.at(0).tasks;
+                           },
                        .log_stats_at_end = false});
   for (auto& x : p) (void)x;
   EXPECT_GE(calls.load(), 3);
@@ -111,14 +122,18 @@ TEST(Hooks, CalledOncePerTaskWithOutcome) {
   auto hook = std::make_shared<CountingHook>();
   auto p = PipelineBuilder()
                .add_source(iota(100))
-               .pipe([](int x) {
-                 if (x % 2) throw std::runtime_error("odd");
-                 return x;
-               }, {.concurrency = 4, .name = "a"})
-               .pipe([](int x) -> std::optional<int> {
-                 if (x % 4 == 0) return std::nullopt;
-                 return x;
-               }, {.concurrency = 2, .name = "b"})
+               .pipe(
+                   [](int x) {
+                     if (x % 2) throw std::runtime_error("odd");
+                     return x;
+                   },
+                   {.concurrency = 4, .name = "a"})
+               .pipe(
+                   [](int x) -> std::optional<int> {
+                     if (x % 4 == 0) return std::nullopt;
+                     return x;
+                   },
+                   {.concurrency = 2, .name = "b"})
                .add_sink(3)
                .build({.num_threads = 2, .hooks = {hook}, .log_stats_at_end = false});
   for (auto& x : p) (void)x;

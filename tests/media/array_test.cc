@@ -85,7 +85,8 @@ ErrorCode npy_error(const Bytes& b) {
 
 TEST(Array, RejectsUnsupportedAndCorruptInput) {
   const float f[4] = {};
-  EXPECT_EQ(npy_error(make_npy("<f4", "(2, 2)", f, sizeof(f), true)), ErrorCode::unsupported);  // Fortran
+  EXPECT_EQ(npy_error(make_npy("<f4", "(2, 2)", f, sizeof(f), true)),
+            ErrorCode::unsupported);  // Fortran
   EXPECT_EQ(npy_error(make_npy("|O", "(2,)", f, 16)), ErrorCode::unsupported);
   EXPECT_EQ(npy_error(make_npy("<c8", "(2,)", f, 16)), ErrorCode::unsupported);
   EXPECT_EQ(npy_error(make_npy("<f4", "(4, 4)", f, sizeof(f))), ErrorCode::bad_data);  // truncated

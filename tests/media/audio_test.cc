@@ -16,7 +16,9 @@ AudioSpec spec(AudioCodec codec, int rate, int channels, double seconds) {
   return {.codec = codec, .sample_rate = rate, .channels = channels, .seconds = seconds, .seed = 3};
 }
 
-std::int16_t to_s16(float v) { return std::int16_t(std::lround(std::clamp(v, -1.0f, 1.0f) * 32767)); }
+std::int16_t to_s16(float v) {
+  return std::int16_t(std::lround(std::clamp(v, -1.0f, 1.0f) * 32767));
+}
 
 TEST(Audio, WavDecodesExactly) {
   const Bytes wav = make_audio(spec(AudioCodec::wav, 16000, 2, 0.5));
@@ -26,7 +28,8 @@ TEST(Audio, WavDecodesExactly) {
   Tensor s16 = load_audio(Source::memory(wav), o);
   ASSERT_EQ(s16.shape(), (std::vector<std::int64_t>{8000, 2}));
   ASSERT_EQ(s16.dtype(), DType::int16);
-  for (std::size_t i = 0; i < pcm.size(); ++i) ASSERT_EQ(s16.data_as<std::int16_t>()[i], to_s16(pcm[i])) << i;
+  for (std::size_t i = 0; i < pcm.size(); ++i)
+    ASSERT_EQ(s16.data_as<std::int16_t>()[i], to_s16(pcm[i])) << i;
   Tensor f32 = load_audio(Source::memory(wav));
   ASSERT_EQ(f32.dtype(), DType::float32);
   for (std::size_t i = 0; i < pcm.size(); ++i) ASSERT_NEAR(f32.data_as<float>()[i], pcm[i], 1e-4);
@@ -44,7 +47,8 @@ TEST(Audio, StartAndDurationAreSampleExact) {
   o.duration = 0.5;
   Tensor part = load_audio(Source::memory(wav), o);
   ASSERT_EQ(part.shape(), (std::vector<std::int64_t>{8000, 1}));
-  for (int i = 0; i < 8000; ++i) ASSERT_EQ(part.data_as<float>()[i], full.data_as<float>()[4000 + i]) << i;
+  for (int i = 0; i < 8000; ++i)
+    ASSERT_EQ(part.data_as<float>()[i], full.data_as<float>()[4000 + i]) << i;
 }
 
 TEST(Audio, ResamplesAndMixesChannels) {
@@ -83,7 +87,8 @@ TEST(Audio, AppliesFilterDescription) {
   o.filter_desc = "volume=0.5";
   Tensor half = load_audio(Source::memory(wav), o);
   ASSERT_EQ(plain.shape(), half.shape());
-  for (int i = 0; i < 100; ++i) EXPECT_NEAR(half.data_as<float>()[i], 0.5f * plain.data_as<float>()[i], 1e-4);
+  for (int i = 0; i < 100; ++i)
+    EXPECT_NEAR(half.data_as<float>()[i], 0.5f * plain.data_as<float>()[i], 1e-4);
 }
 
 ErrorCode audio_error(const Bytes& bytes, const AudioOptions& o = {}) {
@@ -105,8 +110,14 @@ TEST(Audio, BadInputsGiveTypedErrors) {
   AudioOptions past_end;
   past_end.start = 3.0;
   EXPECT_EQ(audio_error(wav, past_end), ErrorCode::invalid_argument);
-  const Bytes video = make_video({.codec = VideoCodec::mpeg4, .width = 32, .height = 32, .frames = 2, .fps = 10,
-                                  .gop = 2, .b_frames = 0, .seed = 0});
+  const Bytes video = make_video({.codec = VideoCodec::mpeg4,
+                                  .width = 32,
+                                  .height = 32,
+                                  .frames = 2,
+                                  .fps = 10,
+                                  .gop = 2,
+                                  .b_frames = 0,
+                                  .seed = 0});
   EXPECT_EQ(audio_error(video), ErrorCode::unsupported);
   EXPECT_EQ(audio_error(Bytes{}), ErrorCode::bad_data);
   AudioOptions bad_filter;

@@ -5,12 +5,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
-#include <thread>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
+#include <thread>
 
 #include "media/errors.h"
 #include "media/synthetic.h"
@@ -30,20 +30,24 @@ std::vector<std::uint8_t> reference_decode(const Bytes& jpeg, int& w, int& h) {
   int ss = 0, cs = 0;
   tjDecompressHeader3(tj.get(), jpeg.data(), jpeg.size(), &w, &h, &ss, &cs);
   std::vector<std::uint8_t> rgb(std::size_t(w) * h * 3);
-  EXPECT_EQ(tjDecompress2(tj.get(), jpeg.data(), jpeg.size(), rgb.data(), w, 0, h, TJPF_RGB, TJFLAG_ACCURATEDCT), 0);
+  EXPECT_EQ(tjDecompress2(tj.get(), jpeg.data(), jpeg.size(), rgb.data(), w, 0, h, TJPF_RGB,
+                          TJFLAG_ACCURATEDCT),
+            0);
   return rgb;
 }
 
 // Separable antialiased bilinear (triangle filter whose support grows with
 // the shrink factor, as PIL and torchvision's antialias=True do), in float.
-std::vector<float> resize_axis(const std::vector<float>& in, int w, int h, int out_w, bool horizontal) {
+std::vector<float> resize_axis(const std::vector<float>& in, int w, int h, int out_w,
+                               bool horizontal) {
   const int n_in = horizontal ? w : h, n_out = out_w;
   const double scale = double(n_in) / n_out, support = std::max(scale, 1.0);
   const int other = horizontal ? h : w;
   std::vector<float> out(std::size_t(other) * n_out * 3);
   for (int o = 0; o < n_out; ++o) {
     const double center = (o + 0.5) * scale;
-    const int lo = std::max(0, int(std::floor(center - support))), hi = std::min(n_in, int(std::ceil(center + support)));
+    const int lo = std::max(0, int(std::floor(center - support))),
+              hi = std::min(n_in, int(std::ceil(center + support)));
     std::vector<double> wts;
     double total = 0;
     for (int i = lo; i < hi; ++i) {
@@ -55,10 +59,12 @@ std::vector<float> resize_axis(const std::vector<float>& in, int w, int h, int o
       for (int c = 0; c < 3; ++c) {
         double acc = 0;
         for (int i = lo; i < hi; ++i) {
-          std::size_t idx = horizontal ? (std::size_t(k) * w + i) * 3 + c : (std::size_t(i) * w + k) * 3 + c;
+          std::size_t idx =
+              horizontal ? (std::size_t(k) * w + i) * 3 + c : (std::size_t(i) * w + k) * 3 + c;
           acc += wts[i - lo] * in[idx];
         }
-        std::size_t oidx = horizontal ? (std::size_t(k) * n_out + o) * 3 + c : (std::size_t(o) * w + k) * 3 + c;
+        std::size_t oidx =
+            horizontal ? (std::size_t(k) * n_out + o) * 3 + c : (std::size_t(o) * w + k) * 3 + c;
         out[oidx] = float(acc / total);
       }
     }
@@ -145,7 +151,8 @@ Bytes encode_with(const Bytes& rgb, int w, int h, int subsamp, int flags) {
   std::unique_ptr<void, int (*)(void*)> tj(tjInitCompress(), tjDestroy);
   unsigned char* out = nullptr;
   unsigned long size = 0;
-  EXPECT_EQ(tjCompress2(tj.get(), rgb.data(), w, 0, h, TJPF_RGB, &out, &size, subsamp, 90, flags), 0);
+  EXPECT_EQ(tjCompress2(tj.get(), rgb.data(), w, 0, h, TJPF_RGB, &out, &size, subsamp, 90, flags),
+            0);
   Bytes jpeg(out, out + size);
   tjFree(out);
   return jpeg;
@@ -174,10 +181,12 @@ TEST(Image, DecodesCmykJpeg) {
   std::unique_ptr<void, int (*)(void*)> tj(tjInitCompress(), tjDestroy);
   unsigned char* out = nullptr;
   unsigned long size = 0;
-  ASSERT_EQ(tjCompress2(tj.get(), cmyk.data(), w, 0, h, TJPF_CMYK, &out, &size, TJSAMP_420, 90, 0), 0);
+  ASSERT_EQ(tjCompress2(tj.get(), cmyk.data(), w, 0, h, TJPF_CMYK, &out, &size, TJSAMP_420, 90, 0),
+            0);
   const Bytes jpeg(out, out + size);
   tjFree(out);
-  EXPECT_EQ(load_image(Source::memory(jpeg, "cmyk.jpg")).shape(), (std::vector<std::int64_t>{48, 64, 3}));
+  EXPECT_EQ(load_image(Source::memory(jpeg, "cmyk.jpg")).shape(),
+            (std::vector<std::int64_t>{48, 64, 3}));
 }
 
 TEST(Image, EvalTransformOfPngMatchesReferenceGeometry) {
@@ -257,7 +266,8 @@ TEST(Image, BatchDecodesIntoOneNhwcBuffer) {
   for (int i = 0; i < 5; ++i) {
     Tensor one = load_image(sources[i], imagenet_eval_options());
     Tensor slot = batch[i];
-    EXPECT_TRUE(std::equal(one.bytes().begin(), one.bytes().end(), slot.data_as<std::uint8_t>())) << i;
+    EXPECT_TRUE(std::equal(one.bytes().begin(), one.bytes().end(), slot.data_as<std::uint8_t>()))
+        << i;
   }
   Bytes bad(100, 7);
   sources.push_back(Source::memory(bad, "sample-5"));
@@ -272,10 +282,12 @@ TEST(Image, BatchDecodesIntoOneNhwcBuffer) {
 TEST(Image, ConcurrentDecodesGiveTheSameResults) {
   std::vector<Bytes> files;
   for (int i = 0; i < 6; ++i) {
-    files.push_back(make_image(i % 2 ? ImageCodec::png : ImageCodec::jpeg, 200 + 16 * i, 180, std::uint64_t(i)));
+    files.push_back(make_image(i % 2 ? ImageCodec::png : ImageCodec::jpeg, 200 + 16 * i, 180,
+                               std::uint64_t(i)));
   }
   std::vector<Tensor> expected;
-  for (const auto& f : files) expected.push_back(load_image(Source::memory(f), imagenet_eval_options()));
+  for (const auto& f : files)
+    expected.push_back(load_image(Source::memory(f), imagenet_eval_options()));
   std::atomic<int> mismatches{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
@@ -323,8 +335,10 @@ TEST(Image, FfmpegMjpegPathMatchesTurboJpeg) {
   o.filter_desc = "null";
   Tensor ff = load_image(Source::memory(jpeg), o);
   ASSERT_EQ(tj.shape(), ff.shape());
-  // Different IDCTs and chroma upsampling (the filter graph converts with its own swscale settings).
-  EXPECT_LT(mean_abs_diff(tj.data_as<std::uint8_t>(), ff.data_as<std::uint8_t>(), tj.nbytes()), 3.0);
+  // Different IDCTs and chroma upsampling (the filter graph converts with its own swscale
+  // settings).
+  EXPECT_LT(mean_abs_diff(tj.data_as<std::uint8_t>(), ff.data_as<std::uint8_t>(), tj.nbytes()),
+            3.0);
 }
 
 TEST(Image, ReadsFilesWhateverTheirExtension) {

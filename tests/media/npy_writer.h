@@ -14,9 +14,10 @@ namespace brigade::media::testing {
 using Bytes = std::vector<std::uint8_t>;
 
 // Writes an .npy file the way NumPy does (header padded to 64 bytes).
-inline Bytes make_npy(const std::string& descr, const std::string& shape, const void* data, std::size_t n,
-                      bool fortran = false, int version = 1) {
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") +
+inline Bytes make_npy(const std::string& descr, const std::string& shape, const void* data,
+                      std::size_t n, bool fortran = false, int version = 1) {
+  std::string header = "{'descr': '" + descr +
+                       "', 'fortran_order': " + (fortran ? "True" : "False") +
                        ", 'shape': " + shape + ", }";
   const std::size_t prefix = version == 1 ? 10 : 12;
   while ((prefix + header.size() + 1) % 64 != 0) header += ' ';

@@ -48,7 +48,8 @@ std::vector<Corpus> corpus() {
   small.shorter_side = 32;
   auto image = [small](const Bytes& b) {
     Tensor t = load_image(Source::memory(b, "mutant"), small);
-    if (t.shape() != std::vector<std::int64_t>{24, 24, 3}) throw std::logic_error("bad image shape");
+    if (t.shape() != std::vector<std::int64_t>{24, 24, 3})
+      throw std::logic_error("bad image shape");
   };
   auto video = [](const Bytes& b) {
     VideoOptions o;
@@ -56,7 +57,8 @@ std::vector<Corpus> corpus() {
     o.image.resize = ResizeMode::stretch;
     o.image.width = o.image.height = 16;
     Tensor t = load_video(Source::memory(b, "mutant"), o);
-    if (t.shape() != std::vector<std::int64_t>{3, 16, 16, 3}) throw std::logic_error("bad video shape");
+    if (t.shape() != std::vector<std::int64_t>{3, 16, 16, 3})
+      throw std::logic_error("bad video shape");
   };
   auto audio = [](const Bytes& b) {
     AudioOptions o;
@@ -67,7 +69,13 @@ std::vector<Corpus> corpus() {
   auto npy = [](const Bytes& b) { load_npy(b, "mutant"); };
   auto npz = [](const Bytes& b) { load_npz(b, "mutant"); };
   auto clip = [](VideoCodec c) {
-    return make_video({.codec = c, .width = 48, .height = 32, .frames = 8, .fps = 8, .gop = 4, .b_frames = 2,
+    return make_video({.codec = c,
+                       .width = 48,
+                       .height = 32,
+                       .frames = 8,
+                       .fps = 8,
+                       .gop = 4,
+                       .b_frames = 2,
                        .seed = 5});
   };
   auto sound = [](AudioCodec c) {
@@ -96,7 +104,8 @@ Bytes mutate(const Bytes& in, std::mt19937_64& rng) {
   auto pos = [&] { return b.empty() ? 0 : std::size_t(rng() % b.size()); };
   switch (rng() % 6) {
     case 0:  // flip a few bytes
-      for (int i = 0, n = 1 + int(rng() % 8); i < n && !b.empty(); ++i) b[pos()] ^= std::uint8_t(1 + rng() % 255);
+      for (int i = 0, n = 1 + int(rng() % 8); i < n && !b.empty(); ++i)
+        b[pos()] ^= std::uint8_t(1 + rng() % 255);
       break;
     case 1:  // truncate
       b.resize(pos());
@@ -147,8 +156,9 @@ TEST(Robustness, MutatedInputsGiveSuccessOrTypedError) {
       }
     }
     // A slow format under mutation hints at a missing size check.
-    std::fprintf(stderr, "%s: %.0f ms\n", c.kind.c_str(),
-                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    std::fprintf(
+        stderr, "%s: %.0f ms\n", c.kind.c_str(),
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::fprintf(stderr, "mutations: %d, succeeded: %d, typed errors: %d\n", total, ok, typed);
   EXPECT_GE(total, 1000);

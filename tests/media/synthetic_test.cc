@@ -33,8 +33,8 @@ TEST(Synthetic, JpegIsBaseline420) {
     if (jpeg[i + 1] == 0xC2) sof2 = true;
     if (jpeg[i + 1] == 0xC0) {
       sof0 = true;
-      EXPECT_EQ(jpeg[i + 9], 3);        // three components
-      EXPECT_EQ(jpeg[i + 11], 0x22);    // Y sampled 2x2: 4:2:0
+      EXPECT_EQ(jpeg[i + 9], 3);      // three components
+      EXPECT_EQ(jpeg[i + 11], 0x22);  // Y sampled 2x2: 4:2:0
       break;
     }
   }
@@ -43,15 +43,23 @@ TEST(Synthetic, JpegIsBaseline420) {
 }
 
 TEST(Synthetic, VideoAndAudioAreDeterministic) {
-  const VideoSpec v{.codec = VideoCodec::h264, .width = 64, .height = 48, .frames = 6, .fps = 6, .gop = 3,
-                    .b_frames = 1, .seed = 4};
+  const VideoSpec v{.codec = VideoCodec::h264,
+                    .width = 64,
+                    .height = 48,
+                    .frames = 6,
+                    .fps = 6,
+                    .gop = 3,
+                    .b_frames = 1,
+                    .seed = 4};
   EXPECT_EQ(make_video(v), make_video(v));
-  const AudioSpec a{.codec = AudioCodec::aac, .sample_rate = 16000, .channels = 2, .seconds = 0.2, .seed = 4};
+  const AudioSpec a{
+      .codec = AudioCodec::aac, .sample_rate = 16000, .channels = 2, .seconds = 0.2, .seed = 4};
   EXPECT_EQ(make_audio(a), make_audio(a));
 }
 
 TEST(Synthetic, WritesFiles) {
-  const std::string path = (std::filesystem::temp_directory_path() / "brigade_synthetic_test.png").string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "brigade_synthetic_test.png").string();
   const Bytes png = make_image(ImageCodec::png, 16, 16, 5);
   write_file(path, png);
   EXPECT_EQ(read_file(path), png);
@@ -61,8 +69,14 @@ TEST(Synthetic, WritesFiles) {
 
 TEST(Synthetic, RejectsBadParameters) {
   EXPECT_THROW(synthetic_rgb(0, 10, 1), MediaError);
-  EXPECT_THROW(make_video({.codec = VideoCodec::h264, .width = 63, .height = 48, .frames = 1, .fps = 1, .gop = 1,
-                           .b_frames = 0, .seed = 0}),
+  EXPECT_THROW(make_video({.codec = VideoCodec::h264,
+                           .width = 63,
+                           .height = 48,
+                           .frames = 1,
+                           .fps = 1,
+                           .gop = 1,
+                           .b_frames = 0,
+                           .seed = 0}),
                MediaError);
 }
 

@@ -23,8 +23,14 @@ VideoOptions pick(FrameSelection frames) {
 }
 
 const Bytes& h264_clip() {
-  static const Bytes clip = make_video({.codec = VideoCodec::h264, .width = 128, .height = 96, .frames = 48,
-                                        .fps = 24, .gop = 12, .b_frames = 2, .seed = 1});
+  static const Bytes clip = make_video({.codec = VideoCodec::h264,
+                                        .width = 128,
+                                        .height = 96,
+                                        .frames = 48,
+                                        .fps = 24,
+                                        .gop = 12,
+                                        .b_frames = 2,
+                                        .seed = 1});
   return clip;
 }
 
@@ -64,8 +70,14 @@ TEST(Video, EvenlySpacedFramesMatchFullDecode) {
 }
 
 TEST(Video, SeeksAndSkipsInsteadOfDecodingEverything) {
-  const Bytes clip = make_video({.codec = VideoCodec::h264, .width = 96, .height = 64, .frames = 120, .fps = 24,
-                                 .gop = 24, .b_frames = 2, .seed = 9});
+  const Bytes clip = make_video({.codec = VideoCodec::h264,
+                                 .width = 96,
+                                 .height = 64,
+                                 .frames = 120,
+                                 .fps = 24,
+                                 .gop = 24,
+                                 .b_frames = 2,
+                                 .seed = 9});
   DecodeStats all_stats, stats;
   VideoOptions all;
   all.stats = &all_stats;
@@ -83,24 +95,33 @@ TEST(Video, SeeksAndSkipsInsteadOfDecodingEverything) {
 }
 
 TEST(Video, TimestampsSelectTheDisplayedFrame) {
-  Tensor t = load_video(Source::memory(h264_clip()), pick(FrameSelection::at({1.0, 0.5, 0.5, 0.02, 1.99})));
+  Tensor t = load_video(Source::memory(h264_clip()),
+                        pick(FrameSelection::at({1.0, 0.5, 0.5, 0.02, 1.99})));
   ASSERT_EQ(t.dim(0), 5);
   const std::int64_t expected[] = {24, 12, 12, 0, 47};
   for (int i = 0; i < 5; ++i) EXPECT_TRUE(same_frame(t, i, all_h264_frames(), expected[i])) << i;
 }
 
 TEST(Video, RangeSelections) {
-  Tensor sampled = load_video(Source::memory(h264_clip()), pick(FrameSelection::range(0.5, 1.0, 12)));
+  Tensor sampled =
+      load_video(Source::memory(h264_clip()), pick(FrameSelection::range(0.5, 1.0, 12)));
   ASSERT_EQ(sampled.dim(0), 6);
-  for (int i = 0; i < 6; ++i) EXPECT_TRUE(same_frame(sampled, i, all_h264_frames(), 12 + 2 * i)) << i;
+  for (int i = 0; i < 6; ++i)
+    EXPECT_TRUE(same_frame(sampled, i, all_h264_frames(), 12 + 2 * i)) << i;
   Tensor every = load_video(Source::memory(h264_clip()), pick(FrameSelection::range(1.0, 1.5)));
   ASSERT_EQ(every.dim(0), 12);
   for (int i = 0; i < 12; ++i) EXPECT_TRUE(same_frame(every, i, all_h264_frames(), 24 + i)) << i;
 }
 
 TEST(Video, RawStreamsWithoutIndexOrFrameCount) {
-  const VideoSpec spec{.codec = VideoCodec::h264, .width = 128, .height = 96, .frames = 48, .fps = 24, .gop = 12,
-                       .b_frames = 2, .seed = 1};
+  const VideoSpec spec{.codec = VideoCodec::h264,
+                       .width = 128,
+                       .height = 96,
+                       .frames = 48,
+                       .fps = 24,
+                       .gop = 12,
+                       .b_frames = 2,
+                       .seed = 1};
   for (const char* container : {"h264", "matroska"}) {
     const Bytes clip = make_video(spec, container);
     Tensor all = load_video(Source::memory(clip));
@@ -108,7 +129,8 @@ TEST(Video, RawStreamsWithoutIndexOrFrameCount) {
     EXPECT_TRUE(same_frame(all, 47, all_h264_frames(), 47)) << container;
     Tensor eight = load_video(Source::memory(clip), pick(FrameSelection::evenly_spaced(8)));
     for (int i = 0; i < 8; ++i) {
-      EXPECT_TRUE(same_frame(eight, i, all_h264_frames(), std::lround(i * 47.0 / 7))) << container << " " << i;
+      EXPECT_TRUE(same_frame(eight, i, all_h264_frames(), std::lround(i * 47.0 / 7)))
+          << container << " " << i;
     }
   }
 }
@@ -119,7 +141,8 @@ TEST(Video, ResizesAndConvertsFrames) {
   o.image.width = 64;
   o.image.height = 48;
   o.image.format = PixelFormat::yuv420p;
-  EXPECT_EQ(load_video(Source::memory(h264_clip()), o).shape(), (std::vector<std::int64_t>{3, 72, 64}));
+  EXPECT_EQ(load_video(Source::memory(h264_clip()), o).shape(),
+            (std::vector<std::int64_t>{3, 72, 64}));
   o.image = {};
   o.image.filter_desc = "hflip";
   Tensor flipped = load_video(Source::memory(h264_clip()), o);
@@ -131,8 +154,14 @@ TEST(Video, ResizesAndConvertsFrames) {
 
 TEST(Video, OtherCodecsDecode) {
   for (VideoCodec codec : {VideoCodec::mpeg4, VideoCodec::hevc, VideoCodec::vp9, VideoCodec::av1}) {
-    const Bytes clip = make_video({.codec = codec, .width = 64, .height = 48, .frames = 12, .fps = 12, .gop = 6,
-                                   .b_frames = 2, .seed = 2});
+    const Bytes clip = make_video({.codec = codec,
+                                   .width = 64,
+                                   .height = 48,
+                                   .frames = 12,
+                                   .fps = 12,
+                                   .gop = 6,
+                                   .b_frames = 2,
+                                   .seed = 2});
     Tensor all = load_video(Source::memory(clip));
     ASSERT_EQ(all.shape(), (std::vector<std::int64_t>{12, 48, 64, 3})) << int(codec);
     Tensor four = load_video(Source::memory(clip), pick(FrameSelection::evenly_spaced(4)));
@@ -145,9 +174,16 @@ TEST(Video, OtherCodecsDecode) {
 TEST(Video, MjpegFullRangeFramesMatchTheSameContentInH264) {
   // MJPEG decodes to the deprecated yuvj420p: it must be read as full range,
   // or every pixel's contrast is off by 16/255 steps.
-  const VideoSpec spec{.codec = VideoCodec::mjpeg, .width = 128, .height = 96, .frames = 48, .fps = 24, .gop = 12,
-                       .b_frames = 0, .seed = 1};
-  const Tensor mjpeg = load_video(Source::memory(make_video(spec), "clip.avi"), pick(FrameSelection::evenly_spaced(4)));
+  const VideoSpec spec{.codec = VideoCodec::mjpeg,
+                       .width = 128,
+                       .height = 96,
+                       .frames = 48,
+                       .fps = 24,
+                       .gop = 12,
+                       .b_frames = 0,
+                       .seed = 1};
+  const Tensor mjpeg = load_video(Source::memory(make_video(spec), "clip.avi"),
+                                  pick(FrameSelection::evenly_spaced(4)));
   const Tensor& h264 = all_h264_frames();
   for (int i = 0; i < 4; ++i) {
     const std::int64_t idx = std::lround(i * 47.0 / 3);
@@ -162,7 +198,8 @@ TEST(Video, MjpegFullRangeFramesMatchTheSameContentInH264) {
       qa += double(a[k]) * a[k];
       qb += double(b[k]) * b[k];
     }
-    const double sd_a = std::sqrt(qa / n - (sa / n) * (sa / n)), sd_b = std::sqrt(qb / n - (sb / n) * (sb / n));
+    const double sd_a = std::sqrt(qa / n - (sa / n) * (sa / n)),
+                 sd_b = std::sqrt(qb / n - (sb / n) * (sb / n));
     EXPECT_LT(diff / double(n), 8.0) << i;
     EXPECT_NEAR(sd_a / sd_b, 1.0, 0.05) << i;  // a range mix-up scales contrast by 255/219
   }
@@ -173,14 +210,16 @@ TEST(Video, StreamingReaderMatchesLoadVideo) {
   std::int64_t total = 0;
   while (std::optional<Tensor> chunk = reader.next_chunk(20)) {
     EXPECT_LE(chunk->dim(0), 20);
-    for (std::int64_t i = 0; i < chunk->dim(0); ++i) EXPECT_TRUE(same_frame(*chunk, i, all_h264_frames(), total + i));
+    for (std::int64_t i = 0; i < chunk->dim(0); ++i)
+      EXPECT_TRUE(same_frame(*chunk, i, all_h264_frames(), total + i));
     total += chunk->dim(0);
   }
   EXPECT_EQ(total, 48);
 }
 
 TEST(Video, ReadsFilesWhateverTheirExtension) {
-  const std::string path = (std::filesystem::temp_directory_path() / "brigade_video_test_mp4_named.avi").string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "brigade_video_test_mp4_named.avi").string();
   write_file(path, h264_clip());
   Tensor t = load_video(Source::file(path), pick(FrameSelection::at({0.5})));
   std::filesystem::remove(path);
@@ -217,9 +256,12 @@ ErrorCode video_error(const Bytes& bytes, const VideoOptions& o = {}) {
 }
 
 TEST(Video, BadInputsGiveTypedErrors) {
-  EXPECT_EQ(video_error(h264_clip(), pick(FrameSelection::at({10.0}))), ErrorCode::invalid_argument);
-  EXPECT_EQ(video_error(h264_clip(), pick(FrameSelection::evenly_spaced(0))), ErrorCode::invalid_argument);
-  const Bytes audio = make_audio({.codec = AudioCodec::wav, .sample_rate = 16000, .channels = 1, .seconds = 0.1, .seed = 0});
+  EXPECT_EQ(video_error(h264_clip(), pick(FrameSelection::at({10.0}))),
+            ErrorCode::invalid_argument);
+  EXPECT_EQ(video_error(h264_clip(), pick(FrameSelection::evenly_spaced(0))),
+            ErrorCode::invalid_argument);
+  const Bytes audio = make_audio(
+      {.codec = AudioCodec::wav, .sample_rate = 16000, .channels = 1, .seconds = 0.1, .seed = 0});
   EXPECT_EQ(video_error(audio), ErrorCode::unsupported);
   const Bytes truncated(h264_clip().begin(), h264_clip().begin() + h264_clip().size() / 3);
   EXPECT_EQ(video_error(truncated), ErrorCode::bad_data);

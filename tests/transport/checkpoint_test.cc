@@ -1,14 +1,14 @@
 #include "transport/checkpoint.h"
-#include "tests/actors/random_commit.h"
 
 #include <gtest/gtest.h>
-
-#include "actors/pipeline.h"
 
 #include <cstring>
 #include <fstream>
 #include <random>
 #include <set>
+
+#include "actors/pipeline.h"
+#include "tests/actors/random_commit.h"
 
 namespace brigade::transport {
 namespace {
@@ -46,7 +46,8 @@ std::vector<std::byte> read_bytes(const fs::path& p) {
 
 void write_bytes(const fs::path& p, std::span<const std::byte> bytes) {
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 struct Params {
@@ -57,9 +58,12 @@ struct Params {
 };
 
 DistributedSampler make(const Params& p, std::uint32_t rank, std::uint32_t world) {
-  return DistributedRandomSampler(
-      p.n, {.rank = rank, .world_size = world, .seed = p.seed, .epoch = p.epoch, .tail = p.tail,
-            .identity_hash = 0xfeed});
+  return DistributedRandomSampler(p.n, {.rank = rank,
+                                        .world_size = world,
+                                        .seed = p.seed,
+                                        .epoch = p.epoch,
+                                        .tail = p.tail,
+                                        .identity_hash = 0xfeed});
 }
 
 using brigade::actors::testing::random_commit;
@@ -70,9 +74,12 @@ CommitState merge(const CommitState& restored, const CommitState& more, std::uin
   bool gap = false;
   for (std::uint64_t p = 0; p < share; ++p) {
     const bool done = restored.committed(p) || more.committed(p);
-    if (!done) gap = true;
-    else if (!gap) out.watermark = p + 1;
-    else out.above.push_back(p);
+    if (!done)
+      gap = true;
+    else if (!gap)
+      out.watermark = p + 1;
+    else
+      out.above.push_back(p);
   }
   return out;
 }
@@ -95,8 +102,12 @@ Ids run_and_save(std::mt19937_64& rng, const Params& p, const std::vector<Sample
 }
 
 SamplerState sample_state() {
-  DistributedRandomSampler s(1000, {.rank = 1, .world_size = 3, .seed = 9, .epoch = 2,
-                                    .tail = TailPolicy::pad, .identity_hash = 77});
+  DistributedRandomSampler s(1000, {.rank = 1,
+                                    .world_size = 3,
+                                    .seed = 9,
+                                    .epoch = 2,
+                                    .tail = TailPolicy::pad,
+                                    .identity_hash = 77});
   return s.state({.watermark = 10, .above = {12, 15}}, 4);
 }
 
@@ -135,8 +146,10 @@ TEST(Checkpoint, WritesAtomicallyAndResumesExactlyAtTheSameWorldSize) {
   TempDir dir;
   write_set(dir.path(), 3, 7);
   std::set<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir.path())) names.insert(e.path().filename().string());
-  EXPECT_EQ(names, (std::set<std::string>{"rank-0-of-3.ckpt", "rank-1-of-3.ckpt", "rank-2-of-3.ckpt"}));
+  for (const auto& e : fs::directory_iterator(dir.path()))
+    names.insert(e.path().filename().string());
+  EXPECT_EQ(names,
+            (std::set<std::string>{"rank-0-of-3.ckpt", "rank-1-of-3.ckpt", "rank-2-of-3.ckpt"}));
   for (std::uint32_t r = 0; r < 3; ++r) {
     const auto loaded = load_checkpoint(dir.path(), r, 3);
     DistributedRandomSampler s(1000, {.rank = r, .world_size = 3, .seed = 9});
@@ -229,7 +242,8 @@ TEST(Checkpoint, RejectsEveryTruncation) {
   const fs::path file = dir.path() / "rank-1-of-2.ckpt";
   const auto bytes_on_disk = read_bytes(file);
   write_bytes(file, std::span(bytes_on_disk).first(40));
-  expect_error([&] { load_checkpoint(dir.path(), 0, 2); }, CheckpointErrorKind::corrupt, "rank-1-of-2.ckpt");
+  expect_error([&] { load_checkpoint(dir.path(), 0, 2); }, CheckpointErrorKind::corrupt,
+               "rank-1-of-2.ckpt");
 }
 
 TEST(Checkpoint, RejectsEveryFlippedByte) {
@@ -245,7 +259,8 @@ TEST(Checkpoint, RejectsEveryFlippedByte) {
         ADD_FAILURE() << "a flipped byte was accepted";
       } catch (const CheckpointError& e) {
         // A flip in the envelope's version field reads as an unknown version.
-        EXPECT_TRUE(e.kind() == CheckpointErrorKind::corrupt || e.kind() == CheckpointErrorKind::version)
+        EXPECT_TRUE(e.kind() == CheckpointErrorKind::corrupt ||
+                    e.kind() == CheckpointErrorKind::version)
             << e.what();
         EXPECT_EQ(e.file(), "rank-1-of-3.ckpt");
       }
@@ -279,19 +294,21 @@ TEST(Checkpoint, RejectsAnotherDatasetOrConflictingParameters) {
   EXPECT_NO_THROW(load_checkpoint(dir.path(), 0, 2, {.expected = expected}));
   auto other = expected;
   other.n = 999;
-  expect_error([&] { load_checkpoint(dir.path(), 0, 2, {.expected = other}); }, CheckpointErrorKind::conflict,
+  expect_error([&] { load_checkpoint(dir.path(), 0, 2, {.expected = other}); },
+               CheckpointErrorKind::conflict,
                "dataset size n: checkpoint has 1000, caller has 999");
   other = expected;
   other.identity_hash = 5;
-  expect_error([&] { load_checkpoint(dir.path(), 0, 2, {.expected = other}); }, CheckpointErrorKind::conflict,
-               "dataset identity hash");
+  expect_error([&] { load_checkpoint(dir.path(), 0, 2, {.expected = other}); },
+               CheckpointErrorKind::conflict, "dataset identity hash");
   other = expected;
   other.seed = 10;
-  expect_error([&] { load_checkpoint(dir.path(), 1, 3, {.expected = other}); }, CheckpointErrorKind::conflict,
-               "seed: checkpoint has 9, caller has 10");
+  expect_error([&] { load_checkpoint(dir.path(), 1, 3, {.expected = other}); },
+               CheckpointErrorKind::conflict, "seed: checkpoint has 9, caller has 10");
   other = expected;
   other.tail = TailPolicy::drop_last;
-  expect_error([&] { load_checkpoint(dir.path(), 0, 2, {.expected = other}); }, CheckpointErrorKind::conflict,
+  expect_error([&] { load_checkpoint(dir.path(), 0, 2, {.expected = other}); },
+               CheckpointErrorKind::conflict,
                "tail policy: checkpoint has none, caller has drop_last");
 }
 
@@ -301,7 +318,8 @@ TEST(Checkpoint, RejectsAMissingRankFile) {
   fs::remove(dir.path() / "rank-2-of-4.ckpt");
   expect_error([&] { load_checkpoint(dir.path(), 0, 4); }, CheckpointErrorKind::incomplete,
                "rank-2-of-4.ckpt (missing)");
-  expect_error([&] { load_checkpoint(dir.path() / "nope", 0, 4); }, CheckpointErrorKind::not_found, "nope");
+  expect_error([&] { load_checkpoint(dir.path() / "nope", 0, 4); }, CheckpointErrorKind::not_found,
+               "nope");
 }
 
 TEST(Checkpoint, RejectsASetOfMixedGenerations) {
@@ -348,7 +366,9 @@ TEST(Checkpoint, PipelinesStopSaveAndResumeAtAnotherWorldSize) {
   std::mt19937_64 rng(99);
   TempDir root;
   for (int trial = 0; trial < 200; ++trial) {
-    Params p{.n = rng() % 4 == 0 ? rng() % 6 : 40 + rng() % 150, .seed = rng(), .epoch = rng() % 3,
+    Params p{.n = rng() % 4 == 0 ? rng() % 6 : 40 + rng() % 150,
+             .seed = rng(),
+             .epoch = rng() % 3,
              .tail = static_cast<TailPolicy>(rng() % 3)};
     const int concurrency = 1 + static_cast<int>(rng() % 4);
     const std::uint32_t worlds[2] = {1 + static_cast<std::uint32_t>(rng() % 4),
@@ -364,7 +384,8 @@ TEST(Checkpoint, PipelinesStopSaveAndResumeAtAnotherWorldSize) {
         CommitState resume;
         if (run == 0) {
           while (auto d = sampler.next()) {
-            if (d->value.id % 7 != 3 && d->value.id % 11 != 5) expected.emplace(d->value.id, d->value.is_padding);
+            if (d->value.id % 7 != 3 && d->value.id % 11 != 5)
+              expected.emplace(d->value.id, d->value.is_padding);
           }
           sampler.set_epoch(p.epoch);
         } else {
@@ -374,11 +395,13 @@ TEST(Checkpoint, PipelinesStopSaveAndResumeAtAnotherWorldSize) {
         }
         auto pipeline = PipelineBuilder()
                             .add_source(std::ref(sampler))
-                            .pipe([](SampleId s) -> std::optional<SampleId> {
-                              if (s.id % 7 == 3) return std::nullopt;
-                              if (s.id % 11 == 5) throw std::runtime_error("bad sample");
-                              return s;
-                            }, {.concurrency = concurrency, .output_order = order})
+                            .pipe(
+                                [](SampleId s) -> std::optional<SampleId> {
+                                  if (s.id % 7 == 3) return std::nullopt;
+                                  if (s.id % 11 == 5) throw std::runtime_error("bad sample");
+                                  return s;
+                                },
+                                {.concurrency = concurrency, .output_order = order})
                             .aggregate(3)
                             .add_sink(2)
                             .build({.num_threads = 2, .log_stats_at_end = false});

@@ -16,16 +16,32 @@ std::string averror_text(int errnum) {
 
 ErrorCode averror_code(int errnum) {
   switch (errnum) {
-    case AVERROR(ENOENT): return ErrorCode::not_found;
-    case AVERROR(EAGAIN): case AVERROR(ETIMEDOUT): case AVERROR(EINTR):
-    case AVERROR(ECONNRESET): case AVERROR(ECONNREFUSED): return ErrorCode::unavailable;
-    case AVERROR(EIO): case AVERROR(EACCES): case AVERROR(EPERM): case AVERROR(ENOMEM):
-    case AVERROR(EISDIR): return ErrorCode::io;
-    case AVERROR_DECODER_NOT_FOUND: case AVERROR_DEMUXER_NOT_FOUND: case AVERROR_ENCODER_NOT_FOUND:
-    case AVERROR_MUXER_NOT_FOUND: case AVERROR_FILTER_NOT_FOUND: case AVERROR_PROTOCOL_NOT_FOUND:
-    case AVERROR_STREAM_NOT_FOUND: case AVERROR_PATCHWELCOME: case AVERROR(ENOSYS):
+    case AVERROR(ENOENT):
+      return ErrorCode::not_found;
+    case AVERROR(EAGAIN):
+    case AVERROR(ETIMEDOUT):
+    case AVERROR(EINTR):
+    case AVERROR(ECONNRESET):
+    case AVERROR(ECONNREFUSED):
+      return ErrorCode::unavailable;
+    case AVERROR(EIO):
+    case AVERROR(EACCES):
+    case AVERROR(EPERM):
+    case AVERROR(ENOMEM):
+    case AVERROR(EISDIR):
+      return ErrorCode::io;
+    case AVERROR_DECODER_NOT_FOUND:
+    case AVERROR_DEMUXER_NOT_FOUND:
+    case AVERROR_ENCODER_NOT_FOUND:
+    case AVERROR_MUXER_NOT_FOUND:
+    case AVERROR_FILTER_NOT_FOUND:
+    case AVERROR_PROTOCOL_NOT_FOUND:
+    case AVERROR_STREAM_NOT_FOUND:
+    case AVERROR_PATCHWELCOME:
+    case AVERROR(ENOSYS):
       return ErrorCode::unsupported;
-    default: return ErrorCode::bad_data;  // INVALIDDATA, EOF, EINVAL from a decoder, ...
+    default:
+      return ErrorCode::bad_data;  // INVALIDDATA, EOF, EINVAL from a decoder, ...
   }
 }
 

@@ -15,29 +15,32 @@ extern "C" {
 
 namespace brigade::media::detail {
 
-FilterGraph FilterGraph::video(std::string_view description, const AVFrame* first, AVRational time_base,
-                               AVPixelFormat out, std::string_view input) {
+FilterGraph FilterGraph::video(std::string_view description, const AVFrame* first,
+                               AVRational time_base, AVPixelFormat out, std::string_view input) {
   FilterGraph g;
   g.input_ = std::string(input);
   g.graph_.reset(avfilter_graph_alloc());
   if (!g.graph_) throw std::bad_alloc();
   g.graph_->nb_threads = 1;
-  AVRational sar = first->sample_aspect_ratio.num > 0 ? first->sample_aspect_ratio : AVRational{1, 1};
-  std::string args = "video_size=" + std::to_string(first->width) + "x" + std::to_string(first->height) +
-                     ":pix_fmt=" + std::to_string(first->format) + ":time_base=" +
-                     std::to_string(time_base.num) + "/" + std::to_string(time_base.den) +
-                     ":pixel_aspect=" + std::to_string(sar.num) + "/" + std::to_string(sar.den);
-  check_averror(avfilter_graph_create_filter(&g.src_, avfilter_get_by_name("buffer"), "in", args.c_str(),
-                                             nullptr, g.graph_.get()),
+  AVRational sar =
+      first->sample_aspect_ratio.num > 0 ? first->sample_aspect_ratio : AVRational{1, 1};
+  std::string args = "video_size=" + std::to_string(first->width) + "x" +
+                     std::to_string(first->height) + ":pix_fmt=" + std::to_string(first->format) +
+                     ":time_base=" + std::to_string(time_base.num) + "/" +
+                     std::to_string(time_base.den) + ":pixel_aspect=" + std::to_string(sar.num) +
+                     "/" + std::to_string(sar.den);
+  check_averror(avfilter_graph_create_filter(&g.src_, avfilter_get_by_name("buffer"), "in",
+                                             args.c_str(), nullptr, g.graph_.get()),
                 input, "while creating the filter source");
-  check_averror(avfilter_graph_create_filter(&g.sink_, avfilter_get_by_name("buffersink"), "out", nullptr,
-                                             nullptr, g.graph_.get()),
+  check_averror(avfilter_graph_create_filter(&g.sink_, avfilter_get_by_name("buffersink"), "out",
+                                             nullptr, nullptr, g.graph_.get()),
                 input, "while creating the filter sink");
   g.connect(description, std::string(",format=pix_fmts=") + av_get_pix_fmt_name(out), input);
   return g;
 }
 
-void FilterGraph::connect(std::string_view description, const std::string& tail, std::string_view input) {
+void FilterGraph::connect(std::string_view description, const std::string& tail,
+                          std::string_view input) {
   FilterInOutPtr outputs(avfilter_inout_alloc());
   FilterInOutPtr inputs(avfilter_inout_alloc());
   if (!outputs || !inputs) throw std::bad_alloc();
@@ -45,27 +48,31 @@ void FilterGraph::connect(std::string_view description, const std::string& tail,
   outputs->filter_ctx = src_;
   inputs->name = av_strdup("out");
   inputs->filter_ctx = sink_;
-  std::string desc = description.empty() ? std::string(tail.substr(1)) : std::string(description) + tail;
+  std::string desc =
+      description.empty() ? std::string(tail.substr(1)) : std::string(description) + tail;
   AVFilterInOut* in_raw = inputs.release();
   AVFilterInOut* out_raw = outputs.release();
   int ret = avfilter_graph_parse_ptr(graph_.get(), desc.c_str(), &in_raw, &out_raw, nullptr);
   inputs.reset(in_raw);
   outputs.reset(out_raw);
   if (ret < 0) {
-    throw MediaError(averror_code(ret) == ErrorCode::unsupported ? ErrorCode::unsupported
-                                                                  : ErrorCode::invalid_argument,
-                     std::string(input), "bad filter description '" + std::string(description) +
-                                             "': " + averror_text(ret));
+    throw MediaError(
+        averror_code(ret) == ErrorCode::unsupported ? ErrorCode::unsupported
+                                                    : ErrorCode::invalid_argument,
+        std::string(input),
+        "bad filter description '" + std::string(description) + "': " + averror_text(ret));
   }
   ret = avfilter_graph_config(graph_.get(), nullptr);
   if (ret < 0) {
-    throw MediaError(ErrorCode::invalid_argument, std::string(input),
-                     "cannot configure filter graph '" + std::string(description) + "': " + averror_text(ret));
+    throw MediaError(
+        ErrorCode::invalid_argument, std::string(input),
+        "cannot configure filter graph '" + std::string(description) + "': " + averror_text(ret));
   }
 }
 
-FilterGraph FilterGraph::audio(std::string_view description, const AVFrame* first, AVSampleFormat out, int out_rate,
-                               int out_channels, std::string_view input) {
+FilterGraph FilterGraph::audio(std::string_view description, const AVFrame* first,
+                               AVSampleFormat out, int out_rate, int out_channels,
+                               std::string_view input) {
   FilterGraph g;
   g.input_ = std::string(input);
   g.graph_.reset(avfilter_graph_alloc());
@@ -80,21 +87,22 @@ FilterGraph FilterGraph::audio(std::string_view description, const AVFrame* firs
     av_channel_layout_describe(&first->ch_layout, layout, sizeof(layout));
   }
   std::string args = "time_base=1/" + std::to_string(first->sample_rate) +
-                     ":sample_rate=" + std::to_string(first->sample_rate) +
-                     ":sample_fmt=" + av_get_sample_fmt_name(static_cast<AVSampleFormat>(first->format)) +
+                     ":sample_rate=" + std::to_string(first->sample_rate) + ":sample_fmt=" +
+                     av_get_sample_fmt_name(static_cast<AVSampleFormat>(first->format)) +
                      ":channel_layout=" + layout;
-  check_averror(avfilter_graph_create_filter(&g.src_, avfilter_get_by_name("abuffer"), "in", args.c_str(),
-                                             nullptr, g.graph_.get()),
+  check_averror(avfilter_graph_create_filter(&g.src_, avfilter_get_by_name("abuffer"), "in",
+                                             args.c_str(), nullptr, g.graph_.get()),
                 input, "while creating the audio filter source");
-  check_averror(avfilter_graph_create_filter(&g.sink_, avfilter_get_by_name("abuffersink"), "out", nullptr,
-                                             nullptr, g.graph_.get()),
+  check_averror(avfilter_graph_create_filter(&g.sink_, avfilter_get_by_name("abuffersink"), "out",
+                                             nullptr, nullptr, g.graph_.get()),
                 input, "while creating the audio filter sink");
   AVChannelLayout out_layout{};
   av_channel_layout_default(&out_layout, out_channels);
   char out_desc[128] = {};
   av_channel_layout_describe(&out_layout, out_desc, sizeof(out_desc));
   g.connect(description,
-            ",aresample=" + std::to_string(out_rate) + ",aformat=sample_fmts=" + av_get_sample_fmt_name(out) +
+            ",aresample=" + std::to_string(out_rate) +
+                ",aformat=sample_fmts=" + av_get_sample_fmt_name(out) +
                 ":sample_rates=" + std::to_string(out_rate) + ":channel_layouts=" + out_desc,
             input);
   return g;

@@ -25,8 +25,8 @@ class FilterGraph {
 
   // An audio graph for frames shaped like `first` (timestamps in 1/sample_rate),
   // producing packed `out` samples at `out_rate` with `out_channels` channels.
-  static FilterGraph audio(std::string_view description, const AVFrame* first, AVSampleFormat out, int out_rate,
-                           int out_channels, std::string_view input);
+  static FilterGraph audio(std::string_view description, const AVFrame* first, AVSampleFormat out,
+                           int out_rate, int out_channels, std::string_view input);
 
   AVRational output_time_base() const;
 

@@ -29,8 +29,10 @@ void log_callback(void* avcl, int level, const char* fmt, va_list vl) {
   av_log_format_line2(avcl, level, fmt, vl, line, sizeof(line), &print_prefix);
   std::size_t n = std::strlen(line);
   while (n > 0 && line[n - 1] == '\n') line[--n] = 0;
-  if (level <= AV_LOG_PANIC) spdlog::error("ffmpeg: {}", line);
-  else spdlog::debug("ffmpeg: {}", line);
+  if (level <= AV_LOG_PANIC)
+    spdlog::error("ffmpeg: {}", line);
+  else
+    spdlog::debug("ffmpeg: {}", line);
 }
 
 }  // namespace
@@ -71,11 +73,18 @@ Input::Input(const Source& source, bool find_stream_info) : name_(source.name())
           auto* r = static_cast<MemoryReader*>(opaque);
           const auto size = static_cast<std::int64_t>(r->bytes.size());
           switch (whence & ~AVSEEK_FORCE) {
-            case AVSEEK_SIZE: return size;
-            case SEEK_SET: break;
-            case SEEK_CUR: offset += r->pos; break;
-            case SEEK_END: offset += size; break;
-            default: return AVERROR(EINVAL);
+            case AVSEEK_SIZE:
+              return size;
+            case SEEK_SET:
+              break;
+            case SEEK_CUR:
+              offset += r->pos;
+              break;
+            case SEEK_END:
+              offset += size;
+              break;
+            default:
+              return AVERROR(EINVAL);
           }
           if (offset < 0 || offset > size) return AVERROR(EINVAL);
           r->pos = offset;
@@ -90,11 +99,13 @@ Input::Input(const Source& source, bool find_stream_info) : name_(source.name())
     fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
   }
   // avformat_open_input frees fmt on failure.
-  int ret = avformat_open_input(&fmt, source.is_file() ? source.name().c_str() : nullptr, nullptr, nullptr);
+  int ret = avformat_open_input(&fmt, source.is_file() ? source.name().c_str() : nullptr, nullptr,
+                                nullptr);
   check_averror(ret, name_, "while opening the input");
   fmt_.reset(fmt);
   if (find_stream_info) {
-    check_averror(avformat_find_stream_info(fmt, nullptr), name_, "while reading stream information");
+    check_averror(avformat_find_stream_info(fmt, nullptr), name_,
+                  "while reading stream information");
   }
 }
 
@@ -112,15 +123,19 @@ int Input::find_stream(AVMediaType type) const {
 
 namespace {
 
-CodecContextPtr open(const AVCodec* codec, const AVCodecParameters* par, std::string_view name, int threads) {
+CodecContextPtr open(const AVCodec* codec, const AVCodecParameters* par, std::string_view name,
+                     int threads) {
   init_ffmpeg_logging();
   if (codec == nullptr) {
     throw MediaError(ErrorCode::unsupported, std::string(name),
-                     std::string("no decoder for codec ") + avcodec_get_name(par ? par->codec_id : AV_CODEC_ID_NONE));
+                     std::string("no decoder for codec ") +
+                         avcodec_get_name(par ? par->codec_id : AV_CODEC_ID_NONE));
   }
   CodecContextPtr ctx(avcodec_alloc_context3(codec));
   if (!ctx) throw std::bad_alloc();
-  if (par != nullptr) check_averror(avcodec_parameters_to_context(ctx.get(), par), name, "while configuring the decoder");
+  if (par != nullptr)
+    check_averror(avcodec_parameters_to_context(ctx.get(), par), name,
+                  "while configuring the decoder");
   ctx->thread_count = threads;
   ctx->max_pixels = kMaxPixels;
   check_averror(avcodec_open2(ctx.get(), codec, nullptr), name, "while opening the decoder");
@@ -137,7 +152,8 @@ CodecContextPtr open_decoder(const Input& input, int index, int threads) {
 CodecContextPtr open_decoder(AVCodecID id, std::string_view name, int threads) {
   const AVCodec* codec = avcodec_find_decoder(id);
   if (codec == nullptr) {
-    throw MediaError(ErrorCode::unsupported, std::string(name), std::string("no decoder for ") + avcodec_get_name(id));
+    throw MediaError(ErrorCode::unsupported, std::string(name),
+                     std::string("no decoder for ") + avcodec_get_name(id));
   }
   return open(codec, nullptr, name, threads);
 }

@@ -28,11 +28,18 @@ std::int64_t seek(void* opaque, std::int64_t offset, int whence) {
   auto* v = static_cast<OutputBuffer*>(opaque);
   const auto size = static_cast<std::int64_t>(v->data.size());
   switch (whence & ~AVSEEK_FORCE) {
-    case AVSEEK_SIZE: return size;
-    case SEEK_SET: break;
-    case SEEK_CUR: offset += v->pos; break;
-    case SEEK_END: offset += size; break;
-    default: return AVERROR(EINVAL);
+    case AVSEEK_SIZE:
+      return size;
+    case SEEK_SET:
+      break;
+    case SEEK_CUR:
+      offset += v->pos;
+      break;
+    case SEEK_END:
+      offset += size;
+      break;
+    default:
+      return AVERROR(EINVAL);
   }
   if (offset < 0) return AVERROR(EINVAL);
   v->pos = offset;
@@ -45,7 +52,8 @@ MemoryOutput::MemoryOutput(const char* format, std::string name)
     : name_(std::move(name)), buffer_(std::make_unique<OutputBuffer>()), packet_(make_packet()) {
   init_ffmpeg_logging();
   AVFormatContext* fmt = nullptr;
-  check_averror(avformat_alloc_output_context2(&fmt, nullptr, format, nullptr), name_, "while creating the muxer");
+  check_averror(avformat_alloc_output_context2(&fmt, nullptr, format, nullptr), name_,
+                "while creating the muxer");
   fmt_.reset(fmt);
   auto* buf = static_cast<std::uint8_t*>(av_malloc(kIOBufferSize));
   if (buf == nullptr) throw std::bad_alloc();
@@ -68,7 +76,8 @@ void MemoryOutput::prepare_encoder(AVCodecContext* encoder) const {
 AVStream* MemoryOutput::add_stream(const AVCodecContext* encoder) {
   AVStream* st = avformat_new_stream(fmt_.get(), nullptr);
   if (st == nullptr) throw std::bad_alloc();
-  check_averror(avcodec_parameters_from_context(st->codecpar, encoder), name_, "while adding a stream");
+  check_averror(avcodec_parameters_from_context(st->codecpar, encoder), name_,
+                "while adding a stream");
   st->time_base = encoder->time_base;
   return st;
 }

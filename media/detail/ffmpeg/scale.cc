@@ -18,22 +18,39 @@ constexpr int kSwsFlags = SWS_BILINEAR | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT;
 
 AVPixelFormat unjpeg(AVPixelFormat f, bool& full_range) {
   switch (f) {
-    case AV_PIX_FMT_YUVJ420P: full_range = true; return AV_PIX_FMT_YUV420P;
-    case AV_PIX_FMT_YUVJ422P: full_range = true; return AV_PIX_FMT_YUV422P;
-    case AV_PIX_FMT_YUVJ444P: full_range = true; return AV_PIX_FMT_YUV444P;
-    case AV_PIX_FMT_YUVJ440P: full_range = true; return AV_PIX_FMT_YUV440P;
-    case AV_PIX_FMT_YUVJ411P: full_range = true; return AV_PIX_FMT_YUV411P;
-    default: return f;
+    case AV_PIX_FMT_YUVJ420P:
+      full_range = true;
+      return AV_PIX_FMT_YUV420P;
+    case AV_PIX_FMT_YUVJ422P:
+      full_range = true;
+      return AV_PIX_FMT_YUV422P;
+    case AV_PIX_FMT_YUVJ444P:
+      full_range = true;
+      return AV_PIX_FMT_YUV444P;
+    case AV_PIX_FMT_YUVJ440P:
+      full_range = true;
+      return AV_PIX_FMT_YUV440P;
+    case AV_PIX_FMT_YUVJ411P:
+      full_range = true;
+      return AV_PIX_FMT_YUV411P;
+    default:
+      return f;
   }
 }
 
 int sws_colorspace(AVColorSpace cs) {
   switch (cs) {
-    case AVCOL_SPC_BT709: return SWS_CS_ITU709;
-    case AVCOL_SPC_FCC: return SWS_CS_FCC;
-    case AVCOL_SPC_SMPTE240M: return SWS_CS_SMPTE240M;
-    case AVCOL_SPC_BT2020_NCL: case AVCOL_SPC_BT2020_CL: return SWS_CS_BT2020;
-    default: return SWS_CS_ITU601;
+    case AVCOL_SPC_BT709:
+      return SWS_CS_ITU709;
+    case AVCOL_SPC_FCC:
+      return SWS_CS_FCC;
+    case AVCOL_SPC_SMPTE240M:
+      return SWS_CS_SMPTE240M;
+    case AVCOL_SPC_BT2020_NCL:
+    case AVCOL_SPC_BT2020_CL:
+      return SWS_CS_BT2020;
+    default:
+      return SWS_CS_ITU601;
   }
 }
 
@@ -42,10 +59,20 @@ int sws_colorspace(AVColorSpace cs) {
 void chroma_position(const Picture& p, int& h, int& v) {
   h = v = -513;
   switch (p.chroma_location) {
-    case AVCHROMA_LOC_LEFT: h = 0; v = 128; break;
-    case AVCHROMA_LOC_CENTER: h = 128; v = 128; break;
-    case AVCHROMA_LOC_TOPLEFT: h = 0; v = 0; break;
-    default: break;
+    case AVCHROMA_LOC_LEFT:
+      h = 0;
+      v = 128;
+      break;
+    case AVCHROMA_LOC_CENTER:
+      h = 128;
+      v = 128;
+      break;
+    case AVCHROMA_LOC_TOPLEFT:
+      h = 0;
+      v = 0;
+      break;
+    default:
+      break;
   }
 }
 
@@ -68,10 +95,14 @@ Picture picture_of(const AVFrame* frame) {
 
 AVPixelFormat av_pixel_format(PixelFormat format) {
   switch (format) {
-    case PixelFormat::rgb24: return AV_PIX_FMT_RGB24;
-    case PixelFormat::bgr24: return AV_PIX_FMT_BGR24;
-    case PixelFormat::gray8: return AV_PIX_FMT_GRAY8;
-    case PixelFormat::yuv420p: return AV_PIX_FMT_YUV420P;
+    case PixelFormat::rgb24:
+      return AV_PIX_FMT_RGB24;
+    case PixelFormat::bgr24:
+      return AV_PIX_FMT_BGR24;
+    case PixelFormat::gray8:
+      return AV_PIX_FMT_GRAY8;
+    case PixelFormat::yuv420p:
+      return AV_PIX_FMT_YUV420P;
   }
   return AV_PIX_FMT_NONE;
 }
@@ -84,8 +115,10 @@ void Scaler::scale(const Picture& src, const Geometry& g, PixelFormat format, st
                      std::string("unsupported pixel format ") + (desc ? desc->name : "none"));
   }
   const Rect& r = g.src;
-  if (r.x < 0 || r.y < 0 || r.w <= 0 || r.h <= 0 || r.x + r.w > src.width || r.y + r.h > src.height) {
-    throw MediaError(ErrorCode::invalid_argument, std::string(input), "source rectangle outside the picture");
+  if (r.x < 0 || r.y < 0 || r.w <= 0 || r.h <= 0 || r.x + r.w > src.width ||
+      r.y + r.h > src.height) {
+    throw MediaError(ErrorCode::invalid_argument, std::string(input),
+                     "source rectangle outside the picture");
   }
   // Offset each plane to the rectangle. With subsampled chroma and an odd
   // offset, the chroma row/column starts half a luma pixel early: tell swscale.
@@ -102,16 +135,21 @@ void Scaler::scale(const Picture& src, const Geometry& g, PixelFormat format, st
     if (desc->flags & AV_PIX_FMT_FLAG_PAL && i == 1) continue;  // palette, not a plane
     if (!planar && i > 0) continue;
     if (bpp <= 0 && x != 0) {
-      throw MediaError(ErrorCode::unsupported, std::string(input), "cropping a bitstream pixel format");
+      throw MediaError(ErrorCode::unsupported, std::string(input),
+                       "cropping a bitstream pixel format");
     }
-    p.data[i] += static_cast<std::ptrdiff_t>(y) * p.linesize[i] + static_cast<std::ptrdiff_t>(x) * bpp;
+    p.data[i] +=
+        static_cast<std::ptrdiff_t>(y) * p.linesize[i] + static_cast<std::ptrdiff_t>(x) * bpp;
   }
   if (planar && desc->nb_components >= 3) {
-    if (xs > 0 && (r.x & ((1 << xs) - 1))) h_chr = (h_chr == -513 ? 128 : h_chr) - 256 * (r.x & ((1 << xs) - 1));
-    if (ys > 0 && (r.y & ((1 << ys) - 1))) v_chr = (v_chr == -513 ? 128 : v_chr) - 256 * (r.y & ((1 << ys) - 1));
+    if (xs > 0 && (r.x & ((1 << xs) - 1)))
+      h_chr = (h_chr == -513 ? 128 : h_chr) - 256 * (r.x & ((1 << xs) - 1));
+    if (ys > 0 && (r.y & ((1 << ys) - 1)))
+      v_chr = (v_chr == -513 ? 128 : v_chr) - 256 * (r.y & ((1 << ys) - 1));
   }
   const AVPixelFormat dst_fmt = av_pixel_format(format);
-  Key key{r.w, r.h, src.format, src.full_range, src.colorspace, h_chr, v_chr, g.out_w, g.out_h, dst_fmt};
+  Key key{r.w,   r.h,   src.format, src.full_range, src.colorspace,
+          h_chr, v_chr, g.out_w,    g.out_h,        dst_fmt};
   if (!ctx_ || !(key == key_)) {
     ctx_.reset();
     SwsContextPtr ctx(sws_alloc_context());
@@ -138,8 +176,13 @@ void Scaler::scale(const Picture& src, const Geometry& g, PixelFormat format, st
   std::uint8_t* out[4] = {dst, nullptr, nullptr, nullptr};
   int out_linesize[4] = {0, 0, 0, 0};
   switch (format) {
-    case PixelFormat::rgb24: case PixelFormat::bgr24: out_linesize[0] = g.out_w * 3; break;
-    case PixelFormat::gray8: out_linesize[0] = g.out_w; break;
+    case PixelFormat::rgb24:
+    case PixelFormat::bgr24:
+      out_linesize[0] = g.out_w * 3;
+      break;
+    case PixelFormat::gray8:
+      out_linesize[0] = g.out_w;
+      break;
     case PixelFormat::yuv420p:
       out_linesize[0] = g.out_w;
       out_linesize[1] = out_linesize[2] = g.out_w / 2;
@@ -149,8 +192,9 @@ void Scaler::scale(const Picture& src, const Geometry& g, PixelFormat format, st
   }
   int rows = sws_scale(ctx_.get(), p.data, p.linesize, 0, r.h, out, out_linesize);
   if (rows != g.out_h) {
-    throw MediaError(ErrorCode::bad_data, std::string(input),
-                     "scaler wrote " + std::to_string(rows) + " of " + std::to_string(g.out_h) + " rows");
+    throw MediaError(
+        ErrorCode::bad_data, std::string(input),
+        "scaler wrote " + std::to_string(rows) + " of " + std::to_string(g.out_h) + " rows");
   }
 }
 

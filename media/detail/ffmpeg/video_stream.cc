@@ -21,8 +21,10 @@ StreamTiming stream_timing(const AVFormatContext* fmt, int index) {
   t.start_pts = st->start_time != AV_NOPTS_VALUE ? st->start_time : 0;
   // avg_frame_rate is frames / duration, which MP4's duration rounding skews;
   // the real base rate (r_frame_rate) wins when it is close to it.
-  const double avg = st->avg_frame_rate.num > 0 && st->avg_frame_rate.den > 0 ? av_q2d(st->avg_frame_rate) : 0;
-  const double base = st->r_frame_rate.num > 0 && st->r_frame_rate.den > 0 ? av_q2d(st->r_frame_rate) : 0;
+  const double avg =
+      st->avg_frame_rate.num > 0 && st->avg_frame_rate.den > 0 ? av_q2d(st->avg_frame_rate) : 0;
+  const double base =
+      st->r_frame_rate.num > 0 && st->r_frame_rate.den > 0 ? av_q2d(st->r_frame_rate) : 0;
   t.fps = avg > 0 && (base <= 0 || std::abs(base - avg) > 0.05 * avg) ? avg : base;
   t.frame_duration = t.fps > 0 ? 1.0 / t.fps : 0.04;
   if (st->duration != AV_NOPTS_VALUE && st->duration > 0) {
@@ -33,7 +35,8 @@ StreamTiming stream_timing(const AVFormatContext* fmt, int index) {
   // A duration guessed from the bit rate (raw streams) says nothing reliable
   // about the frame count: leave it unknown (0).
   const bool guessed = fmt->duration_estimation_method == AVFMT_DURATION_FROM_BITRATE;
-  t.frames = st->nb_frames > 0 ? st->nb_frames : (t.fps > 0 && !guessed ? std::llround(t.duration * t.fps) : 0);
+  t.frames = st->nb_frames > 0 ? st->nb_frames
+                               : (t.fps > 0 && !guessed ? std::llround(t.duration * t.fps) : 0);
   return t;
 }
 
@@ -64,26 +67,32 @@ FrameWriter::FrameWriter(ImageOptions options, std::string name)
 const std::vector<std::int64_t>& FrameWriter::prepare(AVFrame* frame) {
   pending_ = frame;
   std::vector<std::int64_t> shape;
-  if (frame->width <= 0 || frame->height <= 0) throw MediaError(ErrorCode::bad_data, name_, "zero frame dimensions");
+  if (frame->width <= 0 || frame->height <= 0)
+    throw MediaError(ErrorCode::bad_data, name_, "zero frame dimensions");
   if (options_.filter_desc.empty()) {
     geometry_ = plan_geometry(options_, frame->width, frame->height, name_);
     shape = image_shape(options_.format, geometry_.out_w, geometry_.out_h);
   } else {
     if (!graph_) {
-      graph_.emplace(FilterGraph::video(options_.filter_desc, frame, {1, 1}, av_pixel_format(options_.format), name_));
+      graph_.emplace(FilterGraph::video(options_.filter_desc, frame, {1, 1},
+                                        av_pixel_format(options_.format), name_));
       filtered_ = make_frame();
     }
     graph_->push(frame);
     if (!graph_->pull(filtered_.get())) {
-      throw MediaError(ErrorCode::invalid_argument, name_, "the filter must give one frame per input frame");
+      throw MediaError(ErrorCode::invalid_argument, name_,
+                       "the filter must give one frame per input frame");
     }
-    if (options_.format == PixelFormat::yuv420p && (filtered_->width % 2 || filtered_->height % 2)) {
-      throw MediaError(ErrorCode::invalid_argument, name_, "yuv420p output needs even width and height");
+    if (options_.format == PixelFormat::yuv420p &&
+        (filtered_->width % 2 || filtered_->height % 2)) {
+      throw MediaError(ErrorCode::invalid_argument, name_,
+                       "yuv420p output needs even width and height");
     }
     shape = image_shape(options_.format, filtered_->width, filtered_->height);
   }
   if (shape_.empty()) shape_ = shape;
-  if (shape != shape_) throw MediaError(ErrorCode::bad_data, name_, "the frame size changed mid-stream");
+  if (shape != shape_)
+    throw MediaError(ErrorCode::bad_data, name_, "the frame size changed mid-stream");
   return shape_;
 }
 
@@ -100,7 +109,8 @@ void FrameWriter::write(std::uint8_t* dst) {
   }
   const AVPixelFormat fmt = av_pixel_format(options_.format);
   const AVFrame* f = filtered_.get();
-  check_averror(av_image_copy_to_buffer(dst, int(frame_bytes()), f->data, f->linesize, fmt, f->width, f->height, 1),
+  check_averror(av_image_copy_to_buffer(dst, int(frame_bytes()), f->data, f->linesize, fmt,
+                                        f->width, f->height, 1),
                 name_, "while copying a filtered frame");
 }
 

@@ -18,16 +18,36 @@ struct SwrContext;
 
 namespace brigade::media::detail {
 
-struct InputFormatContextDeleter { void operator()(AVFormatContext* p) const; };  // avformat_close_input
-struct OutputFormatContextDeleter { void operator()(AVFormatContext* p) const; };  // avformat_free_context
-struct CodecContextDeleter { void operator()(AVCodecContext* p) const; };
-struct FrameDeleter { void operator()(AVFrame* p) const; };
-struct PacketDeleter { void operator()(AVPacket* p) const; };
-struct IOContextDeleter { void operator()(AVIOContext* p) const; };  // frees its buffer too
-struct FilterGraphDeleter { void operator()(AVFilterGraph* p) const; };
-struct FilterInOutDeleter { void operator()(AVFilterInOut* p) const; };
-struct SwsContextDeleter { void operator()(SwsContext* p) const; };
-struct SwrContextDeleter { void operator()(SwrContext* p) const; };
+struct InputFormatContextDeleter {
+  void operator()(AVFormatContext* p) const;
+};  // avformat_close_input
+struct OutputFormatContextDeleter {
+  void operator()(AVFormatContext* p) const;
+};  // avformat_free_context
+struct CodecContextDeleter {
+  void operator()(AVCodecContext* p) const;
+};
+struct FrameDeleter {
+  void operator()(AVFrame* p) const;
+};
+struct PacketDeleter {
+  void operator()(AVPacket* p) const;
+};
+struct IOContextDeleter {
+  void operator()(AVIOContext* p) const;
+};  // frees its buffer too
+struct FilterGraphDeleter {
+  void operator()(AVFilterGraph* p) const;
+};
+struct FilterInOutDeleter {
+  void operator()(AVFilterInOut* p) const;
+};
+struct SwsContextDeleter {
+  void operator()(SwsContext* p) const;
+};
+struct SwrContextDeleter {
+  void operator()(SwrContext* p) const;
+};
 
 using InputFormatContextPtr = std::unique_ptr<AVFormatContext, InputFormatContextDeleter>;
 using OutputFormatContextPtr = std::unique_ptr<AVFormatContext, OutputFormatContextDeleter>;
