@@ -1,0 +1,140 @@
+#include "transport/detail/cuda/cuda_device.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "transport/detail/cuda/error.h"
+#include "transport/detail/cuda/normalize_kernel.h"
+#include "transport/detail/device_cuda.h"
+#include "transport/device_normalize.h"
+
+namespace brigade::transport::detail {
+
+CudaEvent::~CudaEvent() { cudaEventDestroy(event_); }
+
+bool CudaEvent::ready() const {
+  const cudaError_t status = cudaEventQuery(event_);
+  if (status == cudaErrorNotReady) return false;
+  BRIGADE_CUDA_CHECK(status, device_);
+  return true;
+}
+
+void CudaEvent::wait() const { BRIGADE_CUDA_CHECK(cudaEventSynchronize(event_), device_); }
+
+CudaDevice::CudaDevice(int index) : index_(index) {
+  DeviceScope scope(index_);
+  BRIGADE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), index_);
+}
+
+// The stream's queued work still completes; CUDA releases the stream afterwards.
+CudaDevice::~CudaDevice() { cudaStreamDestroy(stream_); }
+
+std::shared_ptr<void> CudaDevice::allocate_host(std::size_t nbytes) {
+  DeviceScope scope(index_);
+  void* p = nullptr;
+  BRIGADE_CUDA_CHECK(cudaHostAlloc(&p, nbytes, cudaHostAllocDefault), index_);
+  return std::shared_ptr<void>(p, [self = shared_from_this()](void* q) { cudaFreeHost(q); });
+}
+
+std::shared_ptr<void> CudaDevice::allocate_device(std::size_t nbytes) {
+  DeviceScope scope(index_);
+  void* p = nullptr;
+  BRIGADE_CUDA_CHECK(cudaMalloc(&p, nbytes), index_);
+  // With unified addressing cudaFree needs no current device: nothing here can throw.
+  return std::shared_ptr<void>(p, [self = shared_from_this()](void* q) { cudaFree(q); });
+}
+
+void CudaDevice::copy_to_device(void* dst, const void* src, std::size_t nbytes) {
+  DeviceScope scope(index_);
+  BRIGADE_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, stream_), index_);
+}
+
+void CudaDevice::copy_to_host(void* dst, const void* src, std::size_t nbytes) {
+  DeviceScope scope(index_);
+  BRIGADE_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, stream_), index_);
+}
+
+void CudaDevice::normalize(const NormalizeJob& job) {
+  NormalizeKernelArgs args{};
+  args.src = job.src;
+  args.dst = job.dst;
+  args.images = job.images;
+  args.pixels = job.height * job.width;
+  args.channels = static_cast<int>(job.channels);
+  args.half = job.half;
+  args.nchw = job.layout == Layout::nchw;
+  for (int c = 0; c < kKernelMaxChannels; ++c) {
+    args.a[c] = job.a[c];
+    args.b[c] = job.b[c];
+  }
+  DeviceScope scope(index_);
+  BRIGADE_CUDA_CHECK(static_cast<cudaError_t>(launch_normalize(args, stream_)), index_);
+}
+
+std::shared_ptr<Event> CudaDevice::record_event(cudaStream_t stream) {
+  DeviceScope scope(index_);
+  cudaEvent_t event = nullptr;
+  BRIGADE_CUDA_CHECK(
+      cudaEventCreateWithFlags(&event, cudaEventDisableTiming | cudaEventBlockingSync), index_);
+  auto owned = std::make_shared<CudaEvent>(event, index_);
+  BRIGADE_CUDA_CHECK(cudaEventRecord(event, stream), index_);
+  return owned;
+}
+
+const CudaEvent& CudaDevice::cuda_event(const std::shared_ptr<Event>& event) const {
+  auto* e = dynamic_cast<const CudaEvent*>(event.get());
+  if (e == nullptr) throw std::invalid_argument("CudaDevice: not an event of a CUDA device");
+  return *e;
+}
+
+std::shared_ptr<Event> CudaDevice::record() { return record_event(stream_); }
+
+void CudaDevice::wait_for(const std::shared_ptr<Event>& event) {
+  const auto& e = cuda_event(event);
+  DeviceScope scope(index_);
+  BRIGADE_CUDA_CHECK(cudaStreamWaitEvent(stream_, e.get(), 0), index_);
+}
+
+std::shared_ptr<Event> CudaDevice::record_on(ExternalStream stream) {
+  return record_event(static_cast<cudaStream_t>(stream));
+}
+
+void CudaDevice::wait_on(ExternalStream stream, const std::shared_ptr<Event>& event) {
+  const auto& e = cuda_event(event);
+  DeviceScope scope(index_);
+  BRIGADE_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), e.get(), 0), index_);
+}
+
+void CudaDevice::synchronize() {
+  DeviceScope scope(index_);
+  BRIGADE_CUDA_CHECK(cudaStreamSynchronize(stream_), index_);
+}
+
+bool cuda_compiled() { return true; }
+
+CudaAvailability cuda_probe() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    return {0, std::string("cudaGetDeviceCount: ") + cudaGetErrorName(status) + " (" +
+                   cudaGetErrorString(status) + ")"};
+  }
+  if (count == 0) return {0, "cudaGetDeviceCount: no CUDA device"};
+  return {count, ""};
+}
+
+std::shared_ptr<Device> open_cuda_device(int index) {
+  const auto available = cuda_probe();
+  if (available.devices == 0) {
+    throw DeviceError("CUDA", "no-device", "cudaGetDeviceCount", {DeviceKind::cuda, index},
+                      available.reason);
+  }
+  if (index >= available.devices) {
+    throw DeviceError("CUDA", "cudaErrorInvalidDevice", "open_device", {DeviceKind::cuda, index},
+                      std::to_string(available.devices) + " device(s) visible");
+  }
+  return std::make_shared<CudaDevice>(index);
+}
+
+}  // namespace brigade::transport::detail

@@ -1,0 +1,55 @@
+#pragma once
+// The CUDA device: one GPU and one dedicated non-blocking stream (see transport/device.h).
+// Events are created with cudaEventDisableTiming | cudaEventBlockingSync: a consumer's
+// wait() sleeps in the driver instead of spinning a core.
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "transport/device.h"
+
+namespace brigade::transport::detail {
+
+class CudaEvent final : public Event {
+ public:
+  CudaEvent(cudaEvent_t event, int device) : event_(event), device_(device) {}
+  ~CudaEvent() override;
+  bool ready() const override;
+  void wait() const override;
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_;
+  int device_;
+};
+
+class CudaDevice final : public Device, public std::enable_shared_from_this<CudaDevice> {
+ public:
+  explicit CudaDevice(int index);
+  ~CudaDevice() override;
+
+  DeviceSpec spec() const override { return {DeviceKind::cuda, index_}; }
+  std::shared_ptr<void> allocate_host(std::size_t nbytes) override;
+  std::shared_ptr<void> allocate_device(std::size_t nbytes) override;
+  void copy_to_device(void* dst, const void* src, std::size_t nbytes) override;
+  void copy_to_host(void* dst, const void* src, std::size_t nbytes) override;
+  void normalize(const NormalizeJob& job) override;
+  std::shared_ptr<Event> record() override;
+  void wait_for(const std::shared_ptr<Event>& event) override;
+  std::shared_ptr<Event> record_on(ExternalStream stream) override;
+  void wait_on(ExternalStream stream, const std::shared_ptr<Event>& event) override;
+  void synchronize() override;
+
+  int index() const { return index_; }
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  std::shared_ptr<Event> record_event(cudaStream_t stream);
+  const CudaEvent& cuda_event(const std::shared_ptr<Event>& event) const;
+
+  int index_;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace brigade::transport::detail
