@@ -1,0 +1,229 @@
+#include "transport/device_copy.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <numeric>
+#include <vector>
+
+#include "actors/pipeline.h"
+#include "transport/detail/device_cpu.h"
+
+namespace brigade::transport {
+namespace {
+
+using detail::CpuDevice;
+using media::DType;
+using media::Tensor;
+using namespace std::chrono_literals;
+
+template <class F>
+bool still_waiting(const std::future<F>& f) {
+  return f.wait_for(50ms) == std::future_status::timeout;
+}
+
+// A uint8 [2, 4, 4, 3] batch from `pool` whose bytes are value, value + 1, ...
+Tensor host_batch(BufferPool& pool, int value) {
+  auto t = Tensor::empty(DType::uint8, {2, 4, 4, 3}, pool.allocator());
+  auto* p = t.data_as<std::uint8_t>();
+  for (std::size_t i = 0; i < t.nbytes(); ++i) p[i] = static_cast<std::uint8_t>(value + i);
+  return t;
+}
+
+std::vector<std::uint8_t> bytes_of(const DeviceBatch& b) {  // CPU device: host memory
+  const auto* p = b.data_as<const std::uint8_t>();
+  return {p, p + b.nbytes()};
+}
+std::vector<std::uint8_t> bytes_of(const Tensor& t) {
+  return {t.data_as<const std::uint8_t>(), t.data_as<const std::uint8_t>() + t.nbytes()};
+}
+
+struct Fixture {
+  std::shared_ptr<CpuDevice> device = std::make_shared<CpuDevice>();
+  BufferPool host{device, BufferPool::Memory::pinned_host, {.max_buffers = 8}};
+};
+
+TEST(CopyStage, ReturnsBeforeTheCopyRunsAndDeliversInOrder) {
+  Fixture f;
+  CopyStage stage(f.device, {.device_buffers = 8});
+  f.device->pause();  // nothing queued can run: a call that waited would hang here
+  std::vector<Tensor> inputs;
+  std::vector<DeviceBatch> out;
+  for (int i = 0; i < 6; ++i) {
+    inputs.push_back(host_batch(f.host, i * 10));
+    out.push_back(stage(inputs.back()));
+  }
+  for (auto& b : out) EXPECT_FALSE(b.ready());
+  f.device->resume();
+  for (int i = 0; i < 6; ++i) {
+    out[i].wait();
+    EXPECT_EQ(bytes_of(out[i]), bytes_of(inputs[i])) << "batch " << i;
+    EXPECT_EQ(out[i].shape(), inputs[i].shape());
+    EXPECT_EQ(out[i].dtype(), DType::uint8);
+    EXPECT_EQ(out[i].layout(), Layout::nhwc);
+    EXPECT_EQ(out[i].device().kind, DeviceKind::cpu);
+  }
+}
+
+TEST(CopyStage, DeviceBuffersBoundTheStage) {
+  Fixture f;
+  CopyStage stage(f.device, {.device_buffers = 2});
+  auto a = stage(host_batch(f.host, 1));
+  auto b = stage(host_batch(f.host, 2));
+  auto third = std::async(std::launch::async, [&] { return stage(host_batch(f.host, 3)); });
+  EXPECT_TRUE(still_waiting(third));  // backpressure: both device buffers are delivered
+  a = {};
+  auto c = third.get();
+  c.wait();
+  EXPECT_EQ(bytes_of(c)[0], 3);
+  EXPECT_EQ(stage.pool().stats().buffers, 2u);
+}
+
+TEST(CopyStage, AStopRequestEndsTheWaitForADeviceBuffer) {
+  Fixture f;
+  CopyStage stage(f.device, {.device_buffers = 1});
+  auto held = stage(host_batch(f.host, 1));
+  std::stop_source stop;
+  auto waiting = std::async(std::launch::async,
+                            [&] { return stage(host_batch(f.host, 2), stop.get_token()); });
+  EXPECT_TRUE(still_waiting(waiting));
+  stop.request_stop();
+  EXPECT_THROW(waiting.get(), StopRequested);
+}
+
+TEST(CopyStage, PinnedBufferGoesBackOnlyAfterItsCopy) {
+  auto device = std::make_shared<CpuDevice>();
+  BufferPool host(device, BufferPool::Memory::pinned_host, {.max_buffers = 1});
+  CopyStage stage(device, {.device_buffers = 2});
+  device->pause();
+  auto batch = stage(host_batch(host, 7));  // the host tensor is dropped at once
+  EXPECT_EQ(host.stats().in_use, 0u);       // returned, but fenced by the copy
+  auto next = std::async(std::launch::async, [&] { return host_batch(host, 100); });
+  EXPECT_TRUE(still_waiting(next));  // decoding the next batch waits for the copy
+  device->resume();
+  auto overwritten = next.get();
+  batch.wait();
+  EXPECT_EQ(bytes_of(batch)[0], 7);
+  EXPECT_EQ(bytes_of(overwritten)[0], 100);
+}
+
+TEST(CopyStage, ForeignHostMemoryIsKeptUntilItsCopy) {
+  Fixture f;
+  CopyStage stage(f.device);
+  f.device->pause();
+  auto t = Tensor::empty(DType::uint8, {1, 2, 2, 3});  // heap memory, no pool
+  std::iota(t.data_as<std::uint8_t>(), t.data_as<std::uint8_t>() + 12, 0);
+  auto batch = stage(t);
+  t = {};  // the stage holds it: ASan would see the copy read freed memory otherwise
+  EXPECT_EQ(stage.foreign_in_flight(), 1u);
+  f.device->resume();
+  batch.wait();
+  EXPECT_EQ(bytes_of(batch)[11], 11);
+  EXPECT_EQ(stage.foreign_in_flight(), 0u);
+}
+
+TEST(CopyStage, ADroppedBatchsMemoryIsRewrittenOnlyAfterItsCopy) {
+  Fixture f;
+  CopyStage stage(f.device, {.device_buffers = 1});
+  f.device->pause();
+  auto first = stage(host_batch(f.host, 1));
+  void* address = first.data();
+  first = {};  // dropped before its copy ran
+  auto second = stage(host_batch(f.host, 50));
+  EXPECT_EQ(second.data(), address);
+  f.device->resume();
+  second.wait();
+  EXPECT_EQ(bytes_of(second)[0], 50);
+}
+
+TEST(CopyStage, NormalizesOnTheDevice) {
+  Fixture f;
+  NormalizeOptions norm{.mean = {10, 20, 30}, .stddev = {2, 4, 8}};
+  CopyStage stage(f.device, {.normalize = norm});
+  auto input = host_batch(f.host, 5);
+  auto batch = stage(input);
+  EXPECT_EQ(batch.dtype(), DType::float32);
+  EXPECT_EQ(batch.layout(), Layout::nchw);
+  EXPECT_EQ(batch.shape(), (std::vector<std::int64_t>{2, 3, 4, 4}));
+  std::vector<float> expected(2 * 3 * 4 * 4);
+  auto job = make_normalize_job(norm, input.shape());
+  job.src = input.data_as<std::uint8_t>();
+  job.dst = expected.data();
+  normalize_reference(job);
+  batch.wait();
+  EXPECT_EQ(std::memcmp(batch.data(), expected.data(), expected.size() * 4), 0);
+  // pixel (image 1, h 2, w 3), channel 2: (x - 30) / 8
+  const std::uint8_t x = input.data_as<std::uint8_t>()[((1 * 4 + 2) * 4 + 3) * 3 + 2];
+  EXPECT_FLOAT_EQ(batch.data_as<float>()[((1 * 3 + 2) * 4 + 2) * 4 + 3], (x - 30.0f) / 8.0f);
+}
+
+TEST(CopyStage, RejectsWhatItCannotCopy) {
+  Fixture f;
+  CopyStage stage(f.device);
+  auto t = host_batch(f.host, 0);
+  Tensor strided(DType::uint8, {2, 4}, t.owner(), t.data(), {1, 2});
+  EXPECT_THROW(stage(strided), std::invalid_argument);
+  CopyStage normalizing(f.device, {.normalize = NormalizeOptions{.mean = {0}, .stddev = {1}}});
+  auto floats = Tensor::empty(DType::float32, {1, 2, 2, 1});
+  EXPECT_THROW(normalizing(floats), std::invalid_argument);
+  EXPECT_THROW(normalizing(t), std::invalid_argument);  // 3 channels, 1 mean
+}
+
+TEST(DeviceBatch, WaitReportsAFailedCopy) {
+  Fixture f;
+  CopyStage stage(f.device);
+  f.device->submit([] {
+    throw DeviceError("device", "test", "copy", {DeviceKind::cpu, 0}, "injected failure");
+  });
+  auto batch = stage(host_batch(f.host, 0));
+  EXPECT_THROW(batch.wait(), DeviceError);
+  auto next = stage(host_batch(f.host, 1));
+  EXPECT_NO_THROW(next.wait());
+}
+
+TEST(DeviceBatch, CopiesShareTheMemoryUntilTheLastIsDropped) {
+  Fixture f;
+  CopyStage stage(f.device, {.device_buffers = 1});
+  auto a = stage(host_batch(f.host, 0));
+  auto copy = a;
+  a = {};
+  EXPECT_EQ(stage.pool().stats().in_use, 1u);
+  copy.use_on(nullptr);  // the CPU device ignores streams; the contract still holds
+  copy = {};
+  EXPECT_EQ(stage.pool().stats().in_use, 0u);
+}
+
+// The whole path as a pipeline: decode into pinned buffers, copy as the last stage (io,
+// concurrency 1), consume on the device; the device pool bounds what is on the device.
+// The pinned pool holds what the pipeline can hold between decode and copy (decode:
+// 2 + 4 queued, to_device: 1 + 2) plus copies in flight, so decode never waits for a
+// buffer that only the pipeline itself could return (see device_pool.h, SIZING).
+TEST(CopyStage, RunsAsThePipelinesLastStage) {
+  auto device = std::make_shared<CpuDevice>();
+  auto host = std::make_shared<BufferPool>(device, BufferPool::Memory::pinned_host,
+                                           BufferPool::Options{.max_buffers = 12});
+  CopyStage to_device(device, {.device_buffers = 3});
+  std::vector<int> ids(40);
+  std::iota(ids.begin(), ids.end(), 0);
+  auto pipeline = actors::PipelineBuilder()
+                      .add_source(ids)
+                      .pipe([host](int id) { return host_batch(*host, id); },
+                            {.concurrency = 2, .name = "decode"})
+                      .pipe([to_device](Tensor t) { return to_device(t); },
+                            {.executor = actors::Executor::io, .name = "to_device"})
+                      .add_sink(2)
+                      .build({.num_threads = 2, .log_stats_at_end = false});
+  int expected = 0;
+  for (auto& batch : pipeline) {
+    batch.wait();
+    EXPECT_EQ(bytes_of(batch)[0], static_cast<std::uint8_t>(expected)) << "batch " << expected;
+    EXPECT_LE(to_device.pool().stats().buffers, 3u);
+    ++expected;
+  }
+  EXPECT_EQ(expected, 40);
+}
+
+}  // namespace
+}  // namespace brigade::transport
