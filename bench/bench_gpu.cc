@@ -1,0 +1,373 @@
+// bench_gpu: the GPU path of transport/ against plain CUDA, in the same run.
+//
+//   device     what was measured on (GPU, driver, runtime, NCCL)
+//   h2d        the copy stage's host-to-device bandwidth against a plain synchronous
+//              cudaMemcpy of the same bytes from pinned memory (target ratio ≥ 0.9)
+//   overlap    a training loop on the legacy default stream (a busy kernel per batch,
+//              1.5× the batch's copy time) while the copy stage feeds it: the share of
+//              the copy time hidden behind compute (target ≥ 0.8)
+//   normalize  the kernel's images/s against the copy's, and copy + normalize (uint8 on
+//              the link) against copying the same images already as float32
+//   nccl       broadcast bandwidth through DeviceGroup among the GPUs present; with one
+//              GPU, whether NCCL accepts two ranks on one GPU in one process
+//
+// One JSON line per configuration on stdout, a table on stderr. A section that fails
+// prints {"bench": ..., "error": ...} and the exit code is 1. Sized to run in well under
+// a minute on one H200 (bench/gpu_check.sh runs it).
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "bench/bench_gpu_spin.h"
+#include "transport/device_copy.h"
+#include "transport/device_group.h"
+
+namespace {
+
+namespace bt = brigade::transport;
+using brigade::media::DType;
+using brigade::media::Tensor;
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void cuda(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(status) + " (" +
+                             cudaGetErrorString(status) + ")");
+  }
+}
+
+// One JSON object, built field by field.
+class Json {
+ public:
+  explicit Json(const std::string& bench) { add("bench", bench); }
+  Json& add(const std::string& key, const std::string& value) {
+    std::string escaped;
+    for (char c : value) {
+      if (c == '"' || c == '\\') escaped += '\\';
+      if (c == '\n') {
+        escaped += "\\n";
+        continue;
+      }
+      escaped += c;
+    }
+    return raw(key, "\"" + escaped + "\"");
+  }
+  Json& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
+  Json& add(const std::string& key, double value) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.6g", value);
+    return raw(key, buf);
+  }
+  Json& add(const std::string& key, long long value) { return raw(key, std::to_string(value)); }
+  Json& add(const std::string& key, int value) { return raw(key, std::to_string(value)); }
+  Json& add(const std::string& key, bool value) { return raw(key, value ? "true" : "false"); }
+  void print() const {
+    std::printf("%s}\n", body_.c_str());
+    std::fflush(stdout);
+  }
+
+ private:
+  Json& raw(const std::string& key, const std::string& value) {
+    body_ += (body_.empty() ? "{" : ", ") + ("\"" + key + "\": ") + value;
+    return *this;
+  }
+  std::string body_;
+};
+
+constexpr std::size_t kImageBatch = 32 * 224 * 224 * 3;  // a batch of 32 eval224 images
+
+Tensor filled_tensor(bt::BufferPool& pool, std::vector<std::int64_t> shape, int seed) {
+  auto t = Tensor::empty(DType::uint8, std::move(shape), pool.allocator());
+  auto* p = t.data_as<std::uint8_t>();
+  for (std::size_t i = 0; i < t.nbytes(); ++i) p[i] = static_cast<std::uint8_t>(i * 13 + seed);
+  return t;
+}
+
+// Seconds for `iterations` batches through the copy stage; the consumer keeps the last
+// two (a training loop's current and next batch) and, given a stream, orders it after
+// each copy and runs `consume` on it.
+double time_copy_stage(const bt::CopyStage& stage, const std::vector<Tensor>& inputs,
+                       int iterations, void* stream = nullptr,
+                       const std::function<void()>& consume = {}) {
+  std::deque<bt::DeviceBatch> window;
+  const double t0 = now();
+  for (int i = 0; i < iterations; ++i) {
+    window.push_back(stage(inputs[i % inputs.size()]));
+    if (consume) {
+      window.back().use_on(stream);
+      consume();
+    }
+    if (window.size() > 2) window.pop_front();
+  }
+  window.back().wait();
+  if (consume) cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "sync consumer");
+  return now() - t0;
+}
+
+void bench_device() {
+  int count = 0, driver = 0, runtime = 0;
+  cuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  cuda(cudaDriverGetVersion(&driver), "cudaDriverGetVersion");
+  cuda(cudaRuntimeGetVersion(&runtime), "cudaRuntimeGetVersion");
+  cudaDeviceProp prop{};
+  cuda(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  Json j("device");
+  j.add("gpus", count).add("name", prop.name).add("sms", prop.multiProcessorCount);
+  j.add("driver", driver).add("runtime", runtime);
+  try {
+    j.add("nccl",
+          static_cast<long long>(bt::new_device_group_id(bt::DeviceKind::cuda, 1).nccl_version));
+  } catch (const std::exception& e) {
+    j.add("nccl_error", e.what());
+  }
+  j.print();
+  std::fprintf(stderr, "%-10s %s, %d GPU(s), %d SMs, driver %d, runtime %d\n", "device", prop.name,
+               count, prop.multiProcessorCount, driver, runtime);
+}
+
+void bench_h2d(const std::shared_ptr<bt::Device>& device, std::size_t bytes, int iterations) {
+  void* host = nullptr;
+  void* dev = nullptr;
+  cuda(cudaHostAlloc(&host, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+  cuda(cudaMalloc(&dev, bytes), "cudaMalloc");
+  std::memset(host, 1, bytes);
+  cuda(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice), "warm-up");
+  double t0 = now();
+  for (int i = 0; i < iterations; ++i) {
+    cuda(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+  const double plain = now() - t0;
+  cudaFree(dev);
+  cudaFreeHost(host);
+
+  bt::BufferPool pool(device, bt::BufferPool::Memory::pinned_host, {.max_buffers = 3});
+  bt::CopyStage stage(device, {.device_buffers = 4});
+  std::vector<Tensor> inputs;
+  for (int i = 0; i < 3; ++i)
+    inputs.push_back(filled_tensor(pool, {static_cast<std::int64_t>(bytes)}, i));
+  time_copy_stage(stage, inputs, 4);  // warm-up: device buffers allocated
+  const double staged = time_copy_stage(stage, inputs, iterations);
+
+  const double total = static_cast<double>(bytes) * iterations;
+  const double ratio = plain / staged;
+  Json("h2d")
+      .add("bytes", static_cast<long long>(bytes))
+      .add("iterations", iterations)
+      .add("plain_cudamemcpy_gbps", total / plain / 1e9)
+      .add("copy_stage_gbps", total / staged / 1e9)
+      .add("ratio", ratio)
+      .add("target", 0.9)
+      .add("pass", ratio >= 0.9)
+      .print();
+  std::fprintf(stderr, "%-10s %9zu B x %4d: plain %6.1f GB/s, copy stage %6.1f GB/s, ratio %.3f\n",
+               "h2d", bytes, iterations, total / plain / 1e9, total / staged / 1e9, ratio);
+}
+
+// Spin cycles that take `seconds` on this GPU, measured rather than taken from the
+// nominal clock (clocks boost and throttle).
+long long calibrate_spin(double seconds, int blocks) {
+  const long long probe = 2'000'000;
+  cuda(static_cast<cudaError_t>(launch_spin(probe, blocks, nullptr)), "spin warm-up");
+  cuda(cudaDeviceSynchronize(), "sync");
+  const double t0 = now();
+  for (int i = 0; i < 5; ++i)
+    cuda(static_cast<cudaError_t>(launch_spin(probe, blocks, nullptr)), "spin");
+  cuda(cudaDeviceSynchronize(), "sync");
+  const double per_cycle = (now() - t0) / 5 / probe;
+  return static_cast<long long>(seconds / per_cycle);
+}
+
+void bench_overlap(const std::shared_ptr<bt::Device>& device, int iterations) {
+  int sms = 0;
+  cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "SM count");
+  const int blocks = sms * 8;  // every multiprocessor busy
+  bt::BufferPool pool(device, bt::BufferPool::Memory::pinned_host, {.max_buffers = 3});
+  bt::CopyStage stage(device, {.device_buffers = 4});
+  std::vector<Tensor> inputs;
+  for (int i = 0; i < 3; ++i) inputs.push_back(filled_tensor(pool, {32, 224, 224, 3}, i));
+  time_copy_stage(stage, inputs, 4);
+  const double copy = time_copy_stage(stage, inputs, iterations);
+  const long long cycles = calibrate_spin(1.5 * copy / iterations, blocks);
+  auto busy = [&] { cuda(static_cast<cudaError_t>(launch_spin(cycles, blocks, nullptr)), "spin"); };
+  double t0 = now();
+  for (int i = 0; i < iterations; ++i) busy();
+  cuda(cudaStreamSynchronize(nullptr), "sync");
+  const double compute = now() - t0;
+  const double both = time_copy_stage(stage, inputs, iterations, nullptr, busy);
+  const double hidden = std::clamp((copy + compute - both) / copy, 0.0, 1.0);
+  Json("overlap")
+      .add("batch_bytes", static_cast<long long>(kImageBatch))
+      .add("iterations", iterations)
+      .add("consumer_stream", "legacy default")
+      .add("copy_ms", copy * 1e3)
+      .add("compute_ms", compute * 1e3)
+      .add("both_ms", both * 1e3)
+      .add("hidden", hidden)
+      .add("target", 0.8)
+      .add("pass", hidden >= 0.8)
+      .print();
+  std::fprintf(stderr,
+               "%-10s copy %.1f ms, compute %.1f ms, both %.1f ms: %.0f%% of the copy hidden\n",
+               "overlap", copy * 1e3, compute * 1e3, both * 1e3, hidden * 100);
+}
+
+void bench_normalize(const std::shared_ptr<bt::Device>& device, DType dtype, int iterations) {
+  const std::vector<std::int64_t> shape{32, 224, 224, 3};
+  const bt::NormalizeOptions options{.mean = {0.485f, 0.456f, 0.406f},
+                                     .stddev = {0.229f, 0.224f, 0.225f},
+                                     .scale = 1.0f / 255.0f,
+                                     .dtype = dtype};
+  auto job = bt::make_normalize_job(options, shape);
+  const std::size_t out_bytes = bt::normalized_bytes(job);
+  auto src = device->allocate_device(kImageBatch);
+  auto dst = device->allocate_device(out_bytes);
+  job.src = static_cast<const std::uint8_t*>(src.get());
+  job.dst = dst.get();
+  device->normalize(job);
+  device->synchronize();
+  double t0 = now();
+  for (int i = 0; i < iterations; ++i) device->normalize(job);
+  device->synchronize();
+  const double kernel = now() - t0;
+
+  bt::BufferPool pool(device, bt::BufferPool::Memory::pinned_host, {.max_buffers = 4});
+  std::vector<Tensor> inputs;
+  for (int i = 0; i < 3; ++i) inputs.push_back(filled_tensor(pool, shape, i));
+  bt::CopyStage plain(device, {.device_buffers = 4});
+  bt::CopyStage normalizing(device, {.device_buffers = 4, .normalize = options});
+  time_copy_stage(plain, inputs, 4);
+  time_copy_stage(normalizing, inputs, 4);
+  const double copy = time_copy_stage(plain, inputs, iterations);
+  const double copy_normalize = time_copy_stage(normalizing, inputs, iterations);
+  // The alternative: normalize on the host and copy float32 (4× the bytes).
+  auto floats =
+      Tensor::empty(DType::uint8, {static_cast<std::int64_t>(kImageBatch * 4)}, pool.allocator());
+  std::memset(floats.data(), 0, floats.nbytes());
+  time_copy_stage(plain, {floats}, 4);  // warm-up: device buffers of the larger size
+  const double copy_float32 = time_copy_stage(plain, {floats}, iterations);
+
+  const double images = 32.0 * iterations;
+  Json("normalize")
+      .add("dtype", std::string(brigade::media::dtype_name(dtype)))
+      .add("layout", "nchw")
+      .add("batch", "32x224x224x3 uint8")
+      .add("kernel_images_per_s", images / kernel)
+      .add("kernel_gbps", (kImageBatch + out_bytes) * iterations / kernel / 1e9)
+      .add("copy_images_per_s", images / copy)
+      .add("kernel_vs_copy", copy / kernel)
+      .add("copy_and_normalize_images_per_s", images / copy_normalize)
+      .add("copy_float32_images_per_s", images / copy_float32)
+      .print();
+  std::fprintf(stderr,
+               "%-10s %s: kernel %.0f img/s (%.0f GB/s), copy %.0f img/s (kernel %.1fx faster); "
+               "copy+normalize %.0f img/s vs float32 copy %.0f img/s\n",
+               "normalize", std::string(brigade::media::dtype_name(dtype)).c_str(), images / kernel,
+               (kImageBatch + out_bytes) * iterations / kernel / 1e9, images / copy, copy / kernel,
+               images / copy_normalize, images / copy_float32);
+}
+
+// Broadcasts `iterations` batches of `bytes` from rank 0 to every rank, one thread per
+// rank, each rank on `gpus[r]`; returns seconds (after a warm-up broadcast).
+double time_broadcast(const std::vector<int>& gpus, std::size_t bytes, int iterations) {
+  const int n = static_cast<int>(gpus.size());
+  const auto id = bt::new_device_group_id(bt::DeviceKind::cuda, n);
+  std::vector<std::future<double>> ranks;
+  for (int r = 0; r < n; ++r) {
+    ranks.push_back(std::async(std::launch::async, [&, r] {
+      auto device = bt::open_device({bt::DeviceKind::cuda, gpus[r]});
+      bt::DeviceGroup group(device, id, r, {.timeout = std::chrono::seconds(30)});
+      bt::BufferPool host(device, bt::BufferPool::Memory::pinned_host, {.max_buffers = 1});
+      bt::BufferPool received(device, bt::BufferPool::Memory::device, {.max_buffers = 3});
+      bt::CopyStage stage(device, {.device_buffers = 1});
+      bt::DeviceBatch batch;
+      if (r == 0) batch = stage(filled_tensor(host, {static_cast<std::int64_t>(bytes)}, 1));
+      group.broadcast(batch, 0, received).wait();
+      const double t0 = now();
+      bt::DeviceBatch last;
+      for (int i = 0; i < iterations; ++i) last = group.broadcast(batch, 0, received);
+      last.wait();
+      return now() - t0;
+    }));
+  }
+  double slowest = 0;
+  for (auto& f : ranks) slowest = std::max(slowest, f.get());
+  return slowest;
+}
+
+void bench_nccl(int gpus) {
+  const std::size_t bytes = 64 << 20;
+  const int iterations = 20;
+  if (gpus >= 2) {
+    std::vector<int> all(gpus);
+    for (int i = 0; i < gpus; ++i) all[i] = i;
+    const double t = time_broadcast(all, bytes, iterations);
+    Json("nccl_broadcast")
+        .add("gpus", gpus)
+        .add("bytes", static_cast<long long>(bytes))
+        .add("iterations", iterations)
+        .add("algbw_gbps", bytes * iterations / t / 1e9)
+        .print();
+    std::fprintf(stderr, "%-10s %d GPUs: %.1f GB/s (64 MiB batches)\n", "nccl", gpus,
+                 bytes * iterations / t / 1e9);
+    return;
+  }
+  Json("nccl_broadcast").add("gpus", gpus).add("skipped", "one GPU").print();
+  Json j("nccl_two_ranks_one_gpu");
+  try {
+    const double t = time_broadcast({0, 0}, bytes, iterations);
+    j.add("supported", true).add("algbw_gbps", bytes * iterations / t / 1e9);
+    std::fprintf(stderr, "%-10s two ranks on GPU 0: %.1f GB/s\n", "nccl",
+                 bytes * iterations / t / 1e9);
+  } catch (const std::exception& e) {
+    j.add("supported", false).add("error", e.what());
+    std::fprintf(stderr, "%-10s two ranks on GPU 0: refused: %s\n", "nccl", e.what());
+  }
+  j.print();
+}
+
+}  // namespace
+
+int main() {
+  const auto available = bt::cuda_availability();
+  if (available.devices == 0) {
+    Json("device").add("skipped", available.reason).print();
+    std::fprintf(stderr, "bench_gpu: no GPU: %s\n", available.reason.c_str());
+    return 0;
+  }
+  bool failed = false;
+  auto section = [&](const char* name, const std::function<void()>& run) {
+    try {
+      run();
+    } catch (const std::exception& e) {
+      failed = true;
+      Json(name).add("error", e.what()).print();
+      std::fprintf(stderr, "%-10s FAILED: %s\n", name, e.what());
+    }
+  };
+  std::shared_ptr<bt::Device> device;
+  section("device", [&] {
+    bench_device();
+    device = bt::open_device({bt::DeviceKind::cuda, 0});
+  });
+  if (!device) return 1;
+  section("h2d", [&] { bench_h2d(device, kImageBatch, 400); });
+  section("h2d", [&] { bench_h2d(device, 64 << 20, 60); });
+  section("overlap", [&] { bench_overlap(device, 300); });
+  section("normalize", [&] { bench_normalize(device, DType::float16, 200); });
+  section("normalize", [&] { bench_normalize(device, DType::float32, 200); });
+  section("nccl", [&] { bench_nccl(available.devices); });
+  return failed ? 1 : 0;
+}
