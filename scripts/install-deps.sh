@@ -11,6 +11,7 @@ pkgs=(
   libturbojpeg0-dev zlib1g-dev ffmpeg
   libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
+  libfuse3-dev fuse3
 )
 missing=()
 for p in "${pkgs[@]}"; do
