@@ -32,8 +32,9 @@ if [ "${BRIGADE_SKIP_SANITIZERS:-0}" != 1 ]; then
     build-asan/tests/media/media_tests --gtest_brief=1
 fi
 
-log "Release build (-Werror) and every test"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRIGADE_MODULES="actors;media;transport;launch" >/dev/null
+log "Release build (-O3, -Werror) and every test"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBRIGADE_WERROR=ON \
+  -DBRIGADE_MODULES="actors;media;transport;launch" >/dev/null
 cmake --build build -j"$jobs"
 cd build
 ctest --output-on-failure -j"$jobs" --timeout 600
