@@ -33,9 +33,16 @@ function(brigade_add_tests module)
   add_executable(${module}_tests ${ARG_SOURCES})
   target_link_libraries(${module}_tests PRIVATE brigade_${module} ${ARG_DEPS}
     GTest::gtest GTest::gtest_main brigade_warnings)
-  gtest_discover_tests(${module}_tests
-    PROPERTIES LABELS "${module};${ARG_LABELS}"
-    DISCOVERY_TIMEOUT 60)
+  gtest_discover_tests(${module}_tests DISCOVERY_TIMEOUT 60)
+  # Labels: gtest_discover_tests would split a list in PROPERTIES into separate words
+  # (LABELS a b), so a script that CTest reads after the discovered tests sets them.
+  set(labels_script ${CMAKE_CURRENT_BINARY_DIR}/${module}_tests_labels.cmake)
+  file(WRITE ${labels_script} "if(${module}_tests_TESTS)\n  set_tests_properties("
+    "\${${module}_tests_TESTS} PROPERTIES LABELS \"${module};${ARG_LABELS}\")\nendif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${labels_script})
+  if("tsan" IN_LIST ARG_LABELS)  # built by the target tsan_tests (tests/CMakeLists.txt)
+    set_property(GLOBAL APPEND PROPERTY BRIGADE_TSAN_TARGETS ${module}_tests)
+  endif()
 endfunction()
 
 # brigade_add_bench(NAME SOURCES ... DEPS ...): one executable per benchmark.
