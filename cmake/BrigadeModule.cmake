@@ -27,21 +27,28 @@ endfunction()
 
 # brigade_add_tests(MODULE SOURCES ... [DEPS ...] [LABELS ...])
 # Makes the test binary <MODULE>_tests from one file per unit and registers every
-# TEST with CTest (gtest_discover_tests), labelled with the module's name.
+# TEST with CTest (gtest_discover_tests), labelled with the module's name and LABELS.
 function(brigade_add_tests module)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${module}_tests ${ARG_SOURCES})
   target_link_libraries(${module}_tests PRIVATE brigade_${module} ${ARG_DEPS}
     GTest::gtest GTest::gtest_main brigade_warnings)
   gtest_discover_tests(${module}_tests DISCOVERY_TIMEOUT 60)
-  # Labels: gtest_discover_tests would split a list in PROPERTIES into separate words
-  # (LABELS a b), so a script that CTest reads after the discovered tests sets them.
-  set(labels_script ${CMAKE_CURRENT_BINARY_DIR}/${module}_tests_labels.cmake)
-  file(WRITE ${labels_script} "if(${module}_tests_TESTS)\n  set_tests_properties("
-    "\${${module}_tests_TESTS} PROPERTIES LABELS \"${module};${ARG_LABELS}\")\nendif()\n")
-  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${labels_script})
-  if("tsan" IN_LIST ARG_LABELS)  # built by the target tsan_tests (tests/CMakeLists.txt)
-    set_property(GLOBAL APPEND PROPERTY BRIGADE_TSAN_TARGETS ${module}_tests)
+  brigade_test_labels(${module}_tests ${module} ${ARG_LABELS})
+endfunction()
+
+# brigade_test_labels(TARGET LABEL...): labels every test that gtest_discover_tests found
+# in TARGET (call it in the same directory, after gtest_discover_tests). Not through
+# gtest_discover_tests' PROPERTIES, which splits a list into words (LABELS a b sets only
+# a): a script that CTest reads after the discovered tests sets them. The label `tsan`
+# also makes the ThreadSanitizer build build and run TARGET (tests/CMakeLists.txt).
+function(brigade_test_labels target)
+  set(script ${CMAKE_CURRENT_BINARY_DIR}/${target}_labels.cmake)
+  file(WRITE ${script} "if(${target}_TESTS)\n  set_tests_properties("
+    "\${${target}_TESTS} PROPERTIES LABELS \"${ARGN}\")\nendif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${script})
+  if("tsan" IN_LIST ARGN)
+    set_property(GLOBAL APPEND PROPERTY BRIGADE_TSAN_TARGETS ${target})
   endif()
 endfunction()
 
