@@ -63,9 +63,11 @@ set_target_properties(caf::core PROPERTIES IMPORTED_LOCATION ${CAF_CORE_LIBRARY}
 add_library(caf::io UNKNOWN IMPORTED)
 set_target_properties(caf::io PROPERTIES IMPORTED_LOCATION ${CAF_IO_LIBRARY}
   INTERFACE_LINK_LIBRARIES caf::core)
+# CAF's OpenSSL module: its headers include OpenSSL's.
+find_package(OpenSSL REQUIRED)
 add_library(caf::openssl UNKNOWN IMPORTED)
 set_target_properties(caf::openssl PROPERTIES IMPORTED_LOCATION ${CAF_OPENSSL_LIBRARY}
-  INTERFACE_LINK_LIBRARIES caf::io)
+  INTERFACE_LINK_LIBRARIES "caf::io;OpenSSL::SSL;OpenSSL::Crypto")
 
 find_package(spdlog CONFIG REQUIRED)
 find_package(CapnProto CONFIG REQUIRED)
