@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(
   build-essential cmake pkg-config ccache git clang-format
-  libcaf-dev
+  libcaf-dev libssl-dev  # libssl-dev: CAF's openssl module in scripts/build-caf-tsan.sh
   libcapnp-dev capnproto
   libspdlog-dev libfmt-dev
   libavformat-dev libavcodec-dev libavfilter-dev libswscale-dev libswresample-dev libavutil-dev
