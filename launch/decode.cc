@@ -47,9 +47,11 @@ void decode_into(const DecodeSpec& spec, const media::ImageOptions& image,
     media::load_video(source, clip, into_slot);
     return;
   }
-  const media::Tensor hwc = video ? media::load_video(source, clip) : media::load_image(source, image);
+  const media::Tensor hwc =
+      video ? media::load_video(source, clip) : media::load_image(source, image);
   if (hwc.nbytes() != out.nbytes()) {
-    throw std::runtime_error(fmt::format("decoded {} bytes, expected {}", hwc.nbytes(), out.nbytes()));
+    throw std::runtime_error(
+        fmt::format("decoded {} bytes, expected {}", hwc.nbytes(), out.nbytes()));
   }
   const auto* in = static_cast<const std::uint8_t*>(hwc.data());
   auto* to = static_cast<std::uint8_t*>(out.data());
@@ -88,8 +90,9 @@ void read_sample(EncodedSample& sample) {
   } catch (const media::MediaError& e) {
     // A missing target of a symbolic link is a dangling link: say so.
     std::error_code ec;
-    const bool dangling = e.code() == media::ErrorCode::not_found &&
-                          std::filesystem::is_symlink(std::filesystem::symlink_status(sample.path, ec));
+    const bool dangling =
+        e.code() == media::ErrorCode::not_found &&
+        std::filesystem::is_symlink(std::filesystem::symlink_status(sample.path, ec));
     const auto& error = dangling ? media::MediaError(media::ErrorCode::not_found, sample.path,
                                                      "dangling symbolic link")
                                  : e;
@@ -126,7 +129,8 @@ DecodedBatch decode_batch(const DecodeSpec& spec, std::span<EncodedSample> sampl
       decode_into(spec, image, sample, full[static_cast<std::int64_t>(batch.ids.size())]);
       batch.ids.push_back(sample.id);
     } catch (const std::exception& e) {
-      batch.failures.push_back({index, sample.id, describe_sample_failure(sample.id, sample.path, e),
+      batch.failures.push_back({index, sample.id,
+                                describe_sample_failure(sample.id, sample.path, e),
                                 actors::error_code_of(e)});
     }
     sample.bytes = {};

@@ -36,8 +36,8 @@ namespace brigade::launch {
 struct DecodeSpec {
   MediaKind kind = MediaKind::image;
   Layout layout = Layout::nhwc;
-  int side = 224;        // output height = width
-  int clip_frames = 8;   // video: evenly spaced frames per clip
+  int side = 224;           // output height = width
+  int clip_frames = 8;      // video: evenly spaced frames per clip
   std::uint64_t seed = 0;   // the job's seed (random transforms draw from seed, epoch, id)
   std::uint64_t epoch = 0;  // the epoch the batch belongs to
 };

@@ -203,8 +203,8 @@ decltype(auto) call_stage(F& f, TaskContext& task, A&&... args) {
 template <class F, class T>
 struct StageResult {
   using type = typename std::conditional_t<std::is_invocable_v<F&, T&&, TaskContext&>,
-                                  std::invoke_result<F&, T&&, TaskContext&>,
-                                  std::invoke_result<F&, T&&>>::type;
+                                           std::invoke_result<F&, T&&, TaskContext&>,
+                                           std::invoke_result<F&, T&&>>::type;
 };
 
 template <class T>

@@ -12,10 +12,9 @@
 // loops then overlap, and neither can have synchronized with the other's end first.
 
 #include <atomic>
+#include <caf/all.hpp>
 #include <cstdio>
 #include <thread>
-
-#include <caf/all.hpp>
 
 namespace {
 

@@ -7,8 +7,8 @@
 // Killing the helper aborts the blocked reads (the kernel answers them ENOTCONN); the
 // caller then unmounts MOUNTPOINT (umount -l).
 #define FUSE_USE_VERSION 31
-#include <fuse3/fuse.h>
 #include <fcntl.h>
+#include <fuse3/fuse.h>
 #include <unistd.h>
 
 #include <cerrno>
