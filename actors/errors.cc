@@ -19,6 +19,17 @@ std::string with_causes(const std::string& reason, const std::vector<FailureReco
 
 }  // namespace
 
+bool is_transient(const std::error_code& code) {
+  if (!code) return false;
+  for (auto e : {std::errc::resource_unavailable_try_again, std::errc::timed_out,
+                 std::errc::connection_reset, std::errc::connection_aborted,
+                 std::errc::connection_refused, std::errc::host_unreachable,
+                 std::errc::network_unreachable, std::errc::network_down, std::errc::interrupted}) {
+    if (code == e) return true;
+  }
+  return false;
+}
+
 PipelineFailure::PipelineFailure(const std::string& reason, std::vector<FailureRecord> recent)
     : std::runtime_error(with_causes(reason, recent)), recent_(std::move(recent)) {}
 

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "actors/positions.h"
@@ -16,12 +17,23 @@ class PipelineBuildError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-/// One recorded failure of a task.
+/// One recorded failure: of a whole task (its function threw), or of one sample of a
+/// task's input (reported through TaskContext::fail).
 struct FailureRecord {
   std::string stage;
-  Positions positions;  // of the item whose task failed
-  std::string message;  // what() of the exception the stage function threw
+  Positions positions;  // the failed sample's, or the whole task input's
+  std::string message;  // what() of the exception, or the message given to fail()
+  /// The typed cause when the error carried one (a std::system_error such as
+  /// media::MediaError, or the code given to fail()); empty otherwise.
+  std::error_code code{};
 };
+
+/// Whether retrying may help: `code` is equivalent to one of the generic conditions
+/// resource_unavailable_try_again, timed_out, connection_reset, connection_aborted,
+/// connection_refused, host_unreachable, network_unreachable, network_down or
+/// interrupted. Corrupt data (bad_data, illegal_byte_sequence, …), missing files and
+/// errors without a code are not transient. Retry policies use this by default.
+bool is_transient(const std::error_code& code);
 
 /// Thrown to the consumer, once, when a failure budget is exceeded or the source
 /// throws. Items already in the sink buffer are delivered first. `recent()` holds

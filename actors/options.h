@@ -2,10 +2,15 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
+
+namespace caf {
+class actor_system_config;
+}
 
 namespace brigade::actors {
 
@@ -36,8 +41,13 @@ enum class Executor {
 /// How many failures a stage (or the whole pipeline) tolerates before it fails.
 /// Default: unlimited (every failure is still counted, logged and reported).
 /// `FailureBudget{5}` tolerates 5 failures and fails on the 6th (SPDL's meaning);
-/// `FailureBudget::rate(0.1)` fails once more than 10% of tasks have failed, judged
-/// only after `min_tasks` tasks (SPDL uses 100).
+/// `FailureBudget::rate(0.1, min_tasks)` fails once more than 10% of tasks have
+/// failed, judged only after `min_tasks` tasks (SPDL fixes 100; here the caller
+/// chooses, and 0 judges the rate from the first task on).
+/// A failure is a task whose function threw, or a sample reported failed through
+/// TaskContext::fail (each counts one). Budgets count over the pipeline's whole life:
+/// every run (epoch) of one Pipeline adds to the same counts, whatever the stages'
+/// output order — a job's budget, not an epoch's.
 class FailureBudget {
  public:
   FailureBudget() = default;
@@ -55,14 +65,19 @@ class FailureBudget {
   std::uint64_t min_tasks_ = 0;
 };
 
-/// Retry policy of an io stage: a task that throws is run again up to `attempts`
-/// times in all, sleeping `backoff`, then `backoff * multiplier`, … between tries.
-/// The default (one attempt) never retries. Only io stages may retry (their backoff
-/// sleeps on a dedicated thread); build() rejects a retry policy on a cpu stage.
+/// Retry policy of an io stage: a task that throws a retryable error is run again up
+/// to `attempts` times in all, sleeping `backoff`, then `backoff * multiplier`, …
+/// between tries. Retryable: `retryable(error)` when set, else the error's code is
+/// transient (is_transient(error_code_of(error)): a timeout, EAGAIN, a reset
+/// connection) — a corrupt file is read once, not `attempts` times. The default (one
+/// attempt) never retries. Only io stages may retry (their backoff sleeps on a
+/// dedicated thread); build() rejects a retry policy on a cpu stage. A stop cuts the
+/// backoff short.
 struct RetryPolicy {
   int attempts = 1;
   std::chrono::milliseconds backoff{0};
   double multiplier = 2.0;
+  std::function<bool(const std::exception&)> retryable{};
 };
 
 /// Options of `pipe()`. Members are declared in this order so that C++20 designated
@@ -91,6 +106,10 @@ struct BuildOptions {
   std::function<void(const PipelineStats&)> on_stats{};  // called on a thread of its own
   std::vector<std::shared_ptr<TaskHook>> hooks{};        // called around every task
   bool log_stats_at_end = true;                          // log the statistics table when a run ends
+  /// Adjusts the engine's CAF actor system before it starts (scheduler policy,
+  /// logging, …), after the engine's own settings (scheduler.max-threads from
+  /// num_threads, the work-stealing policy). Called once, in build().
+  std::function<void(caf::actor_system_config&)> configure_system{};
 };
 
 }  // namespace brigade::actors

@@ -42,32 +42,34 @@
 //
 // THREADING. Stage functions are called concurrently by up to `concurrency` threads
 // and must be thread-safe; they may throw (the item is dropped and recorded, see
-// FailureBudget) and may filter by returning an empty std::optional. The pipeline
-// object is driven by one consumer thread; stop() and stats() may be called from any
-// thread. stop() cancels queued work and waits for running tasks to finish their
-// current item: a user function stuck forever cannot be interrupted, and stop() then
-// waits forever.
+// FailureBudget), may filter by returning an empty std::optional, and may take a
+// TaskContext& last to report failed samples of their input or to see a stop
+// request. The pipeline object is driven by one consumer thread; stop(), stats() and
+// committed() may be called from any thread, and stats()/committed() never wait for a
+// stop in progress. stop() cancels queued work, requests the tasks' stop token and
+// waits for running tasks to return: a function that waits on something outside the
+// process must wait on that token too (TaskContext), or stop() waits for it.
+//
+// Internals (traits, cursors, erased aggregators) live in actors/detail/builder.h.
 
 #include <chrono>
-#include <concepts>
-#include <functional>
-#include <iterator>
 #include <memory>
 #include <optional>
 #include <ranges>
-#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
 
+#include "actors/detail/builder.h"
 #include "actors/detail/engine.h"
 #include "actors/errors.h"
 #include "actors/hooks.h"
 #include "actors/options.h"
 #include "actors/positions.h"
 #include "actors/stats.h"
+#include "actors/task.h"
 
 namespace brigade::actors {
 
@@ -90,145 +92,6 @@ class Emitter {
   explicit Emitter(std::vector<detail::AnyValue>& out) : out_(out) {}
   std::vector<detail::AnyValue>& out_;
 };
-
-namespace detail {
-
-template <class T>
-struct IsOptional : std::false_type {};
-template <class T>
-struct IsOptional<std::optional<T>> : std::true_type {};
-
-template <class T>
-struct UnwrapOptional {
-  using type = T;
-};
-template <class T>
-struct UnwrapOptional<std::optional<T>> {
-  using type = T;
-};
-
-template <class T>
-struct UnwrapRef {
-  using type = T;
-};
-template <class T>
-struct UnwrapRef<std::reference_wrapper<T>> {
-  using type = T;
-};
-
-// Whether a copy of T really compiles: std::vector<MoveOnly> declares a copy
-// constructor that fails only when instantiated. Used for retries, which copy inputs.
-template <class T>
-struct Copyable : std::is_copy_constructible<T> {};
-template <class T, class A>
-struct Copyable<std::vector<T, A>> : Copyable<T> {};
-template <class T>
-struct Copyable<std::optional<T>> : Copyable<T> {};
-template <class A, class B>
-struct Copyable<std::pair<A, B>> : std::conjunction<Copyable<A>, Copyable<B>> {};
-
-template <class S>
-concept RangeSource = std::ranges::input_range<typename UnwrapRef<std::decay_t<S>>::type>;
-
-template <class T>
-struct IsPositioned : std::false_type {};
-template <class T>
-struct IsPositioned<Positioned<T>> : std::true_type {};
-
-template <class S>
-concept PositionedSource = requires(typename UnwrapRef<std::decay_t<S>>::type& s) {
-  {s.next()};
-  requires IsOptional<std::decay_t<decltype(s.next())>>::value;
-  requires IsPositioned<typename std::decay_t<decltype(s.next())>::value_type>::value;
-};
-
-template <class S>
-concept NextSource = !RangeSource<S> && !PositionedSource<S> && std::invocable<std::decay_t<S>&> &&
-                     IsOptional<std::invoke_result_t<std::decay_t<S>&>>::value;
-
-// The U of a generate() function `void(T, Emitter<U>&)`, read from its signature.
-template <class F>
-struct EmitterOf : EmitterOf<decltype(&F::operator())> {};
-template <class C, class R, class A, class U>
-struct EmitterOf<R (C::*)(A, Emitter<U>&) const> {
-  using type = U;
-};
-template <class C, class R, class A, class U>
-struct EmitterOf<R (C::*)(A, Emitter<U>&)> {
-  using type = U;
-};
-template <class R, class A, class U>
-struct EmitterOf<R (*)(A, Emitter<U>&)> {
-  using type = U;
-};
-
-template <class R>
-class RangeCursor final : public SourceCursor {
- public:
-  explicit RangeCursor(std::shared_ptr<R> holder)
-      : holder_(std::move(holder)),
-        it_(std::ranges::begin(range())),
-        end_(std::ranges::end(range())) {}
-  bool next(AnyValue& value, std::uint64_t&) override {
-    if (it_ == end_) return false;
-    value = AnyValue::make(*it_);
-    ++it_;
-    return true;
-  }
-
- private:
-  auto& range() {
-    if constexpr (IsRefWrapper)
-      return holder_->get();
-    else
-      return *holder_;
-  }
-  static constexpr bool IsRefWrapper = !std::is_same_v<typename UnwrapRef<R>::type, R>;
-  using Inner = typename UnwrapRef<R>::type;
-  std::shared_ptr<R> holder_;
-  std::ranges::iterator_t<Inner> it_;
-  std::ranges::sentinel_t<Inner> end_;
-};
-
-template <class S>
-class PositionedCursor final : public SourceCursor {
- public:
-  explicit PositionedCursor(std::shared_ptr<S> source) : source_(std::move(source)) {}
-  bool next(AnyValue& value, std::uint64_t& position) override {
-    auto& s = [this]() -> auto& {
-      if constexpr (std::is_same_v<typename UnwrapRef<S>::type, S>)
-        return *source_;
-      else
-        return source_->get();
-    }
-    ();
-    auto v = s.next();
-    if (!v) return false;
-    position = v->position;
-    value = AnyValue::make(std::move(v->value));
-    return true;
-  }
-
- private:
-  std::shared_ptr<S> source_;
-};
-
-template <class G>
-class NextCursor final : public SourceCursor {
- public:
-  explicit NextCursor(std::shared_ptr<G> next) : next_(std::move(next)) {}
-  bool next(AnyValue& value, std::uint64_t&) override {
-    auto v = (*next_)();
-    if (!v) return false;
-    value = AnyValue::make(std::move(*v));
-    return true;
-  }
-
- private:
-  std::shared_ptr<G> next_;
-};
-
-}  // namespace detail
 
 /// The result of Pipeline::next(): an item with its positions, a timeout, or the end.
 template <class T>
@@ -278,14 +141,16 @@ class PipelineBuilder {
   }
 
   /// A map stage: `fn(T) -> U`, or `fn(T) -> std::optional<U>` where an empty optional
-  /// filters the item out (counted as filtered).
+  /// filters the item out (counted as filtered). `fn` may take a TaskContext& last
+  /// (`fn(T, TaskContext&)`): to see a stop request, or to report failed samples of
+  /// its input while its output goes on.
   template <class F>
   auto pipe(F fn, StageOptions options = {}) && {
     static_assert(!std::is_void_v<T>, "pipe(): add a source first");
-    static_assert(std::is_invocable_v<F&, T&&>,
+    static_assert(std::is_invocable_v<F&, T&&> || std::is_invocable_v<F&, T&&, TaskContext&>,
                   "pipe(): the stage function cannot be called with the previous stage's "
-                  "output type");
-    using R = std::invoke_result_t<F&, T&&>;
+                  "output type (as fn(T) or fn(T, TaskContext&))");
+    using R = typename detail::StageResult<F, T>::type;
     static_assert(!std::is_void_v<R>,
                   "pipe(): a stage function must return its output (std::optional to filter); "
                   "use generate() to emit several items per input");
@@ -294,37 +159,41 @@ class PipelineBuilder {
     detail::StageSpec spec;
     spec.kind = detail::StageKind::pipe;
     spec.options = std::move(options);
-    spec.fn = [f](detail::AnyValue& in, std::vector<detail::AnyValue>& out, bool keep) {
-      with_input(in, keep, [&](T&& arg) {
+    spec.fn = [f](detail::AnyValue& in, std::vector<detail::AnyValue>& out, bool keep,
+                  TaskContext& task) {
+      detail::with_input<T>(in, keep, [&](T&& arg) {
         if constexpr (detail::IsOptional<R>::value) {
-          auto r = (*f)(std::move(arg));
+          auto r = detail::call_stage(*f, task, std::move(arg));
           if (r) out.push_back(detail::AnyValue::make(std::move(*r)));
         } else {
-          out.push_back(detail::AnyValue::make((*f)(std::move(arg))));
+          out.push_back(detail::AnyValue::make(detail::call_stage(*f, task, std::move(arg))));
         }
       });
     };
     return std::move(*this).template add_stage<U>(std::move(spec));
   }
 
-  /// A generator stage: `fn(T, Emitter<U>&)` emits zero or more items per input, all
-  /// carrying the input's positions. U is read from fn's signature, or given
-  /// explicitly: `generate<U>(fn)`. Outputs of one input are delivered together, or
-  /// none of them if fn throws.
+  /// A generator stage: `fn(T, Emitter<U>&)` (or `fn(T, Emitter<U>&, TaskContext&)`)
+  /// emits zero or more items per input, all carrying the input's positions. U is read
+  /// from fn's signature, or given explicitly: `generate<U>(fn)`. Outputs of one input
+  /// are delivered together, or none of them if fn throws.
   template <class U = void, class F>
   auto generate(F fn, StageOptions options = {}) && {
     static_assert(!std::is_void_v<T>, "generate(): add a source first");
     using Out = std::conditional_t<std::is_void_v<U>, typename detail::EmitterOf<F>::type, U>;
-    static_assert(std::is_invocable_v<F&, T&&, Emitter<Out>&>,
-                  "generate(): the function must be callable as fn(T, Emitter<U>&)");
+    static_assert(std::is_invocable_v<F&, T&&, Emitter<Out>&> ||
+                      std::is_invocable_v<F&, T&&, Emitter<Out>&, TaskContext&>,
+                  "generate(): the function must be callable as fn(T, Emitter<U>&) or "
+                  "fn(T, Emitter<U>&, TaskContext&)");
     auto f = std::make_shared<F>(std::move(fn));
     detail::StageSpec spec;
     spec.kind = detail::StageKind::generate;
     spec.options = std::move(options);
-    spec.fn = [f](detail::AnyValue& in, std::vector<detail::AnyValue>& out, bool keep) {
-      with_input(in, keep, [&](T&& arg) {
+    spec.fn = [f](detail::AnyValue& in, std::vector<detail::AnyValue>& out, bool keep,
+                  TaskContext& task) {
+      detail::with_input<T>(in, keep, [&](T&& arg) {
         Emitter<Out> emit(out);
-        (*f)(std::move(arg), emit);
+        detail::call_stage(*f, task, std::move(arg), emit);
       });
     };
     return std::move(*this).template add_stage<Out>(std::move(spec));
@@ -336,7 +205,7 @@ class PipelineBuilder {
     static_assert(!std::is_void_v<T>, "aggregate(): add a source first");
     if (n == 0) spec_.errors.push_back("aggregate(): the batch size must be at least 1");
     auto make = [n, drop_last = options.drop_last]() -> std::unique_ptr<detail::ErasedAggregator> {
-      return std::make_unique<VectorAggregator>(n, drop_last);
+      return std::make_unique<detail::VectorAggregator<T>>(n, drop_last);
     };
     return std::move(*this).template add_aggregate<std::vector<T>>(make, n, std::move(options));
   }
@@ -357,7 +226,7 @@ class PipelineBuilder {
     using U = typename R::value_type;
     auto make = [proto = std::make_shared<A>(
                      std::move(aggregator))]() -> std::unique_ptr<detail::ErasedAggregator> {
-      return std::make_unique<CustomAggregator<A>>(*proto);
+      return std::make_unique<detail::CustomAggregator<T, A>>(*proto);
     };
     return std::move(*this).template add_aggregate<U>(make, 0, std::move(options));
   }
@@ -370,8 +239,9 @@ class PipelineBuilder {
     detail::StageSpec spec;
     spec.kind = detail::StageKind::disaggregate;
     spec.options = std::move(options);
-    spec.fn = [](detail::AnyValue& in, std::vector<detail::AnyValue>& out, bool keep) {
-      with_input(in, keep, [&](T&& container) {
+    spec.fn = [](detail::AnyValue& in, std::vector<detail::AnyValue>& out, bool keep,
+                 TaskContext&) {
+      detail::with_input<T>(in, keep, [&](T&& container) {
         for (auto& element : container) out.push_back(detail::AnyValue::make(std::move(element)));
       });
     };
@@ -409,22 +279,6 @@ class PipelineBuilder {
  private:
   template <class>
   friend class PipelineBuilder;
-
-  template <class Fn>
-  static void with_input(detail::AnyValue& in, bool keep, Fn&& call) {
-    if constexpr (!std::is_void_v<T>) {
-      if (keep) {
-        if constexpr (detail::Copyable<T>::value) {
-          T copy = in.get<T>();
-          call(std::move(copy));
-          return;
-        } else {
-          throw std::logic_error("retry needs a copyable input type");
-        }
-      }
-      call(std::move(in.get<T>()));
-    }
-  }
 
   template <class V, class Open>
   PipelineBuilder<V> with_source(Open open) && {
@@ -486,41 +340,6 @@ class PipelineBuilder {
   void error(const std::string& stage, const std::string& what) {
     spec_.errors.push_back("stage '" + stage + "': " + what);
   }
-
-  struct VectorAggregator final : detail::ErasedAggregator {
-    VectorAggregator(std::size_t n, bool drop) : size(n), drop_last(drop) { batch.reserve(n); }
-    std::optional<detail::AnyValue> accumulate(detail::AnyValue&& v) override {
-      batch.push_back(std::move(v.get<T>()));
-      if (batch.size() < size) return std::nullopt;
-      auto full = detail::AnyValue::make(std::move(batch));
-      batch = std::vector<T>();
-      batch.reserve(size);
-      return full;
-    }
-    std::optional<detail::AnyValue> flush() override {
-      if (batch.empty() || drop_last) return std::nullopt;
-      return detail::AnyValue::make(std::move(batch));
-    }
-    std::size_t size;
-    bool drop_last;
-    std::vector<T> batch;
-  };
-
-  template <class A>
-  struct CustomAggregator final : detail::ErasedAggregator {
-    explicit CustomAggregator(A a) : agg(std::move(a)) {}
-    std::optional<detail::AnyValue> accumulate(detail::AnyValue&& v) override {
-      auto r = agg.accumulate(std::move(v.get<T>()));
-      if (!r) return std::nullopt;
-      return detail::AnyValue::make(std::move(*r));
-    }
-    std::optional<detail::AnyValue> flush() override {
-      auto r = agg.flush();
-      if (!r) return std::nullopt;
-      return detail::AnyValue::make(std::move(*r));
-    }
-    A agg;
-  };
 
   detail::PipelineSpec spec_;
 };

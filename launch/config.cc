@@ -21,6 +21,8 @@ enum class Type { positive, non_negative, seed, boolean, text, path, choice, bud
 
 using Value = std::variant<std::int64_t, bool, std::string>;
 
+// One key of the table. Everything that differs between keys is a field here, never a
+// comparison of key names in the code below.
 struct Key {
   std::string_view name;  // dotted TOML key
   std::string_view flag;  // "--flag" (switches: the "on" form; "" if none)
@@ -28,6 +30,10 @@ struct Key {
   std::string_view help;
   std::vector<std::string_view> choices{};
   void (*set)(RunConfig&, const Value&) = nullptr;
+  std::int64_t max = 0;        // integers: the largest value accepted (0: the type's own)
+  bool negatable = false;      // switches: "--no-<name>" turns it off
+  std::string_view metavar{};  // in help, instead of the type's (paths: FILE or DIR)
+  std::string RunConfig::*origin = nullptr;  // records where the value came from
 };
 
 std::int64_t as_int(const Value& v) { return std::get<std::int64_t>(v); }
@@ -46,14 +52,20 @@ const std::vector<Key>& keys() {
        "folder of media, searched recursively, sorted by path "
        "(default: the demo dataset, generated once)",
        {},
-       [](RunConfig& c, const Value& v) { c.data = as_text(v); }},
+       [](RunConfig& c, const Value& v) { c.data = as_text(v); },
+       0,
+       false,
+       "DIR"},
       {"list",
        "--list",
        Type::path,
        "file of media paths, one per line; relative paths resolve "
        "against the list's folder; a sample's id is its index among non-blank lines",
        {},
-       [](RunConfig& c, const Value& v) { c.list = as_text(v); }},
+       [](RunConfig& c, const Value& v) { c.list = as_text(v); },
+       0,
+       false,
+       "FILE"},
       {"kind",
        "--kind",
        Type::choice,
@@ -65,9 +77,10 @@ const std::vector<Key>& keys() {
       {"batch_size",
        "--batch-size",
        Type::positive,
-       "samples per batch (default 32; video 8)",
+       "samples per batch (default 32; video 8; at most 1048576)",
        {},
-       [](RunConfig& c, const Value& v) { c.batch_size = as_count(v); }},
+       [](RunConfig& c, const Value& v) { c.batch_size = as_count(v); },
+       kMaxBatchSize},
       {"epochs",
        "--epochs",
        Type::positive,
@@ -86,7 +99,9 @@ const std::vector<Key>& keys() {
        "shuffle each epoch (default on; --no-shuffle: "
        "sorted order)",
        {},
-       [](RunConfig& c, const Value& v) { c.shuffle = std::get<bool>(v); }},
+       [](RunConfig& c, const Value& v) { c.shuffle = std::get<bool>(v); },
+       0,
+       true},
       {"order",
        "--order",
        Type::choice,
@@ -96,40 +111,51 @@ const std::vector<Key>& keys() {
       {"threads",
        "--threads",
        Type::positive,
-       "cpu threads (default: number of cores)",
+       "cpu threads (default: number of cores; at most 1024)",
        {},
-       [](RunConfig& c, const Value& v) { c.threads = as_count(v); }},
+       [](RunConfig& c, const Value& v) { c.threads = as_count(v); },
+       kMaxConcurrency},
       {"stages.read.concurrency",
        "--read-concurrency",
        Type::positive,
-       "io threads reading files (default 8)",
+       "io threads reading files (default 8; at most 1024)",
        {},
-       [](RunConfig& c, const Value& v) { c.read_concurrency = as_count(v); }},
+       [](RunConfig& c, const Value& v) { c.read_concurrency = as_count(v); },
+       kMaxConcurrency},
       {"stages.decode.concurrency",
        "--decode-concurrency",
        Type::positive,
-       "decode tasks at once (default: --threads)",
+       "decode tasks at once (default: --threads; at most 1024)",
        {},
-       [](RunConfig& c, const Value& v) { c.decode_concurrency = as_count(v); }},
+       [](RunConfig& c, const Value& v) { c.decode_concurrency = as_count(v); },
+       kMaxConcurrency},
       {"rank",
        "--rank",
        Type::non_negative,
        "this process's rank (default: RANK, else "
        "SLURM_PROCID, else 0)",
        {},
-       [](RunConfig& c, const Value& v) { c.rank = static_cast<std::uint32_t>(as_int(v)); }},
+       [](RunConfig& c, const Value& v) { c.rank = static_cast<std::uint32_t>(as_int(v)); },
+       0,
+       false,
+       {},
+       &RunConfig::rank_origin},
       {"world_size",
        "--world-size",
        Type::positive,
        "number of ranks (default: WORLD_SIZE, "
        "else SLURM_NTASKS, else 1)",
        {},
-       [](RunConfig& c, const Value& v) { c.world_size = static_cast<std::uint32_t>(as_int(v)); }},
+       [](RunConfig& c, const Value& v) { c.world_size = static_cast<std::uint32_t>(as_int(v)); },
+       0,
+       false,
+       {},
+       &RunConfig::world_size_origin},
       {"max_failures",
        "--max-failures",
        Type::budget,
-       "failures tolerated: a count N or a rate "
-       "N% (default unlimited)",
+       "failures tolerated over the whole job: a count N, or a rate N% of the samples "
+       "this process consumes, enforced from the first sample (default unlimited)",
        {},
        [](RunConfig& c, const Value& v) {
          c.max_failures =
@@ -141,7 +167,10 @@ const std::vector<Key>& keys() {
        "write delivered sample ids, one per line, in "
        "delivery order",
        {},
-       [](RunConfig& c, const Value& v) { c.ids_out = as_text(v); }},
+       [](RunConfig& c, const Value& v) { c.ids_out = as_text(v); },
+       0,
+       false,
+       "FILE"},
       {"stop_after_batches",
        "--stop-after-batches",
        Type::non_negative,
@@ -160,7 +189,9 @@ const std::vector<Key>& keys() {
        "a progress bar when stderr is a terminal "
        "(default on; --no-progress turns it off)",
        {},
-       [](RunConfig& c, const Value& v) { c.progress = std::get<bool>(v); }},
+       [](RunConfig& c, const Value& v) { c.progress = std::get<bool>(v); },
+       0,
+       true},
       {"layout",
        "--layout",
        Type::choice,
@@ -175,25 +206,38 @@ const std::vector<Key>& keys() {
        "write this rank's checkpoint "
        "(DIR/rank-R-of-W.ckpt) when the run stops, is interrupted or ends",
        {},
-       [](RunConfig& c, const Value& v) { c.checkpoint_dir = as_text(v); }},
+       [](RunConfig& c, const Value& v) { c.checkpoint_dir = as_text(v); },
+       0,
+       false,
+       "DIR"},
       {"resume_from",
        "--resume-from",
        Type::path,
        "resume from the newest complete checkpoint "
        "set in DIR (elastic when --world-size differs)",
        {},
-       [](RunConfig& c, const Value& v) { c.resume_from = as_text(v); }},
+       [](RunConfig& c, const Value& v) { c.resume_from = as_text(v); },
+       0,
+       false,
+       "DIR"},
   };
   return table;
 }
 
+std::int64_t max_of(const Key& key) {
+  if (key.max > 0) return key.max;
+  return key.type == Type::seed ? std::numeric_limits<std::int64_t>::max()
+                                : std::numeric_limits<std::int32_t>::max();
+}
+
 std::string expected(const Key& key) {
+  const std::string up_to = key.max > 0 ? fmt::format(" up to {}", key.max) : "";
   switch (key.type) {
     case Type::positive:
-      return "a positive integer";
+      return "a positive integer" + up_to;
     case Type::non_negative:
     case Type::seed:
-      return "a non-negative integer";
+      return "a non-negative integer" + up_to;
     case Type::boolean:
       return "true or false";
     case Type::text:
@@ -233,9 +277,7 @@ Value check(const Key& key, Value value, std::string_view where, const std::stri
     case Type::seed: {
       auto* i = std::get_if<std::int64_t>(&value);
       const std::int64_t low = key.type == Type::positive ? 1 : 0;
-      const std::int64_t high = key.type == Type::seed ? std::numeric_limits<std::int64_t>::max()
-                                                       : std::numeric_limits<std::int32_t>::max();
-      if (!i || *i < low || *i > high) bad_value(where, key, got);
+      if (!i || *i < low || *i > max_of(key)) bad_value(where, key, got);
       return value;
     }
     case Type::boolean:
@@ -288,8 +330,7 @@ bool is_table(std::string_view prefix) {
 }
 
 void note_origin(RunConfig& config, const Key& key, const std::string& where) {
-  if (key.name == "rank") config.rank_origin = where;
-  if (key.name == "world_size") config.world_size_origin = where;
+  if (key.origin) config.*key.origin = where;
 }
 
 std::string show(const toml::node& node) {
@@ -386,8 +427,7 @@ void apply_flag(RunConfig& config, std::string_view flag, std::string_view value
   const Key* spec = nullptr;
   for (const auto& k : keys()) {
     if (k.flag == flag) spec = &k;
-    if (k.type == Type::boolean && flag.starts_with("--no-") &&
-        k.flag.substr(2) == flag.substr(5)) {
+    if (k.negatable && flag.starts_with("--no-") && k.flag.substr(2) == flag.substr(5)) {
       spec = &k;
       negated = true;
     }
@@ -412,6 +452,7 @@ void apply_flag(RunConfig& config, std::string_view flag, std::string_view value
 namespace {
 
 std::string metavar(const Key& k) {
+  if (!k.metavar.empty()) return std::string(k.metavar);
   switch (k.type) {
     case Type::positive:
     case Type::non_negative:
@@ -425,7 +466,7 @@ std::string metavar(const Key& k) {
       return s;
     }
     case Type::path:
-      return k.name == "list" || k.name == "ids_out" ? "FILE" : "DIR";
+      return "PATH";
     default:
       return "";
   }
@@ -436,8 +477,7 @@ std::string metavar(const Key& k) {
 std::vector<FlagInfo> run_flags() {
   std::vector<FlagInfo> flags;
   for (const auto& k : keys()) {
-    const bool negatable = k.name == "shuffle" || k.name == "progress";
-    flags.push_back({k.flag, k.help, k.type != Type::boolean, negatable, metavar(k)});
+    flags.push_back({k.flag, k.help, k.type != Type::boolean, k.negatable, metavar(k)});
   }
   return flags;
 }

@@ -40,6 +40,14 @@ namespace brigade::launch {
 enum class MediaKind { image, video };
 enum class Layout { nhwc, nchw };
 
+/// The largest batch_size accepted. A batch's memory is allocated for the samples it
+/// really holds (never more than exist), so a large value on a small dataset works;
+/// this bound rejects values that are certainly a mistake.
+inline constexpr int kMaxBatchSize = 1 << 20;
+/// The largest thread count or stage concurrency accepted (threads, read and decode
+/// concurrency): every io worker is a thread of its own.
+inline constexpr int kMaxConcurrency = 1024;
+
 /// A usage or configuration error (exit status 2). what() is the full message.
 class ConfigError : public std::invalid_argument {
  public:

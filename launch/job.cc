@@ -4,56 +4,24 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstring>
+#include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <map>
+#include <future>
 #include <memory>
+#include <thread>
 
 #include "actors/pipeline.h"
-#include "actors/sampler.h"
+#include "launch/decode.h"
 #include "launch/detail/batch.h"
-#include "launch/process.h"
-#include "media/errors.h"
-#include "media/image.h"
-#include "media/source.h"
-#include "media/video.h"
 #include "transport/checkpoint.h"
 
 namespace brigade::launch {
 namespace {
 
 namespace fs = std::filesystem;
-using detail::Batch;
-using detail::BatchPool;
-using detail::collate;
-using detail::Decoded;
-using detail::GatherSlots;
-using detail::hwc_to_chw;
-using detail::Slot;
-using detail::SlotAssigner;
-
-struct Encoded {
-  std::uint64_t id = 0;
-  std::vector<std::uint8_t> bytes;
-};
-
-constexpr int kClipFrames = 8;
-constexpr int kSide = 224;
-
-// Rethrown with the sample's id and path, so that the engine's failure log and the
-// failure records name the sample (the cause keeps the media error code).
-[[noreturn]] void fail_sample(std::uint64_t id, const std::string& path) {
-  try {
-    throw;
-  } catch (const media::MediaError& e) {
-    throw std::runtime_error(fmt::format("sample {} ({}): {} [{}]", id, path, e.cause(),
-                                         media::error_code_name(e.code())));
-  } catch (const std::exception& e) {
-    throw std::runtime_error(fmt::format("sample {} ({}): {}", id, path, e.what()));
-  }
-}
+using Clock = std::chrono::steady_clock;
 
 std::unique_ptr<actors::DistributedSampler> make_sampler(const RunConfig& c, const Dataset& d) {
   const auto hash = actors::hash_sample_identities(d.identities);
@@ -68,184 +36,55 @@ std::unique_ptr<actors::DistributedSampler> make_sampler(const RunConfig& c, con
                           .rank = *c.rank, .world_size = *c.world_size, .identity_hash = hash});
 }
 
-std::string describe_failure(std::uint64_t id, const std::string& path) {
+// Reports to the engine the failures decode_batch found beyond those already reported
+// upstream (samples that entered failed), and lists every failed id in the batch.
+void report_failures(const DecodedBatch& decoded, const std::vector<bool>& entered_failed,
+                     actors::TaskContext& task, JobBatch& out) {
+  for (const auto& f : decoded.failures) {
+    out.failed.push_back(f.id);
+    if (f.index < entered_failed.size() && entered_failed[f.index]) continue;
+    task.fail(task.positions()[f.index], f.message, f.code);
+  }
+}
+
+// One decode task: a batch of read samples into one pooled tensor. An allocation
+// failure fails every sample of the batch (counted, within the budget), never the
+// task as one failure for many samples.
+JobBatch decode_task(const DecodeSpec& spec, std::vector<EncodedSample> samples,
+                     const media::Allocator& allocator, actors::TaskContext& task) {
+  std::vector<bool> entered_failed(samples.size());
+  for (std::size_t i = 0; i < samples.size(); ++i) entered_failed[i] = samples[i].failed();
+  DecodedBatch decoded;
   try {
-    fail_sample(id, path);
-  } catch (const std::exception& e) {
-    return e.what();
+    decoded = decode_batch(spec, samples, allocator);
+  } catch (const std::bad_alloc&) {
+    std::size_t bytes = 1;
+    for (auto d : sample_shape(spec)) bytes *= static_cast<std::size_t>(d);
+    for (std::size_t i = 0; i < samples.size(); ++i) {
+      decoded.failures.push_back(
+          {i, samples[i].id,
+           samples[i].failed()
+               ? samples[i].error
+               : fmt::format("sample {} ({}): out of memory allocating a batch of {} × {} bytes",
+                             samples[i].id, samples[i].path, samples.size(), bytes),
+           samples[i].failed() ? samples[i].code
+                               : std::make_error_code(std::errc::not_enough_memory)});
+    }
   }
+  JobBatch out{.epoch = spec.epoch, .ids = std::move(decoded.ids), .data = std::move(decoded.data)};
+  report_failures(decoded, entered_failed, task, out);
+  return out;
 }
 
-// The shape of one sample in the batch tensor.
-std::vector<std::int64_t> sample_shape(const RunConfig& c) {
-  std::vector<std::int64_t> shape{kSide, kSide, 3};
-  if (c.layout == Layout::nchw) shape = {3, kSide, kSide};
-  if (c.kind == MediaKind::video) shape.insert(shape.begin(), kClipFrames);
-  return shape;
-}
-
-// Measured on the demo dataset (2 threads, pooled batch buffers): decoding straight
-// into the batch uses ~5% less CPU than decode-then-copy at the same or better rate.
-// It needs input order (batch k holds samples k·n …); completion order copies.
-bool decode_into_batch(const RunConfig& c) { return c.order == actors::Order::input; }
-
-// `assigner`: decode straight into the batch (input order only), else decode into a
-// tensor per sample and copy them together in the collate stage.
-auto build_pipeline(const RunConfig& c, const Dataset& d, actors::DistributedSampler& sampler,
-                    std::shared_ptr<SlotAssigner> assigner, const media::Allocator& allocator) {
-  const auto* files = &d.files;
-  const auto order = c.order;
-  const bool video = c.kind == MediaKind::video;
-  media::ImageOptions image = media::imagenet_eval_options();
-  if (video) {
-    image.width = image.height = image.shorter_side = kSide;  // shorter side 224, crop 224
-  }
-  auto decode = [files, image, video](Encoded e) {
-    try {
-      const auto source = media::Source::memory(e.bytes, (*files)[e.id]);
-      if (!video) return Decoded{e.id, media::load_image(source, image)};
-      media::VideoOptions options{.frames = media::FrameSelection::evenly_spaced(kClipFrames),
-                                  .image = image};
-      return Decoded{e.id, media::load_video(source, options)};
-    } catch (...) {
-      fail_sample(e.id, (*files)[e.id]);
-    }
-  };
-  auto read = [files](actors::SampleId s) {
-    try {
-      return Encoded{s.id, media::read_file((*files)[s.id])};
-    } catch (...) {
-      fail_sample(s.id, (*files)[s.id]);
-    }
-  };
-  const actors::StageOptions read_options{.concurrency = c.read_concurrency,
-                                          .output_order = order,
-                                          .executor = actors::Executor::io,
-                                          .name = "read"};
-  const actors::BuildOptions build_options{
-      .num_threads = *c.threads, .max_failures = c.failure_budget, .log_stats_at_end = false};
-  if (assigner) {
-    const bool nchw = c.layout == Layout::nchw;
-    auto read_slot = [files](Slot s) {
-      try {
-        s.bytes = media::read_file((*files)[s.id]);
-      } catch (...) {
-        s.error = describe_failure(s.id, (*files)[s.id]);
-        s.error_stage = "read";
-        spdlog::warn("brigade: stage 'read' failed: {}", s.error);
-      }
-      return s;
-    };
-    auto decode_slot = [files, image, video, nchw](Slot s) {
-      if (!s.error.empty()) return s;
-      const auto& path = (*files)[s.id];
-      try {
-        const auto source = media::Source::memory(s.bytes, path);
-        const media::Tensor out = s.batch->data[static_cast<std::int64_t>(s.index)];
-        if (!video && !nchw) {
-          media::load_image_into(source, image, out);
-        } else if (!nchw) {
-          // The clip's frames go straight into the slot through the allocator hook.
-          auto into_slot = [&out, owner = s.batch->data.owner()](std::size_t nbytes) {
-            if (nbytes != out.nbytes()) {
-              throw std::runtime_error(
-                  fmt::format("decoded {} bytes, expected {}", nbytes, out.nbytes()));
-            }
-            return std::shared_ptr<void>(owner, out.data());
-          };
-          media::load_video(
-              source, {.frames = media::FrameSelection::evenly_spaced(kClipFrames), .image = image},
-              into_slot);
-        } else {
-          media::Tensor hwc =
-              video ? media::load_video(
-                          source, {.frames = media::FrameSelection::evenly_spaced(kClipFrames),
-                                   .image = image})
-                    : media::load_image(source, image);
-          if (hwc.nbytes() != out.nbytes()) {
-            throw std::runtime_error(
-                fmt::format("decoded {} bytes, expected {}", hwc.nbytes(), out.nbytes()));
-          }
-          const auto* in = static_cast<const std::uint8_t*>(hwc.data());
-          auto* to = static_cast<std::uint8_t*>(out.data());
-          const std::size_t frame = std::size_t{kSide} * kSide * 3;
-          for (std::size_t off = 0; off < hwc.nbytes(); off += frame) {
-            if (nchw)
-              hwc_to_chw(in + off, to + off, kSide, kSide, 3);
-            else
-              std::memcpy(to + off, in + off, frame);
-          }
-        }
-      } catch (...) {
-        s.error = describe_failure(s.id, path);
-        s.error_stage = "decode";
-        spdlog::warn("brigade: stage 'decode' failed: {}", s.error);
-      }
-      s.bytes = {};
-      return s;
-    };
-    return actors::PipelineBuilder()
-        .add_source(std::ref(sampler))
-        .pipe([assigner](actors::SampleId id) { return assigner->assign(id); }, {.name = "slots"})
-        .pipe(read_slot, read_options)
-        .pipe(decode_slot, {.concurrency = *c.decode_concurrency, .name = "decode"})
-        .aggregate(GatherSlots{}, {.name = "collate"})
-        .add_sink(4)
-        .build(build_options);
-  }
-  return actors::PipelineBuilder()
-      .add_source(std::ref(sampler))
-      .pipe(read, read_options)
-      .pipe(decode, {.concurrency = *c.decode_concurrency, .output_order = order, .name = "decode"})
-      .aggregate(static_cast<std::size_t>(*c.batch_size), {.name = "batch"})
-      .pipe(
-          [layout = c.layout, allocator](std::vector<Decoded> items) {
-            return collate(std::move(items), layout, allocator);
-          },
-          {.output_order = order, .name = "collate"})
-      .add_sink(4)
-      .build(build_options);
-}
-
-// What a resume starts from: the epoch, and the commits of that epoch already made.
-struct ResumePoint {
-  std::uint64_t epoch = 0;
-  actors::CommitState committed{};
-  bool restored = false;  // the sampler holds a restored state
-  std::uint64_t generation = 0;
-};
-
-ResumePoint resume(const RunConfig& c, actors::DistributedSampler& sampler) {
-  ResumePoint r;
-  if (c.resume_from.empty()) return r;
-  transport::LoadedCheckpoint loaded;
-  try {
-    loaded = transport::load_checkpoint(c.resume_from, *c.rank, *c.world_size,
-                                        {.expected = sampler.fingerprint()});
-  } catch (const transport::CheckpointError& e) {
-    if (e.kind() == transport::CheckpointErrorKind::conflict) {
-      throw ConfigError(
-          fmt::format("--resume-from {}: the sampling settings conflict with the "
-                      "checkpoint: {}",
-                      c.resume_from, e.reason()));
-    }
-    throw;
-  }
-  r.generation = loaded.generation;
-  if (loaded.state.remaining() == 0) {
-    r.epoch = loaded.state.epoch + 1;
-  } else {
-    sampler.restore(loaded.state);
-    r.epoch = loaded.state.epoch;
-    r.committed = loaded.state.committed;
-    r.restored = true;
-  }
-  spdlog::info(
-      "brigade: resuming from {} (generation {}, saved at world size {}): epoch {}, "
-      "{} of {} samples of this rank left",
-      c.resume_from, loaded.generation, loaded.saved_world_size, r.epoch,
-      r.restored ? loaded.state.remaining() : 0, r.restored ? loaded.state.share() : 0);
-  return r;
+// The job's failure budget: a rate becomes a count over the samples this process will
+// consume (see FAILURES in job.h).
+actors::FailureBudget job_budget(const RunConfig& c, std::uint64_t expected) {
+  if (c.failure_budget.is_unlimited()) return c.failure_budget;
+  const auto text = c.max_failures;
+  if (text.empty() || text.back() != '%') return c.failure_budget;
+  const double rate = std::stod(text.substr(0, text.size() - 1)) / 100.0;
+  return actors::FailureBudget(
+      static_cast<std::int64_t>(std::floor(rate * static_cast<double>(expected) + 1e-9)));
 }
 
 }  // namespace
@@ -260,7 +99,10 @@ Dataset list_folder(const std::string& dir, MediaKind kind) {
   if (ec) throw ConfigError(fmt::format("data {}: {}", dir, ec.message()));
   for (; it != end; it.increment(ec)) {
     if (ec) throw ConfigError(fmt::format("data {}: {}", dir, ec.message()));
-    if (!it->is_regular_file()) continue;
+    // symlink_status never follows a link, so a dangling link or a loop cannot throw
+    // here; what it points to is checked when the sample is read.
+    const auto type = it->symlink_status(ec).type();
+    if (ec || type == fs::file_type::directory) continue;
     auto ext = it->path().extension().string();
     std::transform(ext.begin(), ext.end(), ext.begin(),
                    [](unsigned char ch) { return std::tolower(ch); });
@@ -298,162 +140,319 @@ Dataset read_list(const std::string& list_file) {
   return d;
 }
 
-namespace {
+// -- Job ---------------------------------------------------------------------------
 
-// The consumer side of a job, on the calling thread: takes batches, accounts for
-// failures recorded in slots (the engine accounts for the rest), reports progress,
-// and stops on --stop-after-batches or a signal.
-class Consumer {
- public:
-  Consumer(const RunConfig& c, const JobHooks& hooks, actors::Pipeline<Batch>& pipeline)
-      : c_(c), hooks_(hooks), pipeline_(pipeline), t0_(process_seconds()) {}
+struct Job::Impl {
+  RunConfig c;
+  Dataset d;
+  std::unique_ptr<actors::DistributedSampler> sampler;
+  std::shared_ptr<detail::BatchPool> pool = std::make_shared<detail::BatchPool>();
+  std::shared_ptr<std::atomic<std::uint64_t>> epoch =
+      std::make_shared<std::atomic<std::uint64_t>>(0);
+  std::optional<actors::Pipeline<JobBatch>> pipeline;
 
-  /// Runs the started epoch to its end (or a stop); returns its committed state.
-  actors::CommitState run_epoch(actors::CommitState committed, std::uint64_t expected) {
-    slot_failures_ = 0;
-    stage_failures_.clear();
-    for (;;) {
-      if (const auto end = stop_reason()) {
-        s_.end = *end;
-        committed = pipeline_.committed();
-        pipeline_.stop();
-        break;
-      }
-      auto r = pipeline_.next(std::chrono::milliseconds(100));
-      const double now = process_seconds();
-      if (r.status == actors::NextStatus::item) {
-        account_failures(*r.item);
-        if (!r.item->ids.empty()) {
-          deliver(*r.item, now);
-          committed = pipeline_.committed();
-        }
-      }
-      report(now, expected);
-      if (r.status == actors::NextStatus::end) {
-        committed = pipeline_.committed();  // with failures after the last batch
-        break;
-      }
-    }
-    finish_epoch();
-    return committed;
+  std::uint64_t next_epoch = 0;
+  bool restored = false;  // the sampler holds a restored state not yet run
+  actors::CommitState restored_committed;
+  std::uint64_t generation = 0;  // of the set restored from; saves write + 1, + 2, …
+  std::uint64_t saves = 0;
+  bool in_epoch = false;
+  bool ran = false;               // an epoch has been started (the sampler's state is the run's)
+  actors::CommitState committed;  // of the last epoch that ended
+  JobCounts counts;
+  std::uint64_t expected = 0;
+
+  Impl(RunConfig config, Dataset dataset, JobOptions options)
+      : c(std::move(config)), d(std::move(dataset)), sampler(make_sampler(c, d)) {
+    restore(options);
+    expected = planned_samples();
+    pipeline.emplace(build_pipeline());
   }
 
-  /// The figures so far (final after the last epoch).
-  JobSummary& summary() {
-    s_.time_to_first_batch_s = first_.value_or(0);
-    if (first_ && s_.seconds > *first_) {
-      s_.samples_per_s = double(s_.samples - first_samples_) / (s_.seconds - *first_);
+  void restore(const JobOptions& options) {
+    std::optional<actors::SamplerState> state = options.resume;
+    generation = options.resume_generation;
+    if (!state && !c.resume_from.empty()) {
+      transport::LoadedCheckpoint loaded;
+      try {
+        loaded = transport::load_checkpoint(c.resume_from, *c.rank, *c.world_size,
+                                            {.expected = sampler->fingerprint()});
+      } catch (const transport::CheckpointError& e) {
+        if (e.kind() == transport::CheckpointErrorKind::conflict) {
+          throw ConfigError(fmt::format(
+              "--resume-from {}: the sampling settings conflict with the checkpoint: {}",
+              c.resume_from, e.reason()));
+        }
+        throw;
+      }
+      generation = loaded.generation;
+      state = std::move(loaded.state);
+      spdlog::info(
+          "brigade: resuming from {} (generation {}, saved at world size {}): epoch {}, "
+          "{} of {} samples of this rank left",
+          c.resume_from, loaded.generation, loaded.saved_world_size, state->epoch,
+          state->remaining(), state->share());
     }
-    return s_;
+    if (!state) return;
+    if (state->remaining() == 0) {
+      next_epoch = state->epoch + 1;
+      return;
+    }
+    try {
+      sampler->restore(*state);
+    } catch (const actors::SamplerStateError& e) {
+      throw ConfigError(fmt::format("the checkpoint state conflicts with this job: {}", e.what()));
+    }
+    next_epoch = state->epoch;
+    restored_committed = state->committed;
+    restored = true;
+  }
+
+  std::uint64_t planned_samples() const {
+    if (next_epoch >= c.epochs) return 0;
+    const std::uint64_t first = restored ? sampler->state(restored_committed).remaining()
+                                         : sampler->size();  // size() of epoch 0's share
+    return first + sampler->size() * (c.epochs - next_epoch - 1);
+  }
+
+  DecodeSpec spec() const { return decode_spec(c, epoch->load()); }
+
+  actors::Pipeline<JobBatch> build_pipeline() {
+    const auto* files = &d.files;
+    const actors::BuildOptions build{.num_threads = *c.threads,
+                                     .max_failures = job_budget(c, expected),
+                                     .log_stats_at_end = false};
+    auto read = [files](actors::SampleId s, actors::TaskContext& task) {
+      EncodedSample e{.id = s.id, .path = (*files)[s.id]};
+      read_sample(e);
+      if (e.failed()) task.fail(task.positions().front(), e.error, e.code);
+      return e;
+    };
+    auto decode = [this, allocator = pool->allocator()](std::vector<EncodedSample> samples,
+                                                        actors::TaskContext& task) {
+      return decode_task(spec(), std::move(samples), allocator, task);
+    };
+    return actors::PipelineBuilder()
+        .add_source(std::ref(*sampler))
+        .pipe(read, {.concurrency = c.read_concurrency,
+                     .output_order = actors::Order::input,  // batch contents never vary
+                     .executor = actors::Executor::io,
+                     .name = "read"})
+        .aggregate(static_cast<std::size_t>(*c.batch_size), {.name = "batch"})
+        .pipe(decode,
+              {.concurrency = *c.decode_concurrency, .output_order = c.order, .name = "decode"})
+        .add_sink(4)
+        .build(build);
+  }
+
+  void begin(std::optional<std::uint64_t> requested) {
+    if (in_epoch) throw std::logic_error("Job::begin_epoch: an epoch is in progress");
+    const std::uint64_t e = requested.value_or(next_epoch);
+    actors::CommitState start;
+    if (restored && e == next_epoch) {
+      start = restored_committed;
+    } else {
+      sampler->set_epoch(e);
+    }
+    restored = false;
+    epoch->store(e);
+    committed = start;
+    pipeline->start(std::move(start));
+    in_epoch = true;
+    ran = true;
+  }
+
+  JobNext next(std::optional<std::chrono::milliseconds> timeout) {
+    if (!in_epoch) return {JobStatus::epoch_end};
+    for (;;) {
+      auto r = pipeline->next(timeout);
+      if (r.status == actors::NextStatus::timeout) return {JobStatus::timeout};
+      if (r.status == actors::NextStatus::end) {
+        in_epoch = false;
+        committed = pipeline->committed();
+        for (const auto& st : pipeline->stats().stages) counts.filtered += st.filtered;
+        next_epoch = epoch->load() + 1;
+        return {JobStatus::epoch_end};
+      }
+      counts.failed += r.item->failed.size();
+      if (r.item->ids.empty()) continue;  // every sample failed: nothing to hand out
+      counts.samples += r.item->ids.size();
+      ++counts.batches;
+      return {JobStatus::batch, std::move(r.item)};
+    }
+  }
+
+  actors::SamplerState state() const {
+    const auto commits = in_epoch ? pipeline->committed() : (ran ? committed : restored_committed);
+    return sampler->state(commits, generation + saves + 1);
+  }
+};
+
+Job::Job(RunConfig config, Dataset dataset, JobOptions options)
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(dataset), std::move(options))) {}
+
+Job::~Job() = default;
+
+const RunConfig& Job::config() const { return impl_->c; }
+const Dataset& Job::dataset() const { return impl_->d; }
+std::uint64_t Job::next_epoch() const { return impl_->next_epoch; }
+bool Job::finished() const { return !impl_->in_epoch && impl_->next_epoch >= impl_->c.epochs; }
+void Job::begin_epoch(std::optional<std::uint64_t> epoch) { impl_->begin(epoch); }
+bool Job::in_epoch() const { return impl_->in_epoch; }
+JobNext Job::next(std::optional<std::chrono::milliseconds> timeout) { return impl_->next(timeout); }
+void Job::stop() { impl_->pipeline->stop(); }
+actors::SamplerState Job::state() const { return impl_->state(); }
+JobCounts Job::counts() const { return impl_->counts; }
+std::uint64_t Job::expected_samples() const { return impl_->expected; }
+actors::PipelineStats Job::stats() const { return impl_->pipeline->stats(); }
+
+std::filesystem::path Job::write_checkpoint() {
+  auto path = transport::write_checkpoint(impl_->c.checkpoint_dir, state());
+  ++impl_->saves;
+  return path;
+}
+
+// -- run_job -----------------------------------------------------------------------
+
+namespace {
+
+// The consumer side of `brigade run`: drives a Job over its epochs, reports progress,
+// stops on --stop-after-batches or a signal.
+class Runner {
+ public:
+  Runner(Job& job, const JobHooks& hooks)
+      : job_(job), c_(job.config()), hooks_(hooks), started_(hooks.origin.value_or(Clock::now())) {}
+
+  JobSummary run() {
+    try {
+      while (!job_.finished() && s_.end == JobEnd::finished) {
+        if (const auto end = stop_reason()) {
+          s_.end = *end;
+          break;
+        }
+        if (!started_first_) s_.startup_s = seconds();
+        started_first_ = true;
+        job_.begin_epoch();
+        run_epoch();
+      }
+    } catch (const actors::PipelineFailure& e) {
+      s_.end = JobEnd::failed;
+      s_.failure = e.what();
+    }
+    return finish();
   }
 
  private:
+  void run_epoch() {
+    for (;;) {
+      if (const auto end = stop_reason()) {
+        s_.end = *end;
+        return;
+      }
+      auto r = job_.next(std::chrono::milliseconds(100));
+      const double now = seconds();
+      if (r.status == JobStatus::batch) deliver(*r.batch, now);
+      report(now);
+      if (r.status == JobStatus::epoch_end) {
+        s_.stats = job_.stats();
+        return;
+      }
+    }
+  }
+
   std::optional<JobEnd> stop_reason() const {
-    if (c_.stop_after_batches >= 0 && std::int64_t(s_.batches) >= c_.stop_after_batches) {
+    if (c_.stop_after_batches >= 0 &&
+        std::int64_t(job_.counts().batches) >= c_.stop_after_batches) {
       return JobEnd::stopped;
     }
     if (hooks_.interrupt && hooks_.interrupt->load() != 0) return JobEnd::interrupted;
     return std::nullopt;
   }
 
-  void account_failures(Batch& b) {
-    if (b.failures.empty()) return;
-    slot_failures_ += b.failures.size();
-    for (std::size_t i = 0; i < b.failures.size(); ++i) {
-      if (recent_.size() == 16) recent_.erase(recent_.begin());
-      ++stage_failures_[b.failed_stages[i]];
-      recent_.push_back({b.failed_stages[i], {}, std::move(b.failures[i])});
-    }
-    const auto failures = s_.failed + pipeline_.stats().failures + slot_failures_;
-    if (c_.failure_budget.exceeded(failures, s_.samples + b.ids.size() + failures)) {
-      pipeline_.stop();
-      throw actors::PipelineFailure(
-          fmt::format("{} failures exceed the budget ({})", failures, c_.failure_budget.describe()),
-          recent_);
-    }
-  }
-
-  void deliver(const Batch& b, double now) {
+  void deliver(const JobBatch& b, double now) {
     s_.seconds = now;
     if (!first_) {
       first_ = now;
       first_samples_ = b.ids.size();
     }
-    s_.samples += b.ids.size();
-    ++s_.batches;
-    if (hooks_.on_batch) hooks_.on_batch(b.ids, b.data);
+    if (hooks_.on_batch) hooks_.on_batch(b);
   }
 
-  void report(double now, std::uint64_t expected) {
+  void report(double now) {
     if (!hooks_.on_progress || now - last_report_ < 0.1) return;
     last_report_ = now;
-    const auto failed = s_.failed + pipeline_.stats().failures + slot_failures_;
-    hooks_.on_progress({s_.samples, expected, failed, now - t0_});
+    const auto counts = job_.counts();
+    hooks_.on_progress({counts.samples, job_.expected_samples(), counts.failed, now});
   }
 
-  void finish_epoch() {
-    auto st = pipeline_.stats();
-    st.failures += slot_failures_;
-    for (auto& stage : st.stages) {
-      stage.failures += stage_failures_[stage.name];
-      s_.filtered += stage.filtered;
+  // Saves what the consumer owns first (checkpoint, then the caller's on_saved), then
+  // stops the pipeline, waiting at most kJoinGrace for a blocked stage.
+  JobSummary finish() {
+    s_.counts = job_.counts();
+    if (job_.in_epoch()) s_.stats = job_.stats();
+    if (!c_.checkpoint_dir.empty()) {
+      try {
+        s_.checkpoint = job_.write_checkpoint().string();
+      } catch (const transport::CheckpointError& e) {
+        s_.end = JobEnd::failed;
+        s_.failure = fmt::format("writing the checkpoint failed: {}", e.what());
+      }
     }
-    s_.failed += st.failures;
-    s_.stats = std::move(st);
+    s_.time_to_first_batch_s = first_.value_or(0);
+    if (first_ && s_.seconds > *first_) {
+      s_.samples_per_s = double(s_.counts.samples - first_samples_) / (s_.seconds - *first_);
+    }
+    if (hooks_.on_saved) hooks_.on_saved();
+    return s_;
   }
 
+  double seconds() const { return std::chrono::duration<double>(Clock::now() - started_).count(); }
+
+  Job& job_;
   const RunConfig& c_;
   const JobHooks& hooks_;
-  actors::Pipeline<Batch>& pipeline_;
-  const double t0_;
   JobSummary s_;
+  const Clock::time_point started_;
+  bool started_first_ = false;
   std::optional<double> first_;
   std::uint64_t first_samples_ = 0;
   double last_report_ = -1;
-  std::vector<actors::FailureRecord> recent_;
-  std::uint64_t slot_failures_ = 0;  // this epoch's, recorded by the decode-into-batch path
-  std::map<std::string, std::uint64_t> stage_failures_;
 };
 
 }  // namespace
 
-JobSummary run_job(const RunConfig& c, const Dataset& d, const JobHooks& hooks) {
-  auto sampler = make_sampler(c, d);
-  const ResumePoint start = resume(c, *sampler);
-  if (start.epoch >= c.epochs) {
+JobSummary run_job(const RunConfig& config, const Dataset& dataset, const JobHooks& hooks) {
+  auto job = std::make_shared<Job>(config, dataset);
+  if (job->finished()) {
     spdlog::info(
-        "brigade: the checkpoint in {} is of a completed job ({} epochs): nothing to deliver",
-        c.resume_from, c.epochs);
+        "brigade: the checkpoint in {} is of a completed job ({} epochs): nothing to "
+        "deliver",
+        config.resume_from, config.epochs);
     return {.end = JobEnd::already_complete};
   }
-  auto pool = std::make_shared<BatchPool>();
-  std::shared_ptr<SlotAssigner> assigner;
-  if (decode_into_batch(c)) {
-    assigner = std::make_shared<SlotAssigner>(
-        sample_shape(c), static_cast<std::size_t>(*c.batch_size), pool->allocator());
+  auto summary = Runner(*job, hooks).run();
+  // Join the pipeline, but never wait long for a stage blocked outside the process (a
+  // FIFO, a hung network file system): everything the consumer owns is written by now.
+  // The stopping thread owns the job too; if it is left behind, it keeps the job alive
+  // and the caller exits the process without joining it (JobSummary::abandoned).
+  constexpr auto kJoinGrace = std::chrono::seconds(2);
+  auto stopped = std::make_shared<std::promise<void>>();
+  auto done = stopped->get_future();
+  std::thread stopper([job, stopped] {
+    job->stop();
+    stopped->set_value();
+  });
+  if (done.wait_for(kJoinGrace) == std::future_status::ready) {
+    stopper.join();
+  } else {
+    spdlog::warn(
+        "brigade: a stage is still blocked {} s after the stop (a read that does not "
+        "return?); exiting without it",
+        kJoinGrace.count());
+    stopper.detach();
+    summary.abandoned = true;
   }
-  auto pipeline = build_pipeline(c, d, *sampler, assigner, pool->allocator());
-  Consumer consumer(c, hooks, pipeline);
-  actors::CommitState committed;
-  for (std::uint64_t epoch = start.epoch; epoch < c.epochs; ++epoch) {
-    const bool restored = epoch == start.epoch && start.restored;
-    if (!restored) sampler->set_epoch(epoch);
-    if (assigner) assigner->reset();
-    committed = restored ? start.committed : actors::CommitState{};
-    const auto left_this_epoch = sampler->state(committed).remaining();
-    const auto expected = consumer.summary().samples + consumer.summary().failed + left_this_epoch +
-                          sampler->size() * (c.epochs - epoch - 1);
-    pipeline.start(committed);
-    committed = consumer.run_epoch(committed, expected);
-    if (consumer.summary().end != JobEnd::finished) break;
-  }
-  auto& s = consumer.summary();
-  if (!c.checkpoint_dir.empty()) {
-    // All ranks resumed from one set write generation + 1: a complete set again.
-    const auto state = sampler->state(committed, start.generation + 1);
-    s.checkpoint = transport::write_checkpoint(c.checkpoint_dir, state).string();
-  }
-  return s;
+  return summary;
 }
 
 }  // namespace brigade::launch

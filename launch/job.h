@@ -1,42 +1,55 @@
 #pragma once
 
-// The job of `brigade run`, for `epochs` epochs: a distributed sampler over the file
-// list → "slots" (each sample gets its slot in a batch buffer) → "read" (io stage:
-// the file's bytes) → "decode" (cpu stage, straight into its slot of the batch tensor:
-// images with the ImageNet eval transform, shorter side 256 + center crop 224; clips
-// as 8 evenly spaced 224×224 frames) → "collate" (gathers a batch's slots) → the
-// consumer. The batch is one contiguous uint8 tensor, NHWC or NCHW (clips N×T×H×W×C
-// or N×T×C×H×W); batch buffers are recycled once the consumer drops a batch.
+// The job of `brigade run` (and of the Python Loader): a distributed sampler over a
+// file list → "read" (io stage, one sample per task: the file's bytes) → "batch"
+// (groups batch_size samples in sampler order) → "decode" (cpu stage, one batch per
+// task: every sample decoded straight into its slot of one pooled batch tensor, see
+// launch/decode.h) → the consumer. One pipeline shape for both output orders; a
+// remote run replaces "read" + "decode" with one stage that hands each batch's
+// sample ids and paths to remote decode workers (see REMOTE below).
 //
-// BATCHES. Batch k holds the run's samples k·n … k·n+n-1 in sampler order; a sample
-// that fails is reported and its slot dropped, so that batch is delivered short (the
-// good samples compacted to the front). With `--order completion` the job decodes
-// each sample into its own tensor and copies them into the batch ("read", "decode",
-// "batch", "collate"), and batches are filled from the next samples instead.
+// BATCHES. Batch k of an epoch holds the rank's samples k·n … k·n+n-1 in sampler
+// order (n = batch_size; the last batch may be short); a sample that fails to read or
+// decode is left out of its batch and listed in JobBatch::failed, the good ones
+// compacted to the front. The read stage always keeps input order, so a batch's
+// contents never depend on timing; `order` applies to the decode stage: with `input`
+// batches leave in sampler order, with `completion` as they finish. An epoch's batches are
+// deterministic given (seed, epoch, world size, rank), so the same job gives the same batches
+// locally, remotely, and after an exact resume.
 //
-// SAMPLING. `shuffle`: DistributedRandomSampler(seed), else the deterministic one;
-// tail policy none (every sample once per epoch, the last partial batch delivered).
-// A sample's id is its index in `files`.
+// FAILURES. A sample that fails is reported to the engine (TaskContext::fail) with
+// its typed cause: the engine's counts, budget, hooks and statistics see it, and the
+// job's budget is the engine's, over the whole job. `max_failures = N%` becomes a
+// count when the job starts: floor(N% × the samples this process will consume), so a
+// rate is enforced from the first sample on, at any dataset size (20 files with 0%:
+// the first failure fails the job). A failure budget exceeded ends next() with
+// actors::PipelineFailure naming the recent causes.
 //
-// CHECKPOINTS. With `checkpoint_dir`, this rank's SamplerState (transport/checkpoint.h)
-// is written when the run stops (stop_after_batches), is interrupted, or ends (then
-// fully committed: a resume of it delivers nothing). With `resume_from`, the newest
-// complete set there is restored at the current rank and world size.
+// CHECKPOINTS. state() is this rank's SamplerState for exactly the batches next() has
+// returned (and the failures and filtered samples among them); write_checkpoint()
+// writes it to `checkpoint_dir` as the next generation of the set this job continues.
+// A restored job (resume_from, or JobOptions::resume) continues the restored epoch
+// where it stopped; a state whose epoch is complete starts the next epoch.
 //
-// FAILURES. A file that cannot be read or decoded fails its task with a message naming
-// the sample id, the path and the cause; the pipeline logs it and counts it against
-// `failure_budget`, and run_job throws actors::PipelineFailure once it is exceeded.
+// REMOTE. The pipeline is built in one place (build_pipeline in job.cc): the local
+// shape is source → read → batch → decode; a remote decode stage replaces read and
+// decode with a stage that takes the batch's EncodedSample list (ids and paths, no
+// bytes) and returns the worker's DecodedBatch, reporting its failures the same way.
 //
-// THREADING. run_job runs the consumer on the calling thread; the callbacks are
-// called on it. `interrupt` may be set from a signal handler.
+// THREADING. A Job is driven by one thread (next(), begin_epoch(), state()); stop()
+// may be called from any thread.
 
-#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "actors/sampler.h"
 #include "actors/stats.h"
 #include "launch/config.h"
 #include "media/tensor.h"
@@ -51,11 +64,94 @@ struct Dataset {
 };
 
 /// Files under `dir` (recursively) with an extension of `kind`, sorted by path.
+/// Symbolic links are listed whatever they point to — a dangling link, a loop or a
+/// link to a directory then fails as a sample with its cause (see read_sample), as a
+/// FIFO or device with a media extension does; nothing is skipped silently.
 /// Throws ConfigError if `dir` cannot be read or holds no such file.
 Dataset list_folder(const std::string& dir, MediaKind kind);
 /// The non-blank lines of `list_file`; relative paths resolve against its folder.
 /// Throws ConfigError if it cannot be read or has no entry.
 Dataset read_list(const std::string& list_file);
+
+/// A delivered batch.
+struct JobBatch {
+  std::uint64_t epoch = 0;
+  std::vector<std::uint64_t> ids;       // ids[i] is the sample in data[i]
+  media::Tensor data;                   // [ids.size(), ...] uint8
+  std::vector<std::uint64_t> failed{};  // samples of this batch that failed (not in data)
+};
+
+enum class JobStatus { batch, timeout, epoch_end };
+
+struct JobNext {
+  JobStatus status = JobStatus::epoch_end;
+  std::optional<JobBatch> batch{};
+};
+
+/// Totals of the batches next() has returned (committed work), over the whole job.
+struct JobCounts {
+  std::uint64_t samples = 0;
+  std::uint64_t batches = 0;
+  std::uint64_t failed = 0;
+  std::uint64_t filtered = 0;
+};
+
+struct JobOptions {
+  /// Start from this state instead of `resume_from` (e.g. a Python state_dict); its
+  /// fingerprint must match the dataset and sampling settings.
+  std::optional<actors::SamplerState> resume{};
+  /// The generation the restored state came from (the next save writes + 1).
+  std::uint64_t resume_generation = 0;
+};
+
+class Job {
+ public:
+  /// Builds the sampler, restores `resume_from` (or options.resume), builds the
+  /// pipeline; starts nothing. Throws ConfigError (bad settings, a checkpoint that
+  /// conflicts with them), transport::CheckpointError.
+  Job(RunConfig config, Dataset dataset, JobOptions options = {});
+  ~Job();
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  const RunConfig& config() const;
+  const Dataset& dataset() const;
+
+  /// The epoch begin_epoch() starts by default: the restored one, then each next.
+  std::uint64_t next_epoch() const;
+  /// Whether every epoch of the job (config.epochs) has been delivered.
+  bool finished() const;
+  /// Starts an epoch: `epoch`, or next_epoch(). A restored job's first call continues
+  /// the restored epoch (unless another epoch is given: set_epoch semantics).
+  void begin_epoch(std::optional<std::uint64_t> epoch = std::nullopt);
+  bool in_epoch() const;
+
+  /// The next batch of the epoch, a timeout, or the epoch's end. Batches whose every
+  /// sample failed are not returned (they count in counts()). Throws
+  /// actors::PipelineFailure once the failure budget is exceeded.
+  JobNext next(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+
+  /// Stops the epoch in progress: queued work is dropped, running tasks see the stop
+  /// token and are joined. Any thread.
+  void stop();
+
+  /// This rank's checkpoint state for what next() has returned (see CHECKPOINTS).
+  actors::SamplerState state() const;
+  /// Writes state() into config.checkpoint_dir as the next generation. Returns the
+  /// file. Throws transport::CheckpointError.
+  std::filesystem::path write_checkpoint();
+
+  JobCounts counts() const;
+  /// The samples this process consumes over the job (delivered or failed), as planned.
+  std::uint64_t expected_samples() const;
+  actors::PipelineStats stats() const;  // of the epoch in progress (or the last)
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// -- `brigade run`: the job driven to its end ------------------------------------
 
 /// Figures of one progress report (after each batch, and while waiting).
 struct Progress {
@@ -66,31 +162,39 @@ struct Progress {
 };
 
 struct JobHooks {
-  /// Each delivered batch: its sample ids and its tensor ([n, ...] uint8, valid during
-  /// the call; copy the Tensor, a reference-counted view, to keep it).
-  std::function<void(std::span<const std::uint64_t> ids, const media::Tensor& batch)> on_batch{};
+  /// Each delivered batch (valid during the call; copy the Tensor, a reference-counted
+  /// view, to keep it).
+  std::function<void(const JobBatch&)> on_batch{};
   std::function<void(const Progress&)> on_progress{};  // at most every 100 ms
   const std::atomic<int>* interrupt = nullptr;         // a signal number once set
+  /// Called once the job has stopped and its state is saved but before the pipeline
+  /// is joined: a blocked stage cannot delay what the consumer has to write (ids).
+  std::function<void()> on_saved{};
+  /// Where the run's clock starts (the program's start); default: run_job's entry.
+  std::optional<std::chrono::steady_clock::time_point> origin{};
 };
 
-enum class JobEnd { finished, stopped, interrupted, already_complete };
+enum class JobEnd { finished, stopped, interrupted, already_complete, failed };
 
 struct JobSummary {
   JobEnd end = JobEnd::finished;
-  std::uint64_t samples = 0;
-  std::uint64_t batches = 0;
-  std::uint64_t failed = 0;
-  std::uint64_t filtered = 0;
-  double seconds = 0;                // process start to the last batch
-  double time_to_first_batch_s = 0;  // process start to the first batch
+  JobCounts counts{};
+  double startup_s = 0;              // from the origin to the first epoch's start
+  double seconds = 0;                // from the origin to the last batch
+  double time_to_first_batch_s = 0;  // from the origin to the first batch
   double samples_per_s = 0;          // after the first batch
   std::string checkpoint{};          // the file written, if any
+  std::string failure{};             // why the job failed (JobEnd::failed)
   actors::PipelineStats stats{};     // of the last epoch run
+  /// A stage stayed blocked after the stop (a read that never returns): it was left
+  /// running, and the caller must end the process without joining it (_exit).
+  bool abandoned = false;
 };
 
-/// Runs the job. Throws actors::PipelineFailure (budget exceeded),
-/// transport::CheckpointError (resume or save), ConfigError (a checkpoint that
-/// conflicts with the sampling flags).
+/// Runs the job over its epochs until the end, `stop_after_batches`, an interrupt or a
+/// failure; writes the checkpoint (also after a failure) when checkpoint_dir is set.
+/// A failure budget exceeded ends with JobEnd::failed and the cause (not a throw).
+/// Throws ConfigError, transport::CheckpointError.
 JobSummary run_job(const RunConfig& config, const Dataset& dataset, const JobHooks& hooks);
 
 }  // namespace brigade::launch

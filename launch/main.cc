@@ -4,6 +4,7 @@
 // Exit codes: 0 success (also a resume of a completed job), 1 pipeline failure
 // (failure budget exceeded, I/O or checkpoint error), 2 usage or config error,
 // 130/143 after SIGINT/SIGTERM (ids flushed, checkpoint written).
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -11,11 +12,15 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "actors/errors.h"
 #include "launch/config.h"
@@ -30,6 +35,7 @@ namespace {
 using namespace brigade;
 
 std::atomic<int> g_signal{0};
+std::chrono::steady_clock::time_point g_program_start;
 std::atomic<std::int64_t> g_signal_ns{0};
 
 std::int64_t monotonic_ns() {
@@ -58,33 +64,105 @@ void install_signal_handlers() {
   sigaction(SIGTERM, &action, nullptr);
 }
 
-std::string summary_json(const launch::JobSummary& s) {
-  std::string stages;
-  for (const auto& st : s.stats.stages) {
-    stages += fmt::format(
-        R"({}{{"name":"{}","tasks":{},"failures":{},"p50_ms":{:.3f},"p99_ms":{:.3f},"occupancy":{:.3f}}})",
-        stages.empty() ? "" : ",", st.name, st.tasks, st.failures, st.p50_ms, st.p99_ms,
-        st.occupancy);
+const char* end_name(launch::JobEnd end) {
+  switch (end) {
+    case launch::JobEnd::finished:
+      return "finished";
+    case launch::JobEnd::stopped:
+      return "stopped";
+    case launch::JobEnd::interrupted:
+      return "interrupted";
+    case launch::JobEnd::already_complete:
+      return "already_complete";
+    case launch::JobEnd::failed:
+      return "failed";
   }
-  return fmt::format(
-      R"({{"samples":{},"batches":{},"failed":{},"filtered":{},"seconds":{:.3f},"samples_per_s":{:.1f},"time_to_first_batch_s":{:.3f},"cpu_seconds":{:.3f},"peak_rss_mb":{:.1f},"stages":[{}]}})",
-      s.samples, s.batches, s.failed, s.filtered, s.seconds, s.samples_per_s,
-      s.time_to_first_batch_s, launch::cpu_seconds(), launch::peak_rss_mb(), stages);
+  return "?";
 }
 
-launch::Dataset load_dataset(const launch::RunConfig& c) {
+// The --json line. Figures start at the program's start; cpu_seconds and peak_rss_mb
+// exclude what happened before the job (the demo dataset's generation).
+std::string summary_json(const launch::JobSummary& s, double cpu0) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (const auto& st : s.stats.stages) {
+    stages.push_back({{"name", st.name},
+                      {"tasks", st.tasks},
+                      {"failures", st.failures},
+                      {"p50_ms", st.p50_ms},
+                      {"p99_ms", st.p99_ms},
+                      {"occupancy", st.occupancy}});
+  }
+  nlohmann::json j{{"end", end_name(s.end)},
+                   {"samples", s.counts.samples},
+                   {"batches", s.counts.batches},
+                   {"failed", s.counts.failed},
+                   {"filtered", s.counts.filtered},
+                   {"startup_s", s.startup_s},
+                   {"seconds", s.seconds},
+                   {"samples_per_s", s.samples_per_s},
+                   {"time_to_first_batch_s", s.time_to_first_batch_s},
+                   {"cpu_seconds", launch::cpu_seconds() - cpu0},
+                   {"peak_rss_mb", launch::peak_rss_mb()},
+                   {"stages", stages}};
+  if (!s.failure.empty()) j["failure"] = s.failure;
+  if (!s.checkpoint.empty()) j["checkpoint"] = s.checkpoint;
+  return j.dump();
+}
+
+// `generation`: the time spent generating the demo dataset (zero when it existed).
+launch::Dataset load_dataset(const launch::RunConfig& c,
+                             std::chrono::steady_clock::duration& generation) {
   if (!c.list.empty()) return launch::read_list(c.list);
   std::string dir = c.data;
   if (dir.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
     const auto demo = launch::ensure_demo_dataset(launch::default_demo_dir());
+    generation = std::chrono::steady_clock::now() - t0;
     dir = (demo / (c.kind == launch::MediaKind::video ? "videos" : "images")).string();
   }
   return launch::list_folder(dir, c.kind);
 }
 
+// The first three descriptors must be open before anything else is: with stdout closed
+// (`>&-`), the ids file would otherwise become descriptor 1 and receive the JSON line.
+void occupy_standard_descriptors() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (fcntl(fd, F_GETFD) != -1) continue;
+    const int null = open("/dev/null", O_RDWR);
+    if (null >= 0 && null != fd) {
+      dup2(null, fd);
+      close(null);
+    }
+  }
+}
+
+// A checkpoint folder that cannot be written is a usage error found before the run,
+// not after its last batch.
+void check_checkpoint_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw launch::ConfigError(fmt::format("checkpoint_dir {}: {}", dir, ec.message()));
+  const auto probe = fs::path(dir) / fmt::format(".brigade-probe-{}", getpid());
+  const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) {
+    throw launch::ConfigError(
+        fmt::format("checkpoint_dir {}: cannot write there: {}", dir, std::strerror(errno)));
+  }
+  close(fd);
+  fs::remove(probe, ec);
+}
+
 int run(const launch::RunConfig& config) {
   install_signal_handlers();  // a signal from here on stops the job at its first check
-  const auto dataset = load_dataset(config);
+  // Generating the demo dataset (first run only) is not part of the run: its time is
+  // taken out of the run's clock, its CPU and memory out of the figures below.
+  std::chrono::steady_clock::duration generation{};
+  const auto dataset = load_dataset(config, generation);
+  const auto origin = g_program_start + generation;
+  if (!config.checkpoint_dir.empty()) check_checkpoint_dir(config.checkpoint_dir);
+  const double cpu0 = launch::cpu_seconds();  // the job's own figures from here on
+  launch::reset_peak_rss();
   std::ofstream ids;
   if (!config.ids_out.empty()) {
     ids.open(config.ids_out, std::ios::trunc);
@@ -96,48 +174,57 @@ int run(const launch::RunConfig& config) {
                config.epochs,
                config.shuffle ? fmt::format("shuffled with seed {}", config.seed) : "in order");
   launch::ProgressReporter progress(config.progress && isatty(STDERR_FILENO));
-  launch::JobHooks hooks{.on_batch =
-                             [&](std::span<const std::uint64_t> batch, const media::Tensor&) {
-                               if (!ids) return;
-                               for (auto id : batch) ids << id << '\n';
-                             },
-                         .on_progress = [&](const launch::Progress& p) { progress.update(p); },
-                         .interrupt = &g_signal};
-  launch::JobSummary summary;
-  try {
-    summary = launch::run_job(config, dataset, hooks);
-  } catch (...) {
-    progress.finish();
-    ids.flush();
-    throw;
-  }
+  const launch::JobHooks hooks{
+      .on_batch =
+          [&](const launch::JobBatch& batch) {
+            if (!ids) return;
+            for (auto id : batch.ids) ids << id << '\n';
+          },
+      .on_progress = [&](const launch::Progress& p) { progress.update(p); },
+      .interrupt = &g_signal,
+      .on_saved =
+          [&] {
+            progress.finish();
+            ids.flush();
+          },
+      .origin = origin};
+  const auto summary = launch::run_job(config, dataset, hooks);
   progress.finish();
   ids.flush();
-  if (summary.end == launch::JobEnd::already_complete) {
-    if (config.json) std::printf("%s\n", summary_json(summary).c_str());
-    return 0;
+  if (summary.end != launch::JobEnd::already_complete) {
+    if (summary.end == launch::JobEnd::failed) {
+      spdlog::error("brigade: {}", summary.failure);
+    }
+    spdlog::info("brigade: {}\n{}", end_name(summary.end),
+                 actors::format_stats_table(summary.stats));
+    spdlog::info(
+        "brigade: {} samples in {} batches, {:.0f} samples/s after the first batch "
+        "(first batch at {:.3f} s), {} failed",
+        summary.counts.samples, summary.counts.batches, summary.samples_per_s,
+        summary.time_to_first_batch_s, summary.counts.failed);
+    if (!summary.checkpoint.empty())
+      spdlog::info("brigade: checkpoint written to {}", summary.checkpoint);
   }
-  spdlog::info("brigade: {}\n{}",
-               summary.end == launch::JobEnd::interrupted ? "interrupted"
-               : summary.end == launch::JobEnd::stopped   ? "stopped"
-                                                          : "finished",
-               actors::format_stats_table(summary.stats));
-  spdlog::info(
-      "brigade: {} samples in {} batches, {:.0f} samples/s after the first batch "
-      "(first batch at {:.3f} s), {} failed",
-      summary.samples, summary.batches, summary.samples_per_s, summary.time_to_first_batch_s,
-      summary.failed);
-  if (!summary.checkpoint.empty())
-    spdlog::info("brigade: checkpoint written to {}", summary.checkpoint);
-  if (config.json) std::printf("%s\n", summary_json(summary).c_str());
+  if (config.json) std::printf("%s\n", summary_json(summary, cpu0).c_str());
   std::fflush(stdout);
-  return summary.end == launch::JobEnd::interrupted ? 128 + g_signal.load() : 0;
+  const int code = summary.end == launch::JobEnd::interrupted ? 128 + g_signal.load()
+                   : summary.end == launch::JobEnd::failed    ? 1
+                                                              : 0;
+  if (summary.abandoned) {
+    // A stage is blocked in a call that never returns: end without joining it.
+    spdlog::default_logger()->flush();
+    std::fflush(stderr);
+    _exit(code);
+  }
+  return code;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  launch::process_seconds();  // anchor the process clock
+  g_program_start = std::chrono::steady_clock::now();
+  launch::mark_program_start();
+  occupy_standard_descriptors();
   spdlog::set_default_logger(spdlog::stderr_color_mt("brigade"));
   spdlog::set_pattern("%H:%M:%S.%e %^%l%$ %v");
 

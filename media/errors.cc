@@ -1,6 +1,34 @@
 #include "media/errors.h"
 
 namespace brigade::media {
+namespace {
+
+class MediaCategory final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "brigade.media"; }
+  std::string message(int code) const override {
+    return std::string(error_code_name(static_cast<ErrorCode>(code)));
+  }
+  std::error_condition default_error_condition(int code) const noexcept override {
+    switch (static_cast<ErrorCode>(code)) {
+      case ErrorCode::not_found:
+        return std::errc::no_such_file_or_directory;
+      case ErrorCode::io:
+        return std::errc::io_error;
+      case ErrorCode::unavailable:
+        return std::errc::resource_unavailable_try_again;
+      case ErrorCode::bad_data:
+        return std::errc::illegal_byte_sequence;
+      case ErrorCode::unsupported:
+        return std::errc::not_supported;
+      case ErrorCode::invalid_argument:
+        return std::errc::invalid_argument;
+    }
+    return {code, *this};
+  }
+};
+
+}  // namespace
 
 std::string_view error_code_name(ErrorCode code) {
   switch (code) {
@@ -20,10 +48,20 @@ std::string_view error_code_name(ErrorCode code) {
   return "unknown";
 }
 
+const std::error_category& media_category() noexcept {
+  static const MediaCategory category;
+  return category;
+}
+
+std::error_code make_error_code(ErrorCode code) noexcept {
+  return {static_cast<int>(code), media_category()};
+}
+
 MediaError::MediaError(ErrorCode code, std::string input, std::string cause)
-    : std::runtime_error(input + ": " + cause + " [" + std::string(error_code_name(code)) + "]"),
-      code_(code),
+    : std::system_error(make_error_code(code)),
+      media_code_(code),
       input_(std::move(input)),
-      cause_(std::move(cause)) {}
+      cause_(std::move(cause)),
+      text_(input_ + ": " + cause_ + " [" + std::string(error_code_name(code)) + "]") {}
 
 }  // namespace brigade::media

@@ -1,17 +1,23 @@
 #include "media/source.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <memory>
 
 #include "media/errors.h"
 
 namespace brigade::media {
 namespace {
 
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
 };
 
 [[noreturn]] void throw_errno(int err, const std::string& path, const char* doing) {
@@ -21,26 +27,54 @@ struct FileCloser {
   throw MediaError(code, path, std::string(doing) + ": " + std::strerror(err));
 }
 
+const char* file_type_name(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISCHR(mode)) return "a character device";
+  return "not a regular file";
+}
+
 }  // namespace
 
 std::vector<std::uint8_t> read_file(const std::string& path) {
-  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
-  if (!f) throw_errno(errno, path, "cannot open");
-  std::vector<std::uint8_t> out;
-  if (std::fseek(f.get(), 0, SEEK_END) == 0) {
-    long size = std::ftell(f.get());
-    if (size > 0) out.reserve(static_cast<std::size_t>(size));
-    std::rewind(f.get());
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; the type is checked on the
+  // descriptor itself (no window between a stat and the open).
+  Fd f{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
+  if (f.fd < 0) throw_errno(errno, path, "cannot open");
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0) throw_errno(errno, path, "cannot stat");
+  if (!S_ISREG(st.st_mode)) {
+    throw MediaError(ErrorCode::io, path,
+                     std::string("not a regular file: ") + file_type_name(st.st_mode));
   }
-  std::uint8_t buf[65536];
-  while (true) {
-    std::size_t n = std::fread(buf, 1, sizeof(buf), f.get());
-    out.insert(out.end(), buf, buf + n);
-    if (n < sizeof(buf)) {
-      if (std::ferror(f.get())) throw_errno(errno, path, "cannot read");
-      break;
+  if (st.st_size > kMaxFileBytes) {
+    throw MediaError(ErrorCode::unsupported, path,
+                     "file of " + std::to_string(st.st_size) + " bytes is larger than the limit (" +
+                         std::to_string(kMaxFileBytes) + ")");
+  }
+  const int flags = ::fcntl(f.fd, F_GETFL);
+  if (flags >= 0) ::fcntl(f.fd, F_SETFL, flags & ~O_NONBLOCK);
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(st.st_size));
+  std::size_t filled = 0;
+  for (;;) {
+    if (filled == out.size()) {
+      // The file grew since fstat (or st_size was 0 for a special file system): read on.
+      if (out.size() >= static_cast<std::size_t>(kMaxFileBytes)) {
+        throw MediaError(ErrorCode::unsupported, path, "file grew beyond the size limit");
+      }
+      out.resize(std::max<std::size_t>(out.size() * 2, 65536));
     }
+    const ssize_t n = ::read(f.fd, out.data() + filled, out.size() - filled);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno(errno, path, "cannot read");
+    }
+    if (n == 0) break;
+    filled += static_cast<std::size_t>(n);
   }
+  out.resize(filled);
   return out;
 }
 

@@ -36,7 +36,14 @@ class Source {
   bool is_file_;
 };
 
-// Reads a whole file into memory; MediaError (not_found, io) on failure.
+// The largest file read_file() reads (4 GiB): a mistaken path to a disk image must
+// not exhaust memory.
+inline constexpr std::int64_t kMaxFileBytes = std::int64_t(1) << 32;
+
+// Reads a whole regular file into memory. Throws MediaError: not_found; io (permission,
+// I/O error, or not a regular file — a directory, FIFO, socket or device, said in the
+// cause, rejected without reading or waiting for a FIFO's writer); unsupported (larger
+// than kMaxFileBytes); unavailable (EAGAIN, EINTR, ETIMEDOUT: a retry may help).
 std::vector<std::uint8_t> read_file(const std::string& path);
 
 }  // namespace brigade::media

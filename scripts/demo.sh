@@ -6,6 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 export CCACHE_DIR=${CCACHE_DIR:-$PWD/.cache/ccache}
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRIGADE_MODULES="actors;media;transport;launch" >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBRIGADE_MODULES="actors;media;transport;launch" >/dev/null
 cmake --build build -j"${JOBS:-$(nproc)}" --target brigade
 exec build/launch/brigade run "$@"

@@ -4,13 +4,14 @@
 set -euo pipefail
 pkgs=(
   build-essential cmake pkg-config ccache git clang-format
-  libcaf-dev
+  libcaf-dev libssl-dev  # libssl-dev: CAF's openssl module in scripts/build-caf-tsan.sh
   libcapnp-dev capnproto
   libspdlog-dev libfmt-dev
   libavformat-dev libavcodec-dev libavfilter-dev libswscale-dev libswresample-dev libavutil-dev
   libturbojpeg0-dev zlib1g-dev ffmpeg
   libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
+  libfuse3-dev fuse3
 )
 missing=()
 for p in "${pkgs[@]}"; do

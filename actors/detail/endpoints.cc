@@ -12,8 +12,9 @@ struct SourceState {
   std::uint64_t next_position = 0;
 };
 
-// The source runs on the scheduler: pulling from a range is expected to be cheap.
-// Blocking work (reading files) belongs in an io stage.
+// The source runs on a thread of its own (detached): a sampler may take a while at
+// the start of an epoch (a 10 M-id permutation takes ~0.2 s) and must not stall a
+// scheduler thread meanwhile. Blocking work (reading files) belongs in an io stage.
 source_actor::behavior_type source_main(source_actor::stateful_pointer<SourceState> self,
                                         std::shared_ptr<RunShared> run,
                                         downstream_actor downstream) {
@@ -99,7 +100,7 @@ sink_actor::behavior_type sink_main(sink_actor::stateful_pointer<SinkState> self
 
 source_actor spawn_source(caf::actor_system& system, std::shared_ptr<RunShared> run,
                           downstream_actor downstream) {
-  return system.spawn(source_main, std::move(run), std::move(downstream));
+  return system.spawn<caf::detached>(source_main, std::move(run), std::move(downstream));
 }
 
 sink_actor spawn_sink(caf::actor_system& system, std::shared_ptr<RunShared> run) {

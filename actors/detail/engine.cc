@@ -8,12 +8,17 @@
 
 namespace brigade::actors::detail {
 
+// Two locks: `lifecycle` serializes start/stop/end-of-run (and is held while waiting
+// for a run's actors), `mutex` guards the members below for short reads, so that
+// stats() and committed() never wait for a stop in progress.
 struct Engine::Impl {
   PipelineSpec spec;
   BuildOptions options;
   caf::actor_system_config config;
   std::unique_ptr<caf::actor_system> system;
+  std::shared_ptr<LifetimeCounts> lifetime;
 
+  std::mutex lifecycle;
   mutable std::mutex mutex;  // guards the members below
   std::shared_ptr<RunShared> run;
   sink_actor sink;
@@ -35,7 +40,9 @@ struct Engine::Impl {
     // (Measured while another process loaded a core, sharing had looked faster.)
     config.set("scheduler.policy", caf::atom("stealing"));
     config.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::milliseconds(1)});
+    if (options.configure_system) options.configure_system(config);
     system = std::make_unique<caf::actor_system>(config);
+    lifetime = std::make_shared<LifetimeCounts>(spec.stages.size());
   }
 
   PipelineStats snapshot(const std::shared_ptr<RunShared>& r) const {
@@ -50,48 +57,63 @@ struct Engine::Impl {
     return s;
   }
 
+  // With `lifecycle` held.
   void start_locked(CommitState resume = {}) {
-    run = std::make_shared<RunShared>(spec, options, std::move(resume));
-    sink = spawn_sink(*system, run);
-    run->add_actor(caf::actor_cast<caf::actor>(sink));
-    downstream_actor down = sink;
+    auto r = std::make_shared<RunShared>(spec, options, std::move(resume), lifetime);
+    auto new_sink = spawn_sink(*system, r);
+    r->add_actor(caf::actor_cast<caf::actor>(new_sink));
+    downstream_actor down = new_sink;
     std::vector<stage_actor> stages(spec.stages.size());
     for (auto i = static_cast<int>(stages.size()) - 1; i >= 0; --i) {
-      stages[i] = spawn_stage(*system, run, i, down);
-      run->add_actor(caf::actor_cast<caf::actor>(stages[i]));
+      stages[i] = spawn_stage(*system, r, i, down);
+      r->add_actor(caf::actor_cast<caf::actor>(stages[i]));
       down = stages[i];
     }
-    const source_actor source = spawn_source(*system, run, down);
-    run->add_actor(caf::actor_cast<caf::actor>(source));
+    const source_actor source = spawn_source(*system, r, down);
+    r->add_actor(caf::actor_cast<caf::actor>(source));
     upstream_actor up = source;
     for (auto& stage : stages) {
       caf::anon_send(stage, connect_atom::value, up);
       up = stage;
     }
-    caf::anon_send(sink, connect_atom::value, up);
+    caf::anon_send(new_sink, connect_atom::value, up);
+    caf::actor new_reporter;
     if (options.stats_interval.count() > 0 && options.on_stats) {
-      auto r = run;
-      reporter = spawn_stats_reporter(*system, run, [this, r] { return snapshot(r); });
+      new_reporter = spawn_stats_reporter(*system, r, [this, r] { return snapshot(r); });
     }
+    std::lock_guard lock(mutex);
+    run = std::move(r);
+    sink = std::move(new_sink);
+    reporter = std::move(new_reporter);
     active = true;
   }
 
-  // Waits until every actor of the run has terminated.
+  // With `lifecycle` held: waits until every actor of the run has terminated.
   void join_locked(bool cancel) {
-    if (!active) return;
-    if (cancel) {
-      run->stopping = true;
-      run->queue.close();
-      run->stop_all();
+    std::shared_ptr<RunShared> r;
+    caf::actor rep;
+    {
+      std::lock_guard lock(mutex);
+      if (!active) return;
+      r = run;
+      rep = reporter;
     }
-    if (reporter) caf::anon_send(reporter, stop_atom::value);
+    if (cancel) {
+      r->stopping = true;
+      r->queue.close();
+      r->stop_all();
+    }
+    if (rep) caf::anon_send(rep, stop_atom::value);
     system->await_all_actors_done();
-    reporter = nullptr;
-    sink = nullptr;
-    active = false;
+    {
+      std::lock_guard lock(mutex);
+      reporter = nullptr;
+      sink = nullptr;
+      active = false;
+    }
     if (options.log_stats_at_end) {
       spdlog::info("brigade: pipeline {}\n{}", cancel ? "stopped" : "finished",
-                   format_stats_table(snapshot(run)));
+                   format_stats_table(snapshot(r)));
     }
   }
 };
@@ -102,17 +124,30 @@ Engine::Engine(PipelineSpec spec, BuildOptions options)
 Engine::~Engine() { stop(); }
 
 void Engine::start(CommitState resume) {
-  std::lock_guard lock(impl_->mutex);
-  if (!impl_->active) impl_->start_locked(std::move(resume));
+  std::lock_guard lifecycle(impl_->lifecycle);
+  if (!running()) impl_->start_locked(std::move(resume));
 }
 
 CommitState Engine::committed() const {
-  std::lock_guard lock(impl_->mutex);
-  return impl_->run ? impl_->run->commits.snapshot() : CommitState{};
+  std::shared_ptr<RunShared> run;
+  {
+    std::lock_guard lock(impl_->mutex);
+    run = impl_->run;
+  }
+  return run ? run->commits.snapshot() : CommitState{};
 }
 
 void Engine::stop() {
-  std::lock_guard lock(impl_->mutex);
+  {
+    // Ask a run in progress to stop at once, before waiting for the lifecycle lock
+    // (a concurrent end-of-run join may hold it): its tasks see the stop token now.
+    std::lock_guard lock(impl_->mutex);
+    if (impl_->run && impl_->active) {
+      impl_->run->stopping = true;
+      impl_->run->stop_source.request_stop();
+    }
+  }
+  std::lock_guard lifecycle(impl_->lifecycle);
   impl_->join_locked(/*cancel=*/true);
 }
 
@@ -125,8 +160,9 @@ NextStatus Engine::next(Item& out, std::optional<std::chrono::nanoseconds> timeo
   std::shared_ptr<RunShared> run;
   sink_actor sink;
   {
+    std::lock_guard lifecycle(impl_->lifecycle);
+    if (!running()) impl_->start_locked();  // after an end: the next epoch
     std::lock_guard lock(impl_->mutex);
-    if (!impl_->active) impl_->start_locked();  // after an end: the next epoch
     run = impl_->run;
     sink = impl_->sink;
   }
@@ -141,8 +177,13 @@ NextStatus Engine::next(Item& out, std::optional<std::chrono::nanoseconds> timeo
   if (notify) caf::anon_send(sink, wake_atom::value);
   if (status == NextStatus::item) run->commits.commit(out.positions);
   if (status == NextStatus::end) {
-    std::lock_guard lock(impl_->mutex);
-    if (impl_->run == run) impl_->join_locked(/*cancel=*/run->stopping.load());
+    std::lock_guard lifecycle(impl_->lifecycle);
+    bool same = false;
+    {
+      std::lock_guard lock(impl_->mutex);
+      same = impl_->run == run;
+    }
+    if (same) impl_->join_locked(/*cancel=*/run->stopping.load());
   }
   return status;
 }

@@ -8,11 +8,13 @@ namespace {
 constexpr std::size_t kRecentFailures = 16;
 }
 
-RunShared::RunShared(const PipelineSpec& s, const BuildOptions& o, CommitState resume)
+RunShared::RunShared(const PipelineSpec& s, const BuildOptions& o, CommitState resume,
+                     std::shared_ptr<LifetimeCounts> counts)
     : spec(s),
       options(o),
       queue(static_cast<std::size_t>(*s.sink_buffer)),
-      commits(std::move(resume)) {
+      commits(std::move(resume)),
+      lifetime(std::move(counts)) {
   for (const auto& stage : spec.stages) {
     counters.push_back(std::make_unique<StageCounters>(
         stage.options.name, kind_name(stage.kind), stage.options.concurrency, stage.capacity()));
@@ -25,6 +27,7 @@ void RunShared::add_actor(const caf::actor& actor) {
 }
 
 void RunShared::stop_all() {
+  stop_source.request_stop();
   std::vector<caf::actor> actors;
   {
     std::lock_guard lock(mutex_);

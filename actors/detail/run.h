@@ -9,6 +9,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -33,9 +34,12 @@ struct Result {
   Positions positions;        // of the task's input
   std::vector<Item> outputs;  // empty: filtered or failed
   TaskOutcome outcome = TaskOutcome::ok;
+  bool threw = false;  // the function threw: the whole input failed (`error`, `code`)
   std::uint64_t ns = 0;
   int retries = 0;
   std::string error;
+  std::error_code code;
+  std::vector<FailureRecord> sample_failures;  // TaskContext::fail, outputs go on
 };
 
 // CAF 0.17 messages must be copyable: each batch travels as one shared vector whose
@@ -96,10 +100,21 @@ using sink_actor = caf::typed_actor<caf::reacts_to<items_atom, ItemBatch>, caf::
                                     caf::reacts_to<stop_atom>, caf::reacts_to<wake_atom>,
                                     caf::reacts_to<connect_atom, upstream_actor>>;
 
+/// Failure-budget counts over a pipeline's whole life (all its runs); owned by the
+/// engine, shared by its runs. Written by coordinators, read anywhere.
+struct LifetimeCounts {
+  explicit LifetimeCounts(std::size_t stages) : stage_tasks(stages), stage_failures(stages) {}
+  std::atomic<std::uint64_t> tasks{0};
+  std::atomic<std::uint64_t> failures{0};
+  std::vector<std::atomic<std::uint64_t>> stage_tasks;
+  std::vector<std::atomic<std::uint64_t>> stage_failures;
+};
+
 /// State shared by the actors of one run and the consumer thread.
 class RunShared {
  public:
-  RunShared(const PipelineSpec& spec, const BuildOptions& options, CommitState resume);
+  RunShared(const PipelineSpec& spec, const BuildOptions& options, CommitState resume,
+            std::shared_ptr<LifetimeCounts> lifetime);
 
   const PipelineSpec& spec;
   const BuildOptions& options;
@@ -107,6 +122,8 @@ class RunShared {
   CommitTracker commits;
   std::vector<std::unique_ptr<StageCounters>> counters;  // one per stage
   std::atomic<bool> stopping{false};
+  std::stop_source stop_source;  // requested with `stopping`: tasks see it (TaskContext)
+  std::shared_ptr<LifetimeCounts> lifetime;
   std::atomic<std::uint64_t> source_items{0};
   std::atomic<std::uint64_t> total_tasks{0};
   std::atomic<std::uint64_t> total_failures{0};

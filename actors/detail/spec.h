@@ -10,6 +10,7 @@
 #include "actors/detail/any_value.h"
 #include "actors/options.h"
 #include "actors/positions.h"
+#include "actors/task.h"
 
 namespace brigade::actors::detail {
 
@@ -44,11 +45,13 @@ enum class StageKind { pipe, generate, disaggregate, aggregate };
 /// A stage with its types erased. For pipe/generate/disaggregate, `fn` appends the
 /// task's outputs to `out` (none: filtered) and throws on failure; it is called
 /// concurrently by up to `options.concurrency` workers. With `keep_input` it works on
-/// a copy and leaves `in` intact, so that a failed attempt can be retried.
+/// a copy and leaves `in` intact, so that a failed attempt can be retried. `task`
+/// carries the stop token and collects failed samples (TaskContext::fail).
 struct StageSpec {
   StageKind kind = StageKind::pipe;
   StageOptions options;
-  std::function<void(AnyValue& in, std::vector<AnyValue>& out, bool keep_input)> fn;
+  std::function<void(AnyValue& in, std::vector<AnyValue>& out, bool keep_input, TaskContext& task)>
+      fn;
   std::function<std::unique_ptr<ErasedAggregator>()> make_aggregator;
   std::size_t aggregate_size = 0;  // fixed-size aggregate (0: custom aggregator)
 

@@ -8,9 +8,10 @@
 namespace brigade::actors::detail {
 namespace {
 
-// Dispatch granularity follows the measured task time: cheap tasks go to a worker in
-// chunks so that messaging does not dominate; slow tasks go one at a time so that a
+// Dispatch granularity follows the measured task time: cheap tasks go to a cpu worker
+// in chunks so that messaging does not dominate; slow tasks go one at a time so that a
 // free worker always takes the next item (load balance beats message count there).
+// io tasks always go one at a time (see dispatch()).
 constexpr double kCheapTaskNs = 20'000;
 constexpr double kMediumTaskNs = 200'000;
 constexpr std::size_t kMaxChunk = 64;
@@ -53,43 +54,71 @@ void assign_output_positions(StageKind kind, Result& r, std::vector<AnyValue>& o
   }
 }
 
-Result run_task(const RunShared& run, const StageSpec& spec, Task&& task) {
-  Result r;
-  r.seq = task.seq;
-  r.positions = std::move(task.item.positions);
-  const TaskInfo info{spec.options.name, r.positions};
-  if (!run.options.hooks.empty()) call_hooks_before(run, info);
-  const int attempts = std::max(1, spec.options.retry.attempts);
-  std::chrono::duration<double, std::milli> backoff = spec.options.retry.backoff;
-  std::vector<AnyValue> outs;
-  const auto t0 = Clock::now();
-  for (int attempt = 1;; ++attempt) {
-    try {
-      outs.clear();
-      spec.fn(task.item.value, outs, attempt < attempts);
-      r.outcome = outs.empty() ? TaskOutcome::filtered : TaskOutcome::ok;
-      r.error.clear();
-      break;
-    } catch (const std::exception& e) {
-      r.error = e.what();
-    } catch (...) {
-      r.error = "unknown exception (not derived from std::exception)";
-    }
-    if (attempt >= attempts || run.stopping.load(std::memory_order_relaxed)) {
-      r.outcome = TaskOutcome::failed;
-      outs.clear();  // a generator that threw midway delivers nothing of its input
-      break;
-    }
-    ++r.retries;
-    backoff_sleep(run, backoff);
-    backoff *= spec.options.retry.multiplier;
-  }
-  r.ns = static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
-  if (!run.options.hooks.empty()) call_hooks_after(run, info, r);
-  assign_output_positions(spec.kind, r, outs);
-  return r;
+bool retryable(const StageSpec& spec, const std::exception& error) {
+  const auto& policy = spec.options.retry;
+  return policy.retryable ? policy.retryable(error) : is_transient(error_code_of(error));
 }
+
+}  // namespace
+
+// Runs one task: the stage function with a TaskContext, retries, hooks, timing.
+struct TaskRunner {
+  static Result run(const RunShared& run, const StageSpec& spec, Task&& task) {
+    Result r;
+    r.seq = task.seq;
+    r.positions = std::move(task.item.positions);
+    const TaskInfo info{spec.options.name, r.positions};
+    if (!run.options.hooks.empty()) call_hooks_before(run, info);
+    const int attempts = std::max(1, spec.options.retry.attempts);
+    std::chrono::duration<double, std::milli> backoff = spec.options.retry.backoff;
+    std::vector<AnyValue> outs;
+    const auto t0 = Clock::now();
+    for (int attempt = 1;; ++attempt) {
+      bool again = false;
+      try {
+        outs.clear();
+        r.sample_failures.clear();
+        TaskContext context(r.positions, run.stop_source.get_token(), r.sample_failures);
+        spec.fn(task.item.value, outs, attempt < attempts, context);
+        r.threw = false;
+        r.error.clear();
+        r.code.clear();
+        break;
+      } catch (const std::exception& e) {
+        r.error = e.what();
+        r.code = error_code_of(e);
+        again = retryable(spec, e);
+      } catch (...) {
+        r.error = "unknown exception (not derived from std::exception)";
+        r.code.clear();
+      }
+      r.threw = true;
+      if (!again || attempt >= attempts || run.stopping.load(std::memory_order_relaxed)) {
+        outs.clear();  // a generator that threw midway delivers nothing of its input
+        r.sample_failures.clear();
+        break;
+      }
+      ++r.retries;
+      backoff_sleep(run, backoff);
+      backoff *= spec.options.retry.multiplier;
+    }
+    r.ns = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+    if (r.threw) {
+      r.outcome = TaskOutcome::failed;
+    } else if (!r.sample_failures.empty()) {
+      r.outcome = TaskOutcome::failed;
+      r.error = r.sample_failures.front().message;
+    } else {
+      r.outcome = outs.empty() ? TaskOutcome::filtered : TaskOutcome::ok;
+    }
+    if (!run.options.hooks.empty()) call_hooks_after(run, info, r);
+    assign_output_positions(spec.kind, r, outs);
+    return r;
+  }
+};
+
+namespace {
 
 struct WorkerState {
   WorkerState() = default;
@@ -106,7 +135,7 @@ worker_actor::behavior_type worker_main(worker_actor::stateful_pointer<WorkerSta
         results->reserve(batch.tasks->size());
         for (auto& task : *batch.tasks) {
           if (run->stopping.load(std::memory_order_relaxed)) return;  // cancelled
-          results->push_back(run_task(*run, spec, std::move(task)));
+          results->push_back(TaskRunner::run(*run, spec, std::move(task)));
         }
         self->send(coordinator, done_atom::value, ResultBatch{std::move(results), index});
       },
@@ -130,6 +159,7 @@ struct StageState {
   std::shared_ptr<RunShared> run;
   const StageSpec* spec = nullptr;
   StageCounters* counters = nullptr;
+  std::size_t index = 0;  // of the stage in the pipeline
   upstream_actor upstream;
   downstream_actor downstream;
   std::vector<worker_actor> workers;
@@ -163,25 +193,40 @@ void quit_stage(StagePtr self) {
   self->quit();
 }
 
-void record_failure(StagePtr self, const Positions& positions, const std::string& error) {
+void record_failure(StagePtr self, FailureRecord record) {
   auto& st = self->state;
   ++st.failures;
   st.run->total_failures.fetch_add(1, std::memory_order_relaxed);
-  st.run->record_failure(FailureRecord{st.spec->options.name, positions, error});
+  st.run->lifetime->failures.fetch_add(1, std::memory_order_relaxed);
+  st.run->lifetime->stage_failures[st.index].fetch_add(1, std::memory_order_relaxed);
+  record.stage = st.spec->options.name;
+  st.run->record_failure(std::move(record));
 }
 
+void count_task(StagePtr self) {
+  auto& st = self->state;
+  ++st.tasks;
+  st.run->total_tasks.fetch_add(1, std::memory_order_relaxed);
+  st.run->lifetime->tasks.fetch_add(1, std::memory_order_relaxed);
+  st.run->lifetime->stage_tasks[st.index].fetch_add(1, std::memory_order_relaxed);
+}
+
+// Budgets are judged on the pipeline's lifetime counts (every run of it).
 void check_budgets(StagePtr self) {
   auto& st = self->state;
   const auto& own = st.spec->options.max_failures;
   const auto& global = st.run->options.max_failures;
-  if (own.exceeded(st.failures, st.tasks)) {
+  const auto& life = *st.run->lifetime;
+  const auto stage_failures = life.stage_failures[st.index].load();
+  const auto stage_tasks = life.stage_tasks[st.index].load();
+  if (own.exceeded(stage_failures, stage_tasks)) {
     st.run->fail("stage '" + st.spec->options.name + "' exceeded its failure budget (" +
-                 own.describe() + "): " + std::to_string(st.failures) + " failures in " +
-                 std::to_string(st.tasks) + " tasks");
-  } else if (global.exceeded(st.run->total_failures.load(), st.run->total_tasks.load())) {
+                 own.describe() + "): " + std::to_string(stage_failures) + " failures in " +
+                 std::to_string(stage_tasks) + " tasks");
+  } else if (global.exceeded(life.failures.load(), life.tasks.load())) {
     st.run->fail("the pipeline exceeded its failure budget (" + global.describe() +
-                 "): " + std::to_string(st.run->total_failures.load()) + " failures in " +
-                 std::to_string(st.run->total_tasks.load()) + " tasks");
+                 "): " + std::to_string(life.failures.load()) + " failures in " +
+                 std::to_string(life.tasks.load()) + " tasks");
   }
 }
 
@@ -199,8 +244,7 @@ void accumulate(StagePtr self, Item&& item) {
   auto& st = self->state;
   const auto t0 = Clock::now();
   const bool fixed = st.spec->aggregate_size > 0;
-  ++st.tasks;
-  st.run->total_tasks.fetch_add(1, std::memory_order_relaxed);
+  count_task(self);
   try {
     auto batch = st.aggregator->accumulate(std::move(item.value));
     st.accumulated.append(item.positions);
@@ -208,12 +252,12 @@ void accumulate(StagePtr self, Item&& item) {
     if (!fixed) st.held -= 1;  // a custom aggregator bounds what it keeps itself
     if (batch) emit_aggregate(self, std::move(*batch));
     st.counters->record_task(static_cast<std::uint64_t>((Clock::now() - t0).count()),
-                             TaskOutcome::ok, 0);
+                             TaskOutcome::ok, 0, 0);
   } catch (const std::exception& e) {
     st.held -= 1;
-    st.counters->record_task(0, TaskOutcome::failed, 0);
+    st.counters->record_task(0, TaskOutcome::failed, 0, 1);
     st.run->commits.commit(item.positions);
-    record_failure(self, item.positions, e.what());
+    record_failure(self, FailureRecord{{}, item.positions, e.what(), error_code_of(e)});
     check_budgets(self);
   }
 }
@@ -230,7 +274,10 @@ void flush_aggregate(StagePtr self) {
     }
     st.counters->record_filtered(static_cast<std::uint64_t>(st.accumulated_count));
   } catch (const std::exception& e) {
-    record_failure(self, st.accumulated, std::string("aggregate flush: ") + e.what());
+    record_failure(
+        self,
+        FailureRecord{
+            {}, st.accumulated, std::string("aggregate flush: ") + e.what(), error_code_of(e)});
   }
   st.run->commits.commit(st.accumulated);
   if (fixed) st.held -= st.accumulated_count;
@@ -256,14 +303,19 @@ void accept(StagePtr self, ItemBatch& batch) {
 
 void take_result(StagePtr self, Result&& r) {
   auto& st = self->state;
-  ++st.tasks;
-  st.run->total_tasks.fetch_add(1, std::memory_order_relaxed);
-  st.counters->record_task(r.ns, r.outcome, r.retries);
+  count_task(self);
+  st.counters->record_task(r.ns, r.outcome, r.retries,
+                           r.threw ? 1 : static_cast<std::uint64_t>(r.sample_failures.size()));
   st.ewma_ns = st.ewma_ns < 0 ? static_cast<double>(r.ns) : 0.9 * st.ewma_ns + 0.1 * r.ns;
-  if (r.outcome == TaskOutcome::failed) {
+  if (r.threw) {
     spdlog::warn("brigade: stage '{}' failed on source position {}: {}", st.spec->options.name,
                  r.positions.empty() ? 0 : r.positions.front(), r.error);
-    record_failure(self, r.positions, r.error);
+    record_failure(self, FailureRecord{{}, r.positions, r.error, r.code});
+  }
+  for (auto& f : r.sample_failures) {
+    spdlog::warn("brigade: stage '{}' failed on source position {}: {}", st.spec->options.name,
+                 f.positions.front(), f.message);
+    record_failure(self, std::move(f));
   }
   if (r.outputs.empty()) {
     st.run->commits.commit(r.positions);  // filtered or failed: committed here
@@ -298,8 +350,12 @@ void dispatch(StagePtr self) {
     if (idle == 0) return;
     const auto w =
         static_cast<std::size_t>(std::find(st.load.begin(), st.load.end(), 0) - st.load.begin());
+    // io stages get one task at a time: a task that blocks (a hung read) must not hold
+    // the finished results of the tasks chunked with it.
     std::size_t chunk = 1;
-    if (st.ewma_ns >= 0 && st.ewma_ns < kCheapTaskNs) {
+    if (st.spec->options.executor == Executor::io) {
+      chunk = 1;
+    } else if (st.ewma_ns >= 0 && st.ewma_ns < kCheapTaskNs) {
       chunk = std::min(st.queue.size(), kMaxChunk);
     } else if (st.ewma_ns >= 0 && st.ewma_ns < kMediumTaskNs) {
       chunk = (st.queue.size() + idle - 1) / idle;
@@ -373,6 +429,7 @@ stage_actor::behavior_type stage_main(StagePtr self, std::shared_ptr<RunShared> 
   st.run = run;
   st.spec = &run->spec.stages[index];
   st.counters = run->counters[index].get();
+  st.index = static_cast<std::size_t>(index);
   st.downstream = std::move(downstream);
   st.capacity = st.spec->capacity();
   if (st.spec->kind == StageKind::aggregate) {

@@ -9,11 +9,12 @@ StageCounters::StageCounters(std::string name, std::string kind, int concurrency
   stats_.capacity = capacity;
 }
 
-void StageCounters::record_task(std::uint64_t ns, TaskOutcome outcome, int retries) {
+void StageCounters::record_task(std::uint64_t ns, TaskOutcome outcome, int retries,
+                                std::uint64_t failures) {
   std::lock_guard lock(mutex_);
   ++stats_.tasks;
   stats_.retries += static_cast<std::uint64_t>(retries);
-  if (outcome == TaskOutcome::failed) ++stats_.failures;
+  stats_.failures += failures;
   if (outcome == TaskOutcome::filtered) ++stats_.filtered;
   task_ns_.record(ns);
 }

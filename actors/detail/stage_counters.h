@@ -22,8 +22,9 @@ class StageCounters {
  public:
   StageCounters(std::string name, std::string kind, int concurrency, int capacity);
 
-  /// One finished task. `ns` is its run time, `retries` the extra attempts.
-  void record_task(std::uint64_t ns, TaskOutcome outcome, int retries);
+  /// One finished task. `ns` is its run time, `retries` the extra attempts, `failures`
+  /// the failures it counts for (1 if it threw, else the samples it reported failed).
+  void record_task(std::uint64_t ns, TaskOutcome outcome, int retries, std::uint64_t failures);
   void record_filtered(std::uint64_t n);  // items dropped without a task (aggregate tail)
   void record_outputs(std::uint64_t n);
   /// Integrates the previous state up to `now`, then remembers the new one.

@@ -71,8 +71,10 @@ TEST(CommitState, StopAndResumeLosesAndRepeatsNothing) {
         for (int x : *r.item) delivered.insert(x);
         if (run == 0 && ++batches == stop_after / 4 + 1) break;
       }
-      resume = p.committed();
+      // The source reads `resume` on a CAF worker until the run is stopped.
+      CommitState committed = p.committed();
       p.stop();
+      resume = std::move(committed);
     }
     std::multiset<int> expected;
     for (int x = 0; x < n; ++x) {

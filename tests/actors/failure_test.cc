@@ -1,11 +1,13 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 
 #include "actors/pipeline.h"
 #include "tests/actors/test_util.h"
@@ -113,7 +115,9 @@ TEST(Failure, IoStageRetriesWithBackoff) {
   std::map<int, int> attempts;
   auto flaky = [&](int x) {
     std::lock_guard lock(mutex);
-    if (++attempts[x] < 3 && x % 2 == 0) throw std::runtime_error("transient");
+    if (++attempts[x] < 3 && x % 2 == 0) {
+      throw std::system_error(std::make_error_code(std::errc::timed_out), "transient");
+    }
     return x;
   };
   auto p = PipelineBuilder()
@@ -136,8 +140,12 @@ TEST(Failure, IoStageRetriesWithBackoff) {
 TEST(Failure, RetriesExhaustedCountsOneFailure) {
   auto p = PipelineBuilder()
                .add_source(iota(4))
-               .pipe([](int x) -> int { throw std::runtime_error("gone " + std::to_string(x)); },
-                     {.executor = Executor::io, .retry = {.attempts = 2}})
+               .pipe(
+                   [](int x) -> int {
+                     throw std::system_error(std::make_error_code(std::errc::connection_reset),
+                                             "gone " + std::to_string(x));
+                   },
+                   {.executor = Executor::io, .retry = {.attempts = 2}})
                .add_sink(3)
                .build({.num_threads = 1, .log_stats_at_end = false});
   int n = 0;
@@ -145,6 +153,157 @@ TEST(Failure, RetriesExhaustedCountsOneFailure) {
   EXPECT_EQ(n, 0);
   EXPECT_EQ(p.stats().stages[0].failures, 4u);
   EXPECT_EQ(p.stats().stages[0].retries, 4u);
+}
+
+TEST(Failure, OnlyTransientErrorsAreRetried) {
+  std::atomic<int> calls{0};
+  auto p =
+      PipelineBuilder()
+          .add_source(iota(6))
+          .pipe(
+              [&](int x) -> int {
+                ++calls;
+                if (x % 2) {
+                  throw std::system_error(std::make_error_code(std::errc::illegal_byte_sequence),
+                                          "corrupt " + std::to_string(x));
+                }
+                throw std::runtime_error("no code " + std::to_string(x));
+              },
+              {.executor = Executor::io,
+               .retry = {.attempts = 5, .backoff = std::chrono::milliseconds(1)}})
+          .add_sink(3)
+          .build({.num_threads = 1, .log_stats_at_end = false});
+  for (auto& x : p) (void)x;
+  EXPECT_EQ(calls.load(), 6);  // each read once: neither a corrupt file nor an unknown error
+  EXPECT_EQ(p.stats().stages[0].retries, 0u);
+  EXPECT_EQ(p.stats().stages[0].failures, 6u);
+  const auto recent = p.stats().recent_failures;
+  ASSERT_FALSE(recent.empty());
+  EXPECT_TRUE(std::any_of(recent.begin(), recent.end(), [](const FailureRecord& r) {
+    return r.code == std::errc::illegal_byte_sequence;
+  }));
+}
+
+TEST(Failure, RetryPredicateDecidesWhatIsRetried) {
+  std::mutex mutex;
+  std::map<int, int> attempts;
+  auto p = PipelineBuilder()
+               .add_source(iota(3))
+               .pipe(
+                   [&](int x) -> int {
+                     std::lock_guard lock(mutex);
+                     if (++attempts[x] == 1) throw std::runtime_error("flaky");
+                     return x;
+                   },
+                   {.executor = Executor::io,
+                    .retry = {.attempts = 2,
+                              .retryable =
+                                  [](const std::exception& e) {
+                                    return std::string(e.what()) == "flaky";
+                                  }}})
+               .add_sink(3)
+               .build({.num_threads = 1, .log_stats_at_end = false});
+  int n = 0;
+  for (auto& x : p) n += x >= 0;
+  EXPECT_EQ(n, 3);
+  EXPECT_EQ(p.stats().stages[0].retries, 3u);
+  EXPECT_EQ(p.stats().stages[0].failures, 0u);
+}
+
+TEST(Failure, TransientConditions) {
+  EXPECT_TRUE(is_transient(std::make_error_code(std::errc::timed_out)));
+  EXPECT_TRUE(is_transient(std::make_error_code(std::errc::resource_unavailable_try_again)));
+  EXPECT_FALSE(is_transient(std::make_error_code(std::errc::no_such_file_or_directory)));
+  EXPECT_FALSE(is_transient(std::make_error_code(std::errc::illegal_byte_sequence)));
+  EXPECT_FALSE(is_transient({}));
+}
+
+// A stage reports one sample of its (aggregated) input failed and passes the rest
+// on: the engine counts it in the stage's failures, the budget, the hooks and the
+// recent causes, and the position is committed with the delivered batch.
+TEST(Failure, ReportedSampleFailuresAreCountedByTheEngine) {
+  struct Hook : TaskHook {
+    std::atomic<int> failed{0};
+    void after_task(const TaskInfo&, std::chrono::nanoseconds, TaskOutcome outcome,
+                    std::string_view error) override {
+      if (outcome == TaskOutcome::failed && error.find("bad sample") != std::string_view::npos) {
+        ++failed;
+      }
+    }
+  };
+  auto hook = std::make_shared<Hook>();
+  auto p = PipelineBuilder()
+               .add_source(iota(12))
+               .aggregate(4)
+               .pipe(
+                   [](std::vector<int> batch, TaskContext& task) {
+                     std::vector<int> good;
+                     for (std::size_t i = 0; i < batch.size(); ++i) {
+                       if (batch[i] % 5 == 3) {
+                         task.fail(task.positions()[i], "bad sample " + std::to_string(batch[i]),
+                                   std::make_error_code(std::errc::illegal_byte_sequence));
+                       } else {
+                         good.push_back(batch[i]);
+                       }
+                     }
+                     return good;
+                   },
+                   {.name = "decode"})
+               .add_sink(3)
+               .build({.num_threads = 2, .hooks = {hook}, .log_stats_at_end = false});
+  std::vector<int> seen;
+  for (auto& b : p) seen.insert(seen.end(), b.begin(), b.end());
+  EXPECT_EQ(seen.size(), 10u);  // 3 and 8 failed
+  const auto stats = p.stats();
+  EXPECT_EQ(stats.stages[1].failures, 2u);
+  EXPECT_EQ(stats.failures, 2u);
+  EXPECT_EQ(hook->failed.load(), 2);
+  ASSERT_EQ(stats.recent_failures.size(), 2u);
+  EXPECT_EQ(stats.recent_failures[0].stage, "decode");
+  EXPECT_EQ(stats.recent_failures[0].code, std::errc::illegal_byte_sequence);
+  EXPECT_EQ(p.committed().watermark, 12u);
+}
+
+TEST(Failure, ReportedSampleFailuresSpendTheBudget) {
+  auto p = PipelineBuilder()
+               .add_source(iota(40))
+               .pipe(
+                   [](int x, TaskContext& task) {
+                     if (x % 10 == 0) task.fail(task.positions().front(), "bad");
+                     return x;
+                   },
+                   {.name = "check"})
+               .add_sink(3)
+               .build({.num_threads = 1, .max_failures = 2, .log_stats_at_end = false});
+  EXPECT_THROW(
+      {
+        for (auto& x : p) (void)x;
+      },
+      PipelineFailure);
+}
+
+// The budget is the pipeline's, over all its runs (epochs), in either output order.
+TEST(Failure, BudgetCountsOverEveryRun) {
+  for (const auto order : {Order::input, Order::completion}) {
+    auto p = PipelineBuilder()
+                 .add_source(iota(10))
+                 .pipe(
+                     [](int x) {
+                       if (x == 3) throw std::runtime_error("bad");
+                       return x;
+                     },
+                     {.concurrency = 2, .output_order = order})
+                 .add_sink(3)
+                 .build({.num_threads = 2, .max_failures = 2, .log_stats_at_end = false});
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      for (auto& x : p) (void)x;  // one failure per epoch: within the budget
+    }
+    EXPECT_THROW(
+        {
+          for (auto& x : p) (void)x;  // the third epoch's failure is the third in all
+        },
+        PipelineFailure);
+  }
 }
 
 TEST(Failure, SourceExceptionFailsThePipelineWithPosition) {

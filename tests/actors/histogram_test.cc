@@ -33,7 +33,7 @@ TEST(StageCounters, SnapshotsWhileTheCoordinatorWrites) {
   StageCounters c("s", "pipe", 2, 6);
   std::thread writer([&] {
     for (int i = 0; i < 20000; ++i) {
-      c.record_task(1000 + i, i % 10 ? TaskOutcome::ok : TaskOutcome::failed, 0);
+      c.record_task(1000 + i, i % 10 ? TaskOutcome::ok : TaskOutcome::failed, 0, i % 10 ? 0 : 1);
       c.record_outputs(1);
       c.advance(i % 6, i % 3 == 0, i % 5 == 0);
     }

@@ -112,7 +112,7 @@ TEST(Config, UnknownKeyNamesKeyAndLine) {
 TEST(Config, BadValueNamesKeyLineAndExpectation) {
   RunConfig c;
   EXPECT_EQ(error_of([&] { apply_toml(c, "\nbatch_size = -3\n", "run.toml"); }),
-            "run.toml:2: batch_size: expected a positive integer, got -3");
+            "run.toml:2: batch_size: expected a positive integer up to 1048576, got -3");
   EXPECT_EQ(error_of([&] { apply_toml(c, "kind = \"audio\"\n", "run.toml"); }),
             "run.toml:1: kind: expected one of image, video, got \"audio\"");
   EXPECT_EQ(error_of([&] { apply_toml(c, "shuffle = 1\n", "run.toml"); }),
@@ -120,7 +120,29 @@ TEST(Config, BadValueNamesKeyLineAndExpectation) {
   EXPECT_EQ(error_of([&] { apply_toml(c, "max_failures = \"lots\"\n", "run.toml"); }),
             "run.toml:1: max_failures: expected a count N or a rate \"N%\" (0-100), got \"lots\"");
   EXPECT_EQ(error_of([&] { apply_toml(c, "threads = 2.5\n", "run.toml"); }),
-            "run.toml:1: threads: expected a positive integer, got 2.5");
+            "run.toml:1: threads: expected a positive integer up to 1024, got 2.5");
+}
+
+TEST(Config, ConcurrenciesAndBatchSizeHaveDocumentedMaxima) {
+  RunConfig c;
+  for (const char* flag : {"--threads", "--read-concurrency", "--decode-concurrency"}) {
+    EXPECT_NE(error_of([&] { apply_flag(c, flag, "2147483647"); }).find("up to 1024"),
+              std::string::npos)
+        << flag;
+    apply_flag(c, flag, "1024");
+  }
+  EXPECT_NE(error_of([&] { apply_flag(c, "--batch-size", "100000000"); }).find("up to 1048576"),
+            std::string::npos);
+  apply_flag(c, "--batch-size", "200000");
+  EXPECT_EQ(c.batch_size, 200000);
+}
+
+TEST(Config, NegatableSwitchesOnly) {
+  RunConfig c;
+  apply_flag(c, "--no-shuffle", "");
+  EXPECT_FALSE(c.shuffle);
+  EXPECT_NE(error_of([&] { apply_flag(c, "--no-json", ""); }).find("unknown option"),
+            std::string::npos);
 }
 
 TEST(Config, TomlSyntaxErrorNamesLine) {
@@ -132,7 +154,7 @@ TEST(Config, TomlSyntaxErrorNamesLine) {
 TEST(Config, BadFlagValueNamesFlag) {
   RunConfig c;
   EXPECT_EQ(error_of([&] { apply_flag(c, "--batch-size", "zero"); }),
-            "--batch-size: batch_size: expected a positive integer, got 'zero'");
+            "--batch-size: batch_size: expected a positive integer up to 1048576, got 'zero'");
   EXPECT_EQ(error_of([&] { apply_flag(c, "--order", "random"); }),
             "--order: order: expected one of input, completion, got 'random'");
   EXPECT_EQ(
@@ -144,8 +166,9 @@ TEST(Config, SeedTakesAny64BitValueCountsStayInt) {
   RunConfig c;
   apply_flag(c, "--seed", "9000000000000000000");
   EXPECT_EQ(c.seed, 9000000000000000000u);
-  EXPECT_EQ(error_of([&] { apply_flag(c, "--batch-size", "9000000000"); }),
-            "--batch-size: batch_size: expected a positive integer, got '9000000000'");
+  EXPECT_EQ(
+      error_of([&] { apply_flag(c, "--batch-size", "9000000000"); }),
+      "--batch-size: batch_size: expected a positive integer up to 1048576, got '9000000000'");
 }
 
 TEST(Config, FailureBudgetCountAndRate) {

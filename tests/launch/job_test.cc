@@ -42,7 +42,9 @@ TEST_P(Job, BatchesHoldEachSampleAsDecodedAlone) {
   const auto dataset = list_folder(root_.string(), MediaKind::image);
   std::vector<std::uint64_t> seen;
   const auto summary = run_job(
-      c, dataset, {.on_batch = [&](std::span<const std::uint64_t> ids, const media::Tensor& batch) {
+      c, dataset, {.on_batch = [&](const JobBatch& b) {
+        const auto& ids = b.ids;
+        const auto& batch = b.data;
         ASSERT_EQ(batch.dim(0), static_cast<std::int64_t>(ids.size()));
         const std::vector<std::int64_t> image = layout == Layout::nchw
                                                     ? std::vector<std::int64_t>{3, 224, 224}
@@ -65,8 +67,8 @@ TEST_P(Job, BatchesHoldEachSampleAsDecodedAlone) {
           seen.push_back(ids[i]);
         }
       }});
-  EXPECT_EQ(summary.failed, 1u);
-  EXPECT_EQ(summary.samples, 10u);
+  EXPECT_EQ(summary.counts.failed, 1u);
+  EXPECT_EQ(summary.counts.samples, 10u);
   std::sort(seen.begin(), seen.end());
   EXPECT_EQ(seen, (std::vector<std::uint64_t>{0, 1, 2, 3, 5, 6, 7, 8, 9, 10}));
 }

@@ -1,6 +1,7 @@
 // End to end: the real `brigade` binary on a small generated dataset with corrupt
 // files mixed in.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "media/synthetic.h"
@@ -134,7 +136,7 @@ TEST_F(RunTest, DeliversEveryGoodSampleOnceAndReportsCorruptOnes) {
     stages.push_back(s["name"]);
     EXPECT_EQ(s["failures"], s["name"] == "decode" ? 3 : 0) << s["name"];
   }
-  EXPECT_EQ(stages, (std::vector<std::string>{"slots", "read", "decode", "collate"}));
+  EXPECT_EQ(stages, (std::vector<std::string>{"read", "batch", "decode"}));
 }
 
 TEST_F(RunTest, SameSeedSameOrderAndNoShuffleIsSorted) {
@@ -144,8 +146,8 @@ TEST_F(RunTest, SameSeedSameOrderAndNoShuffleIsSorted) {
   ASSERT_EQ(completion.code, 0) << completion.err;
   const auto json = nlohmann::json::parse(completion.out);
   EXPECT_EQ(json["failed"], 3);
-  EXPECT_EQ(json["stages"][0]["name"], "read");  // decode-then-copy: read, decode, batch, collate
-  EXPECT_EQ(json["stages"][1]["failures"], 3);
+  EXPECT_EQ(json["stages"][2]["name"], "decode");
+  EXPECT_EQ(json["stages"][2]["failures"], 3);
   ASSERT_EQ(run(data() + ids("c") + " --no-shuffle").code, 0);
   ASSERT_EQ(run(data() + ids("a2") + " --seed 9").code, 0);
   const auto a = read_ids(dir_ / "a"), b = read_ids(dir_ / "b"), c = read_ids(dir_ / "c");
@@ -301,6 +303,201 @@ TEST_F(RunTest, VideoClipsInNchwWithACorruptOne) {
   const auto delivered = read_ids(dir_ / "ids");
   EXPECT_EQ(std::set<std::uint64_t>(delivered.begin(), delivered.end()),
             (std::set<std::uint64_t>{0, 1, 2}));
+}
+
+// -- Hardening: samples never lost or miscounted at the edges -----------------------
+
+TEST_F(RunTest, HugeBatchSizesAllocateOnlyWhatTheDataNeeds) {
+  const auto r = run(data() + " --batch-size 200000 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["samples"], 60);
+  EXPECT_EQ(json["failed"], 3);  // the three corrupt files, nothing else
+  EXPECT_EQ(json["batches"], 1);
+  const auto absurd = run(data() + " --batch-size 100000000");
+  EXPECT_EQ(absurd.code, 2);
+  EXPECT_NE(absurd.err.find("up to 1048576"), std::string::npos) << absurd.err;
+}
+
+TEST_F(RunTest, ConcurrencyAboveTheLimitIsRejected) {
+  for (const char* flag : {"--read-concurrency", "--decode-concurrency"}) {
+    const auto r = run(data() + " " + flag + " 2147483647");
+    EXPECT_EQ(r.code, 2) << flag;
+    EXPECT_NE(r.err.find("up to 1024"), std::string::npos) << r.err;
+  }
+}
+
+// One rule in both orders: the budget holds over the whole job, not per epoch.
+TEST_F(RunTest, FailureBudgetHoldsOverTheJobInBothOrders) {
+  std::ofstream list(dir_ / "list.txt");
+  for (int i : {0, 1, 7, 2, 30, 3}) list << paths_[i].string() << "\n";  // 2 corrupt of 6
+  list.close();
+  for (const char* order : {"input", "completion"}) {
+    const auto r = run("--list '" + (dir_ / "list.txt").string() + "' --epochs 3 --order " + order +
+                       " --max-failures 2 --json");
+    EXPECT_EQ(r.code, 1) << order << "\n" << r.err;
+    const auto json = nlohmann::json::parse(r.out);  // the summary is written on failure too
+    EXPECT_EQ(json["end"], "failed");
+    EXPECT_NE(json["failure"].get<std::string>().find("failure budget"), std::string::npos);
+    EXPECT_LE(json["failed"].get<int>(), 3) << order;
+  }
+}
+
+// A rate applies from the first sample: 20 empty files with 0% fail the job.
+TEST_F(RunTest, RateBudgetIsEnforcedOnSmallJobs) {
+  fs::create_directories(dir_ / "empty");
+  for (int i = 0; i < 20; ++i) std::ofstream(dir_ / "empty" / (std::to_string(i) + ".jpg"));
+  const auto zero = run("--data '" + (dir_ / "empty").string() + "' --max-failures 0%");
+  EXPECT_EQ(zero.code, 1) << zero.err;
+  // 3 corrupt of 63 files is 4.8%: within 5%, beyond 4%.
+  EXPECT_EQ(run(data() + " --max-failures 5%").code, 0);
+  EXPECT_EQ(run(data() + " --max-failures 4%").code, 1);
+}
+
+TEST_F(RunTest, NonRegularFilesFailAsSamplesWithTheirCause) {
+  const auto fifo = dir_ / "fifo.jpg";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  fs::create_directories(dir_ / "folder.jpg");
+  std::ofstream list(dir_ / "list.txt");
+  list << paths_[0].string() << "\n"
+       << fifo.string() << "\n"
+       << (dir_ / "folder.jpg").string() << "\n"
+       << "/dev/zero\n"
+       << paths_[1].string() << "\n";
+  list.close();
+  const auto r =
+      run("--list '" + (dir_ / "list.txt").string() + "' --no-shuffle --json" + ids("ids"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(read_ids(dir_ / "ids"), (std::vector<std::uint64_t>{0, 4}));
+  EXPECT_EQ(nlohmann::json::parse(r.out)["failed"], 3);
+  for (const char* cause : {"not a regular file: a FIFO", "not a regular file: a directory",
+                            "not a regular file: a character device"}) {
+    EXPECT_NE(r.err.find(cause), std::string::npos) << cause << "\n" << r.err;
+  }
+}
+
+TEST_F(RunTest, SymlinkLoopsAndDanglingLinksAreFailedSamples) {
+  fs::create_directories(dir_ / "links");
+  fs::copy_file(paths_[0], dir_ / "links" / "a.jpg");
+  fs::create_symlink(dir_ / "links" / "loop2.jpg", dir_ / "links" / "loop1.jpg");
+  fs::create_symlink(dir_ / "links" / "loop1.jpg", dir_ / "links" / "loop2.jpg");
+  fs::create_symlink(dir_ / "links" / "missing.jpg", dir_ / "links" / "dangling.jpg");
+  const auto r = run("--data '" + (dir_ / "links").string() + "' --no-shuffle --json" + ids("ids"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["samples"], 1);
+  EXPECT_EQ(json["failed"], 3);  // dangling, loop1, loop2
+  EXPECT_NE(r.err.find("dangling symbolic link"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Too many levels of symbolic links"), std::string::npos) << r.err;
+}
+
+// With stdout or stderr closed, the ids file must not take descriptor 1 or 2.
+TEST_F(RunTest, ClosedStandardDescriptorsDoNotCaptureTheIdsFile) {
+  for (const char* closed : {">&-", "2>&-"}) {
+    const auto file = dir_ / "ids";
+    const std::string cmd = "'" BRIGADE_BINARY "' run " + data() + ids("ids") +
+                            " --no-progress --threads 2 --json " + closed +
+                            (std::string(closed) == ">&-" ? " 2>/dev/null" : " >/dev/null");
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << closed;
+    const auto text = slurp(file);
+    EXPECT_EQ(text.find('{'), std::string::npos) << closed << ": the JSON went into the ids file";
+    EXPECT_EQ(text.find("brigade"), std::string::npos) << closed << ": logs went into it";
+    EXPECT_EQ(read_ids(file).size(), 60u) << closed;
+  }
+}
+
+TEST_F(RunTest, UnwritableCheckpointDirIsRejectedBeforeTheRun) {
+  const auto blocker = dir_ / "a-file";
+  std::ofstream(blocker) << "x";
+  const auto r =
+      run(data() + ids("ids") + " --checkpoint-dir '" + (blocker / "ckpt").string() + "'");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("checkpoint_dir"), std::string::npos) << r.err;
+  EXPECT_TRUE(read_ids(dir_ / "ids").empty()) << "nothing runs before the check";
+}
+
+// Stopping on the failure budget writes a checkpoint: once the data is fixed, the job
+// resumes where it stopped and delivers exactly the rest.
+TEST_F(RunTest, FailureBudgetStopWritesAResumableCheckpoint) {
+  const std::string common =
+      data() + " --no-shuffle --batch-size 4 --checkpoint-dir '" + (dir_ / "ckpt").string() + "'";
+  const auto failed = run(common + ids("part1") + " --max-failures 0 --json");
+  ASSERT_EQ(failed.code, 1) << failed.err;
+  const auto json = nlohmann::json::parse(failed.out);
+  EXPECT_EQ(json["end"], "failed");
+  ASSERT_TRUE(json.contains("checkpoint")) << failed.out;
+  const auto resumed =
+      run(common + ids("part2") + " --resume-from '" + (dir_ / "ckpt").string() + "'");
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  auto all = read_ids(dir_ / "part1");
+  const auto rest = read_ids(dir_ / "part2");
+  all.insert(all.end(), rest.begin(), rest.end());
+  const auto g = good();
+  EXPECT_EQ(all, std::vector<std::uint64_t>(g.begin(), g.end()));
+}
+
+// The run's clock starts with the program, not with a wrapper that execs it.
+TEST_F(RunTest, FiguresStartAtTheProgramsOwnStart) {
+  const auto r = run(data() + " --json", "sleep 3; exec ");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_LT(json["time_to_first_batch_s"].get<double>(), 3.0);
+  EXPECT_LT(json["seconds"].get<double>(), 3.0 + json["samples"].get<double>());
+  EXPECT_TRUE(json["startup_s"].is_number());
+}
+
+// A read that never returns (a hung network file system, here a FUSE file system whose
+// reads never answer) must not keep SIGTERM from flushing the ids and writing the
+// checkpoint of what was delivered: one signal ends the run.
+TEST_F(RunTest, SigtermWhileAReadIsBlockedStillSavesEverything) {
+#ifndef BRIGADE_HUNG_FS
+  GTEST_SKIP() << "built without libfuse3 (no hung_fs helper)";
+#else
+  const auto mnt = dir_ / "mnt";
+  fs::create_directories(mnt);
+  const auto pid_file = dir_ / "fs.pid";
+  const auto marker = dir_ / "read-started";
+  ASSERT_EQ(std::system(("'" BRIGADE_HUNG_FS "' '" + mnt.string() + "' '" + marker.string() +
+                         "' > /dev/null 2>&1 & echo $! > '" + pid_file.string() + "'")
+                            .c_str()),
+            0);
+  struct Unmount {
+    fs::path mnt, pid;
+    ~Unmount() {
+      (void)std::system(("kill -9 $(cat '" + pid.string() + "') 2>/dev/null; umount -l '" +
+                         mnt.string() + "' 2>/dev/null")
+                            .c_str());
+    }
+  } unmount{mnt, pid_file};
+  for (int i = 0; i < 100 && !fs::exists(mnt / "hung.jpg"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!fs::exists(mnt / "hung.jpg")) GTEST_SKIP() << "cannot mount a FUSE file system here";
+  std::ofstream list(dir_ / "list.txt");
+  list << paths_[0].string() << "\n"
+       << paths_[1].string() << "\n"
+       << (mnt / "hung.jpg").string() << "\n"
+       << paths_[2].string() << "\n";
+  list.close();
+  const auto err = (dir_ / "stderr").string();
+  const auto ids_file = (dir_ / "ids").string();
+  const std::string cmd =
+      "'" BRIGADE_BINARY "' run --list '" + (dir_ / "list.txt").string() +
+      "' --no-shuffle --batch-size 1 --read-concurrency 1 --no-progress --threads 2 "
+      "--checkpoint-dir '" +
+      (dir_ / "ckpt").string() + "' --ids-out '" + ids_file + "' > /dev/null 2> '" + err +
+      "' & pid=$!; for i in $(seq 400); do [ -e '" + marker.string() +
+      "' ] && break; sleep 0.05; done; sleep 0.5; "
+      "start=$(date +%s%N); kill -TERM $pid; wait $pid; rc=$?; echo $(( ($(date +%s%N) - "
+      "start) / 1000000 )) > '" +
+      (dir_ / "ms").string() + "'; exit $rc";
+  const int status = std::system(cmd.c_str());
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  EXPECT_EQ(code, 143) << slurp(err);
+  EXPECT_EQ(read_ids(ids_file), (std::vector<std::uint64_t>{0, 1}));
+  EXPECT_TRUE(fs::exists(dir_ / "ckpt" / "rank-0-of-1.ckpt")) << slurp(err);
+  EXPECT_LT(std::stoi(slurp(dir_ / "ms")), 10000) << "one SIGTERM ends the run";
+#endif
 }
 
 }  // namespace

@@ -1,0 +1,75 @@
+#pragma once
+
+// What a stage function may learn about, and report on, the task it runs.
+
+#include <cstdint>
+#include <exception>
+#include <stop_token>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "actors/errors.h"
+#include "actors/positions.h"
+
+namespace brigade::actors {
+
+namespace detail {
+struct TaskRunner;
+}
+
+/// Handed to a stage function that takes it as its last parameter:
+///
+///   .pipe([](Batch b, TaskContext& task) { ...; task.fail(position, error); return b; })
+///   .generate([](T in, Emitter<U>& emit, TaskContext& task) { ... })
+///
+/// STOPPING. stop_token() is requested as soon as the run stops (Pipeline::stop(), a
+/// failure budget exceeded, the pipeline destroyed). stop() waits for running tasks,
+/// so a function that waits on something outside the process (a remote worker, a
+/// device, another process's lock) must also wait on this token — e.g.
+/// std::condition_variable_any::wait(lock, token, pred), or a std::stop_callback that
+/// wakes it — and return or throw promptly once it is requested. What it returns then
+/// is discarded.
+///
+/// FAILED SAMPLES. fail() reports that one sample of the task's input failed while the
+/// task goes on: its output still flows downstream (a batch delivered without that
+/// sample, an item marked as failed for a later stage to skip). The engine keeps one
+/// set of books for these and for thrown errors: the stage's and the pipeline's
+/// failure counts and budgets, the failure log and PipelineFailure's recent causes,
+/// the statistics, and the task hooks (after_task sees TaskOutcome::failed and the
+/// first message). The position stays with its item and is committed when the item
+/// is (delivered, filtered, or failed downstream), so a checkpoint never replays it.
+/// A position reported twice in one task counts once.
+///
+/// THREADING. Valid during the call only, on the thread that runs the task.
+class TaskContext {
+ public:
+  TaskContext(const TaskContext&) = delete;
+  TaskContext& operator=(const TaskContext&) = delete;
+
+  /// The source positions of the task's input item.
+  const Positions& positions() const { return positions_; }
+  std::stop_token stop_token() const { return stop_; }
+  bool stop_requested() const { return stop_.stop_requested(); }
+
+  /// Reports the failure of the sample at source `position` (one of positions()).
+  void fail(std::uint64_t position, std::string message, std::error_code code = {});
+  /// The same with the message and code of `error` (std::system_error carries a code).
+  void fail(std::uint64_t position, const std::exception& error);
+
+ private:
+  friend struct detail::TaskRunner;
+  TaskContext(const Positions& positions, std::stop_token stop,
+              std::vector<FailureRecord>& failures)
+      : positions_(positions), stop_(std::move(stop)), failures_(failures) {}
+
+  const Positions& positions_;
+  std::stop_token stop_;
+  std::vector<FailureRecord>& failures_;
+};
+
+/// The std::error_code an exception carries: its code() if it is a std::system_error
+/// (media::MediaError is one), else empty.
+std::error_code error_code_of(const std::exception& error);
+
+}  // namespace brigade::actors

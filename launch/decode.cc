@@ -1,0 +1,143 @@
+#include "launch/decode.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include "actors/task.h"
+#include "launch/detail/batch.h"
+#include "media/errors.h"
+#include "media/image.h"
+#include "media/source.h"
+#include "media/video.h"
+
+namespace brigade::launch {
+namespace {
+
+media::ImageOptions image_options(const DecodeSpec& spec) {
+  media::ImageOptions image = media::imagenet_eval_options();
+  if (spec.kind == MediaKind::video) {
+    image.width = image.height = image.shorter_side = spec.side;  // shorter side, then crop
+  } else {
+    image.width = image.height = spec.side;
+  }
+  return image;
+}
+
+// Decodes one sample into `out` (its slot of the batch, a contiguous uint8 tensor of
+// sample_shape(spec)).
+void decode_into(const DecodeSpec& spec, const media::ImageOptions& image,
+                 const EncodedSample& sample, const media::Tensor& out) {
+  const auto source = media::Source::memory(sample.bytes, sample.path);
+  const bool video = spec.kind == MediaKind::video;
+  const media::VideoOptions clip{.frames = media::FrameSelection::evenly_spaced(spec.clip_frames),
+                                 .image = image};
+  if (spec.layout == Layout::nhwc) {
+    if (!video) return media::load_image_into(source, image, out);
+    // The clip's frames go straight into the slot through the allocator hook.
+    auto into_slot = [&out](std::size_t nbytes) {
+      if (nbytes != out.nbytes()) {
+        throw std::runtime_error(
+            fmt::format("decoded {} bytes, expected {}", nbytes, out.nbytes()));
+      }
+      return std::shared_ptr<void>(out.owner(), out.data());
+    };
+    media::load_video(source, clip, into_slot);
+    return;
+  }
+  const media::Tensor hwc =
+      video ? media::load_video(source, clip) : media::load_image(source, image);
+  if (hwc.nbytes() != out.nbytes()) {
+    throw std::runtime_error(
+        fmt::format("decoded {} bytes, expected {}", hwc.nbytes(), out.nbytes()));
+  }
+  const auto* in = static_cast<const std::uint8_t*>(hwc.data());
+  auto* to = static_cast<std::uint8_t*>(out.data());
+  const std::size_t frame = std::size_t(spec.side) * spec.side * 3;
+  for (std::size_t off = 0; off < hwc.nbytes(); off += frame) {
+    detail::hwc_to_chw(in + off, to + off, spec.side, spec.side, 3);
+  }
+}
+
+}  // namespace
+
+DecodeSpec decode_spec(const RunConfig& config, std::uint64_t epoch) {
+  return {.kind = config.kind, .layout = config.layout, .seed = config.seed, .epoch = epoch};
+}
+
+std::vector<std::int64_t> sample_shape(const DecodeSpec& spec) {
+  const std::int64_t side = spec.side;
+  std::vector<std::int64_t> shape{side, side, 3};
+  if (spec.layout == Layout::nchw) shape = {3, side, side};
+  if (spec.kind == MediaKind::video) shape.insert(shape.begin(), spec.clip_frames);
+  return shape;
+}
+
+std::string describe_sample_failure(std::uint64_t id, const std::string& path,
+                                    const std::exception& error) {
+  if (const auto* m = dynamic_cast<const media::MediaError*>(&error)) {
+    return fmt::format("sample {} ({}): {} [{}]", id, path, m->cause(),
+                       media::error_code_name(m->code()));
+  }
+  return fmt::format("sample {} ({}): {}", id, path, error.what());
+}
+
+void read_sample(EncodedSample& sample) {
+  try {
+    sample.bytes = media::read_file(sample.path);
+  } catch (const media::MediaError& e) {
+    // A missing target of a symbolic link is a dangling link: say so.
+    std::error_code ec;
+    const bool dangling =
+        e.code() == media::ErrorCode::not_found &&
+        std::filesystem::is_symlink(std::filesystem::symlink_status(sample.path, ec));
+    const auto& error = dangling ? media::MediaError(media::ErrorCode::not_found, sample.path,
+                                                     "dangling symbolic link")
+                                 : e;
+    sample.bytes = {};
+    sample.error = describe_sample_failure(sample.id, sample.path, error);
+    sample.code = error.error_code();
+  } catch (const std::exception& e) {  // std::bad_alloc
+    sample.bytes = {};
+    sample.error = describe_sample_failure(sample.id, sample.path, e);
+    sample.code = actors::error_code_of(e);
+  }
+}
+
+DecodedBatch decode_batch(const DecodeSpec& spec, std::span<EncodedSample> samples,
+                          const media::Allocator& allocator) {
+  if (spec.side <= 0 || (spec.kind == MediaKind::video && spec.clip_frames <= 0)) {
+    throw std::invalid_argument("decode_batch: the spec's side and clip_frames must be positive");
+  }
+  DecodedBatch batch;
+  std::int64_t possible = 0;
+  for (const auto& s : samples) possible += s.failed() ? 0 : 1;
+  auto shape = sample_shape(spec);
+  shape.insert(shape.begin(), possible);
+  const auto full = media::Tensor::empty(media::DType::uint8, shape, allocator);
+  const auto image = image_options(spec);
+  batch.ids.reserve(static_cast<std::size_t>(possible));
+  for (std::size_t index = 0; index < samples.size(); ++index) {
+    auto& sample = samples[index];
+    if (sample.failed()) {
+      batch.failures.push_back({index, sample.id, std::move(sample.error), sample.code});
+      continue;
+    }
+    try {
+      decode_into(spec, image, sample, full[static_cast<std::int64_t>(batch.ids.size())]);
+      batch.ids.push_back(sample.id);
+    } catch (const std::exception& e) {
+      batch.failures.push_back({index, sample.id,
+                                describe_sample_failure(sample.id, sample.path, e),
+                                actors::error_code_of(e)});
+    }
+    sample.bytes = {};
+  }
+  shape[0] = static_cast<std::int64_t>(batch.ids.size());
+  batch.data = media::Tensor(media::DType::uint8, shape, full.owner(), full.data());
+  return batch;
+}
+
+}  // namespace brigade::launch

@@ -1,0 +1,23 @@
+# cmake -DBINARY=<program> -DCAF_ROOT=<prefix> -P tsan-caf-root.cmake
+# Passes only if the dynamic loader resolves every libcaf the program needs, directly or
+# through another library, to CAF_ROOT/lib (the instrumented CAF of the TSan build).
+execute_process(COMMAND ldd ${BINARY} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "ldd ${BINARY} failed (${rc}): ${err}")
+endif()
+file(REAL_PATH ${CAF_ROOT}/lib root_lib)
+string(REGEX MATCHALL "libcaf_[a-z]+\\.so[^\n]*" cafs "${out}")
+if(NOT cafs MATCHES "libcaf_core")
+  message(FATAL_ERROR "${BINARY} does not load libcaf_core:\n${out}")
+endif()
+foreach(line IN LISTS cafs)
+  if(NOT line MATCHES "=> ([^ ]+) ")
+    message(FATAL_ERROR "${BINARY}: the loader finds no file for ${line}")
+  endif()
+  file(REAL_PATH ${CMAKE_MATCH_1} path)
+  cmake_path(GET path PARENT_PATH dir)
+  if(NOT dir STREQUAL root_lib)
+    message(FATAL_ERROR "${BINARY} loads ${path}, not the instrumented CAF in ${root_lib}")
+  endif()
+  message(STATUS "${line}")
+endforeach()
