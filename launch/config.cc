@@ -13,11 +13,13 @@
 #include <variant>
 #include <vector>
 
+#include "transport/device.h"
+
 namespace brigade::launch {
 namespace {
 
 // How a key's value is checked; also the "expected …" text of its errors.
-enum class Type { positive, non_negative, seed, boolean, text, path, choice, budget };
+enum class Type { positive, non_negative, seed, boolean, text, path, choice, budget, device };
 
 using Value = std::variant<std::int64_t, bool, std::string>;
 
@@ -220,6 +222,29 @@ const std::vector<Key>& keys() {
        0,
        false,
        "DIR"},
+      {"device",
+       "--device",
+       Type::device,
+       "copy each batch to this device as the last stage: cuda:N (a GPU), or cpu (the "
+       "same path with host memory standing in for the device) (default: none)",
+       {},
+       [](RunConfig& c, const Value& v) { c.device = as_text(v); },
+       0,
+       false,
+       "cpu|cuda:N"},
+      {"normalize",
+       "--normalize",
+       Type::choice,
+       "on the device: uint8 to float, (x/255 - mean)/std with ImageNet's mean and std, "
+       "channels moved per --layout (default none; needs --device)",
+       {"none", "imagenet"},
+       [](RunConfig& c, const Value& v) { c.normalize = as_text(v); }},
+      {"normalize_dtype",
+       "--normalize-dtype",
+       Type::choice,
+       "element type of normalized batches (default float32)",
+       {"float32", "float16"},
+       [](RunConfig& c, const Value& v) { c.normalize_dtype = as_text(v); }},
   };
   return table;
 }
@@ -246,6 +271,8 @@ std::string expected(const Key& key) {
       return "a path (a non-empty string)";
     case Type::budget:
       return "a count N or a rate \"N%\" (0-100)";
+    case Type::device:
+      return "cpu, cuda or cuda:N";
     case Type::choice: {
       std::string s = "one of ";
       for (std::size_t i = 0; i < key.choices.size(); ++i) {
@@ -293,6 +320,22 @@ Value check(const Key& key, Value value, std::string_view where, const std::stri
       auto* s = std::get_if<std::string>(&value);
       if (!s || std::find(key.choices.begin(), key.choices.end(), *s) == key.choices.end()) {
         bad_value(where, key, got);
+      }
+      return value;
+    }
+    case Type::device: {
+      auto* s = std::get_if<std::string>(&value);
+      transport::DeviceSpec spec;
+      try {
+        spec = transport::parse_device(s ? *s : "");
+      } catch (const std::invalid_argument&) {
+        bad_value(where, key, got);
+      }
+      if (spec.kind == transport::DeviceKind::cuda && !transport::built_with_cuda()) {
+        throw ConfigError(
+            fmt::format("{}: {}: {}: this build has no CUDA (rebuild where CMake "
+                        "finds the CUDA toolkit)",
+                        where, key.name, got));
       }
       return value;
     }
@@ -517,6 +560,11 @@ void resolve(RunConfig& config, const Getenv& getenv) {
   }
   if (!config.decode_concurrency) config.decode_concurrency = *config.threads;
   config.failure_budget = parse_failure_budget(config.max_failures, "max_failures");
+  if (config.normalize != "none" && config.device.empty()) {
+    throw ConfigError(fmt::format(
+        "normalize {}: normalizing runs on the device: give a device (--device cpu or cuda:N)",
+        config.normalize));
+  }
 }
 
 std::string_view to_string(MediaKind kind) { return kind == MediaKind::video ? "video" : "image"; }

@@ -14,7 +14,8 @@
 //   [stages.read] concurrency (--read-concurrency), [stages.decode] concurrency
 //   (--decode-concurrency), rank, world_size, max_failures, ids_out,
 //   stop_after_batches, json, progress (--no-progress), layout, checkpoint_dir,
-//   resume_from. Relative paths in a TOML file resolve against the file's folder.
+//   resume_from, device, normalize, normalize_dtype. Relative paths in a TOML file
+//   resolve against the file's folder.
 //
 // ERRORS. Every problem is a ConfigError whose what() names where (the file and line,
 // the flag, or the environment variable), the key, and what was expected:
@@ -79,6 +80,12 @@ struct RunConfig {
   Layout layout = Layout::nhwc;
   std::string checkpoint_dir{};
   std::string resume_from{};
+  // Batches to a device (transport/device_copy.h): "" keeps them in host memory; "cpu"
+  // (the CPU device: the whole device path, host memory standing in) or "cuda:N".
+  // "cuda" on a build without CUDA is a ConfigError ("this build has no CUDA").
+  std::string device{};
+  std::string normalize = "none";           // "imagenet": uint8 → float on the device
+  std::string normalize_dtype = "float32";  // or "float16"
   // Where rank and world size came from ("--rank", "RANK", ...), for error messages.
   std::string rank_origin = "default";
   std::string world_size_origin = "default";

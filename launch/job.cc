@@ -16,6 +16,8 @@
 #include "launch/decode.h"
 #include "launch/detail/batch.h"
 #include "transport/checkpoint.h"
+#include "transport/device.h"
+#include "transport/device_pool.h"
 
 namespace brigade::launch {
 namespace {
@@ -74,6 +76,27 @@ JobBatch decode_task(const DecodeSpec& spec, std::vector<EncodedSample> samples,
   JobBatch out{.epoch = spec.epoch, .ids = std::move(decoded.ids), .data = std::move(decoded.data)};
   report_failures(decoded, entered_failed, task, out);
   return out;
+}
+
+transport::Layout to_transport(Layout layout) {
+  return layout == Layout::nchw ? transport::Layout::nchw : transport::Layout::nhwc;
+}
+
+// The copy stage of a job with a device: torchvision's ImageNet mean and standard
+// deviation on x / 255 when normalizing.
+transport::CopyOptions copy_options(const RunConfig& c) {
+  transport::CopyOptions copy{
+      .device_buffers = kDeviceBatches,
+      .layout = to_transport(c.normalize == "none" ? c.layout : Layout::nhwc)};
+  if (c.normalize == "imagenet") {
+    copy.normalize = transport::NormalizeOptions{
+        .mean = {0.485f, 0.456f, 0.406f},
+        .stddev = {0.229f, 0.224f, 0.225f},
+        .scale = 1.0f / 255.0f,
+        .dtype = c.normalize_dtype == "float16" ? media::DType::float16 : media::DType::float32,
+        .layout = to_transport(c.layout)};
+  }
+  return copy;
 }
 
 // The job's failure budget: a rate becomes a count over the samples this process will
@@ -150,6 +173,11 @@ struct Job::Impl {
   std::shared_ptr<std::atomic<std::uint64_t>> epoch =
       std::make_shared<std::atomic<std::uint64_t>>(0);
   std::optional<actors::Pipeline<JobBatch>> pipeline;
+  // With a device (see DEVICE in job.h): the pinned pool batches are decoded into, and
+  // the copy stage.
+  std::shared_ptr<transport::Device> device;
+  std::shared_ptr<transport::BufferPool> pinned;
+  std::optional<transport::CopyStage> to_device;
 
   std::uint64_t next_epoch = 0;
   bool restored = false;  // the sampler holds a restored state not yet run
@@ -166,7 +194,27 @@ struct Job::Impl {
       : c(std::move(config)), d(std::move(dataset)), sampler(make_sampler(c, d)) {
     restore(options);
     expected = planned_samples();
+    open_device();
     pipeline.emplace(build_pipeline());
+  }
+
+  void open_device() {
+    if (c.device.empty()) return;
+    try {
+      device = transport::open_device(transport::parse_device(c.device));
+    } catch (const transport::DeviceError& e) {
+      throw ConfigError(fmt::format("device {}: {}", c.device, e.what()));
+    }
+    // Enough pinned buffers for every host batch the pipeline can hold (decode: running
+    // and finished, 3 × its concurrency; to_device: 1 + 2 queued) and the copies still
+    // reading theirs: decode never waits for a buffer only the pipeline could return
+    // (SIZING in transport/device_pool.h).
+    const auto host_batches =
+        static_cast<std::size_t>(3 * *c.decode_concurrency + 3) + kDeviceBatches + 1;
+    pinned = std::make_shared<transport::BufferPool>(
+        device, transport::BufferPool::Memory::pinned_host,
+        transport::BufferPool::Options{.max_buffers = host_batches});
+    to_device.emplace(device, copy_options(c));
   }
 
   void restore(const JobOptions& options) {
@@ -215,7 +263,11 @@ struct Job::Impl {
     return first + sampler->size() * (c.epochs - next_epoch - 1);
   }
 
-  DecodeSpec spec() const { return decode_spec(c, epoch->load()); }
+  DecodeSpec spec() const {
+    auto spec = decode_spec(c, epoch->load());
+    if (c.normalize != "none") spec.layout = Layout::nhwc;  // the device moves the channels
+    return spec;
+  }
 
   actors::Pipeline<JobBatch> build_pipeline() {
     const auto* files = &d.files;
@@ -230,17 +282,31 @@ struct Job::Impl {
     };
     auto decode = [this, allocator = pool->allocator()](std::vector<EncodedSample> samples,
                                                         actors::TaskContext& task) {
+      if (pinned)
+        return decode_task(spec(), std::move(samples), pinned->allocator(task.stop_token()), task);
       return decode_task(spec(), std::move(samples), allocator, task);
     };
-    return actors::PipelineBuilder()
-        .add_source(std::ref(*sampler))
-        .pipe(read, {.concurrency = c.read_concurrency,
-                     .output_order = actors::Order::input,  // batch contents never vary
-                     .executor = actors::Executor::io,
-                     .name = "read"})
-        .aggregate(static_cast<std::size_t>(*c.batch_size), {.name = "batch"})
-        .pipe(decode,
-              {.concurrency = *c.decode_concurrency, .output_order = c.order, .name = "decode"})
+    auto decoded =
+        actors::PipelineBuilder()
+            .add_source(std::ref(*sampler))
+            .pipe(read, {.concurrency = c.read_concurrency,
+                         .output_order = actors::Order::input,  // batch contents never vary
+                         .executor = actors::Executor::io,
+                         .name = "read"})
+            .aggregate(static_cast<std::size_t>(*c.batch_size), {.name = "batch"})
+            .pipe(
+                decode,
+                {.concurrency = *c.decode_concurrency, .output_order = c.order, .name = "decode"});
+    if (!to_device) return std::move(decoded).add_sink(4).build(build);
+    // The host tensor is dropped here: its pinned buffer goes back once the copy is done.
+    auto copy = [stage = *to_device](JobBatch b, actors::TaskContext& task) {
+      if (b.ids.empty()) return b;  // every sample failed: nothing to copy
+      b.device = stage(b.data, task.stop_token());
+      b.data = {};
+      return b;
+    };
+    return std::move(decoded)
+        .pipe(copy, {.concurrency = 1, .executor = actors::Executor::io, .name = "to_device"})
         .add_sink(4)
         .build(build);
   }
@@ -338,6 +404,9 @@ class Runner {
     } catch (const actors::PipelineFailure& e) {
       s_.end = JobEnd::failed;
       s_.failure = e.what();
+    } catch (const transport::DeviceError& e) {  // a batch's copy failed on the device
+      s_.end = JobEnd::failed;
+      s_.failure = e.what();
     }
     return finish();
   }
@@ -370,6 +439,10 @@ class Runner {
   }
 
   void deliver(const JobBatch& b, double now) {
+    if (b.device.defined()) {
+      b.device.wait();  // the consumer, and only it, waits for its batch's copy
+      now = seconds();
+    }
     s_.seconds = now;
     if (!first_) {
       first_ = now;

@@ -31,6 +31,16 @@
 // A restored job (resume_from, or JobOptions::resume) continues the restored epoch
 // where it stopped; a state whose epoch is complete starts the next epoch.
 //
+// DEVICE. With `device` set, a last stage ("to_device", io, concurrency 1) copies each
+// batch to the device on its own queue (transport/device_copy.h): batches are decoded
+// straight into page-locked buffers of a pool sized to the pipeline (one host copy),
+// and JobBatch::device holds the batch on the device (JobBatch::data is then empty),
+// normalized there when `normalize` is set (the host batch is then NHWC uint8, and
+// `layout` is the normalized batch's). The consumer waits for a batch — wait(), or
+// use_on(its stream) — and nothing else does; run_job's consumer waits before each
+// on_batch. At most kDeviceBatches batches are on the device at once (the one the
+// consumer holds included): that bound is the copy stage's backpressure.
+//
 // REMOTE. The pipeline is built in one place (build_pipeline in job.cc): the local
 // shape is source → read → batch → decode; a remote decode stage replaces read and
 // decode with a stage that takes the batch's EncodedSample list (ids and paths, no
@@ -53,8 +63,12 @@
 #include "actors/stats.h"
 #include "launch/config.h"
 #include "media/tensor.h"
+#include "transport/device_copy.h"
 
 namespace brigade::launch {
+
+/// Batches on the device at once with `device` set (see DEVICE).
+inline constexpr std::size_t kDeviceBatches = 4;
 
 /// The dataset of a job: files[i] is sample i; `identities` (same length) are what
 /// checkpoints fingerprint (paths relative to the data folder, or the list's lines).
@@ -77,8 +91,9 @@ Dataset read_list(const std::string& list_file);
 struct JobBatch {
   std::uint64_t epoch = 0;
   std::vector<std::uint64_t> ids;       // ids[i] is the sample in data[i]
-  media::Tensor data;                   // [ids.size(), ...] uint8
+  media::Tensor data;                   // [ids.size(), ...] uint8; empty with a device
   std::vector<std::uint64_t> failed{};  // samples of this batch that failed (not in data)
+  transport::DeviceBatch device{};      // with a device: the batch there (see DEVICE)
 };
 
 enum class JobStatus { batch, timeout, epoch_end };
