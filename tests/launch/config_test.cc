@@ -230,11 +230,14 @@ TEST(Config, DataAndListTogetherIsAnError) {
 TEST(Config, EveryFlagIsAccepted) {
   for (const auto& f : run_flags()) {
     RunConfig c;
-    const std::string value = f.flag == "--kind"     ? "video"
-                              : f.flag == "--order"  ? "input"
-                              : f.flag == "--layout" ? "nchw"
-                              : f.takes_value        ? "1"
-                                                     : "";
+    const std::string value = f.flag == "--kind"              ? "video"
+                              : f.flag == "--order"           ? "input"
+                              : f.flag == "--layout"          ? "nchw"
+                              : f.flag == "--device"          ? "cpu"
+                              : f.flag == "--normalize"       ? "imagenet"
+                              : f.flag == "--normalize-dtype" ? "float16"
+                              : f.takes_value                 ? "1"
+                                                              : "";
     EXPECT_NO_THROW(apply_flag(c, f.flag, value)) << f.flag;
     if (f.negatable) {
       EXPECT_NO_THROW(apply_flag(c, "--no-" + std::string(f.flag.substr(2)), "")) << f.flag;
