@@ -63,8 +63,8 @@ build() {
 find_nccl() {
   if [ -n "${BRIGADE_NCCL_LIBRARY:-}" ]; then echo "NCCL: $BRIGADE_NCCL_LIBRARY (BRIGADE_NCCL_LIBRARY)" >&2; return; fi
   if ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2 '; then echo "NCCL: on the loader's path" >&2; return; fi
-  local d
-  for d in ${LD_LIBRARY_PATH//:/ } /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu \
+  local d path=${LD_LIBRARY_PATH:-}
+  for d in ${path//:/ } /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu \
       $(python3 -c 'import nvidia.nccl as m; print(*[p + "/lib" for p in m.__path__])' 2>/dev/null); do
     if [ -e "$d/libnccl.so.2" ]; then
       export LD_LIBRARY_PATH=$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
