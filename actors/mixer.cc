@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
+#include <utility>
 
 #include "actors/detail/permutation.h"
 #include "actors/detail/runs.h"
@@ -194,10 +196,16 @@ MixState repartition(std::span<const MixState> ranks, std::uint32_t new_rank,
     states[s.rank] = &s;
   }
   const MixFingerprint& f = first.fingerprint;
-  // Rank r's whole draw sequence of `epoch` at W, as mix positions r, r + W, ….
+  // Rank r's whole draw sequence of `epoch` at W, as mix positions r, r + W, …. Ranks
+  // with the same shard sizes draw alike: their lengths are computed once.
+  std::map<std::pair<std::uint64_t, std::vector<std::uint64_t>>, std::uint64_t> lengths;
   const auto own_runs = [&](std::uint64_t epoch, std::uint32_t rank, std::uint32_t w) {
+    auto key = std::make_pair(epoch, rank_draws(f, rank, w).first);
+    auto it = lengths.find(key);
+    if (it == lengths.end())
+      it = lengths.emplace(std::move(key), *rank_epoch_length(f, epoch, rank, w)).first;
     std::vector<PositionRun> runs;
-    detail::push_run(runs, {rank, w, *rank_epoch_length(f, epoch, rank, w)});
+    detail::push_run(runs, {rank, w, it->second});
     return runs;
   };
   std::vector<detail::RankWork> work;
@@ -334,10 +342,6 @@ void WeightedMixSampler::start(std::uint64_t epoch, std::uint32_t epoch_world_si
   }
   for (const auto& r : owned) detail::push_run(owned_, r);
   share_ = detail::count_of(owned_);
-  for (std::uint32_t r = 0; r < epoch_world_size; ++r) {
-    auto [sizes, cumulative] = rank_draws(fingerprint_, r, epoch_world_size);
-    old_ranks_.push_back({std::move(sizes), std::move(cumulative)});
-  }
   // Position the cursor at the watermark.
   local_ = std::min(committed.watermark, share_);
   run_ = 0;
@@ -380,7 +384,13 @@ std::optional<Positioned<MixedSample>> WeightedMixSampler::next_owned() {
     }
     const auto old_rank = static_cast<std::uint32_t>(g % epoch_world_size_);
     const std::uint64_t k = g / epoch_world_size_;
-    const RankDraws& d = old_ranks_[old_rank];
+    auto known = old_ranks_.find(old_rank);
+    if (known == old_ranks_.end()) {
+      auto [sizes, cumulative] = rank_draws(fingerprint_, old_rank, epoch_world_size_);
+      known =
+          old_ranks_.emplace(old_rank, RankDraws{std::move(sizes), std::move(cumulative)}).first;
+    }
+    const RankDraws& d = known->second;
     const bool past_count = options_.stop == MixStop::after_count && k >= options_.count;
     if (past_count || d.cumulative.back() <= 0) {
       throw SamplerStateError("mix: position " + std::to_string(g) + " is past the epoch of rank " +

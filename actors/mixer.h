@@ -196,7 +196,7 @@ class WeightedMixSampler {
   std::uint64_t local_ = 0;
   std::size_t run_ = 0;
   std::uint64_t offset_ = 0;
-  std::vector<RankDraws> old_ranks_;  // of the epoch's world size, filled on first use
+  std::map<std::uint32_t, RankDraws> old_ranks_;  // of the epoch's world size, on first use
   std::map<std::vector<double>, PickCounter> counters_;
 
   std::vector<std::uint64_t> skip_;  // committed positions above the watermark
