@@ -3,79 +3,18 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "actors/detail/permutation.h"
+#include "actors/detail/runs.h"
 
 namespace brigade::actors {
 namespace {
 
 constexpr std::uint64_t kMaxUint32Ids = std::uint64_t{1} << 32;
 
-// Appends a run, merging it into the last one when together they form one stride.
-void push_run(std::vector<PositionRun>& runs, PositionRun r) {
-  if (r.count == 0) return;
-  if (r.count == 1) r.stride = 1;
-  if (!runs.empty()) {
-    PositionRun& last = runs.back();
-    const std::uint64_t last_end = last.start + (last.count - 1) * last.stride;
-    if (r.start > last_end) {
-      const std::uint64_t stride = last.count > 1 ? last.stride : r.start - last.start;
-      if (r.start == last_end + stride && (r.count == 1 || r.stride == stride)) {
-        last.stride = stride;
-        last.count += r.count;
-        return;
-      }
-    }
-  }
-  runs.push_back(r);
-}
-
-// Walks a list of runs by increasing local position, appending the sub-runs that
-// cover local intervals [a, b) given in increasing order.
-class RunSlicer {
- public:
-  explicit RunSlicer(const std::vector<PositionRun>& runs) : runs_(runs) {}
-  void append(std::uint64_t a, std::uint64_t b, std::vector<PositionRun>& out) {
-    while (a < b && run_ < runs_.size()) {
-      const PositionRun& r = runs_[run_];
-      const std::uint64_t end = begin_ + r.count;
-      if (a >= end) {
-        begin_ = end;
-        ++run_;
-        continue;
-      }
-      const std::uint64_t from = std::max(a, begin_) - begin_;
-      const std::uint64_t to = std::min(b, end) - begin_;
-      push_run(out, {r.start + from * r.stride, r.stride, to - from});
-      a = begin_ + to;
-    }
-  }
-
- private:
-  const std::vector<PositionRun>& runs_;
-  std::size_t run_ = 0;
-  std::uint64_t begin_ = 0;  // local position of runs_[run_]'s first entry
-};
-
-std::uint64_t count_of(const std::vector<PositionRun>& runs) {
-  std::uint64_t total = 0;
-  for (const auto& r : runs) total += r.count;
-  return total;
-}
-
-// The uncommitted owned positions of one state, as runs of global positions.
-void append_remaining(const SamplerState& s, std::vector<PositionRun>& out) {
-  const std::uint64_t share = s.share();
-  RunSlicer slicer(s.owned);
-  std::uint64_t cur = std::min(s.committed.watermark, share);
-  for (std::uint64_t x : s.committed.above) {
-    if (x < cur) continue;
-    if (x >= share) break;
-    slicer.append(cur, x, out);
-    cur = x + 1;
-  }
-  slicer.append(cur, share, out);
-}
+using detail::count_of;
+using detail::push_run;
 
 }  // namespace
 
@@ -135,24 +74,42 @@ std::uint64_t hash_sample_identities(std::span<const std::string> identities) {
   return h;
 }
 
+namespace {
+
+// Fails unless every run lies inside [0, length).
+template <class Fail>
+void check_runs(const std::vector<PositionRun>& runs, std::uint64_t length, const std::string& what,
+                const Fail& fail) {
+  for (const auto& r : runs) {
+    if (r.count == 0) continue;
+    if (r.stride == 0 && r.count > 1) fail(what + " has stride 0");
+    if (r.start >= length ||
+        (r.count - 1) > (length - 1 - r.start) / std::max<std::uint64_t>(r.stride, 1)) {
+      fail(what + " reaches beyond the epoch length " + std::to_string(length));
+    }
+  }
+}
+
+}  // namespace
+
 void validate(const SamplerState& s) {
   auto fail = [&](const std::string& what) {
     throw SamplerStateError("sampler state of rank " + std::to_string(s.rank) + " of " +
                             std::to_string(s.world_size) + ": " + what);
   };
-  if (s.format_version != SamplerState::kFormatVersion) {
+  if (s.format_version < SamplerState::kOldestFormatVersion ||
+      s.format_version > SamplerState::kFormatVersion) {
     fail("format version " + std::to_string(s.format_version) + " is not supported (expected " +
+         std::to_string(SamplerState::kOldestFormatVersion) + " to " +
          std::to_string(SamplerState::kFormatVersion) + ")");
   }
   if (s.world_size == 0) fail("world_size is 0");
   if (s.rank >= s.world_size) fail("rank is not below world_size");
-  for (const auto& r : s.owned) {
-    if (r.count == 0) continue;
-    if (r.stride == 0 && r.count > 1) fail("an owned run has stride 0");
-    if (r.start >= s.epoch_length ||
-        (r.count - 1) > (s.epoch_length - 1 - r.start) / std::max<std::uint64_t>(r.stride, 1)) {
-      fail("an owned run reaches beyond the epoch length " + std::to_string(s.epoch_length));
-    }
+  if (s.format_version < 2 && !s.planned.empty()) fail("planned epochs need format version 2");
+  check_runs(s.owned, s.epoch_length, "an owned run", fail);
+  for (std::size_t i = 0; i < s.planned.size(); ++i) {
+    check_runs(s.planned[i].owned, s.planned[i].epoch_length,
+               "a run planned for epoch " + std::to_string(s.epoch + 1 + i), fail);
   }
   const auto& above = s.committed.above;
   for (std::size_t i = 1; i < above.size(); ++i) {
@@ -163,9 +120,7 @@ void validate(const SamplerState& s) {
 std::uint64_t SamplerState::share() const { return count_of(owned); }
 
 std::uint64_t SamplerState::remaining() const {
-  std::vector<PositionRun> runs;
-  append_remaining(*this, runs);
-  return count_of(runs);
+  return count_of(detail::uncommitted(owned, committed));
 }
 
 std::uint64_t epoch_length(std::uint64_t length, TailPolicy tail, std::uint32_t world_size) {
@@ -193,7 +148,7 @@ std::vector<PositionRun> initial_partition(std::uint64_t epoch_length, std::uint
 namespace {
 
 // The states of ranks 0 … W-1, indexed by rank, after checking that they are one
-// consistent checkpoint.
+// consistent checkpoint (their epochs may differ: STRADDLING SETS).
 std::vector<const SamplerState*> by_rank(std::span<const SamplerState> ranks) {
   if (ranks.empty()) throw SamplerStateError("repartition: no rank states");
   const SamplerState& first = ranks.front();
@@ -202,7 +157,7 @@ std::vector<const SamplerState*> by_rank(std::span<const SamplerState> ranks) {
                             " rank states for world size " + std::to_string(first.world_size));
   }
   std::vector<const SamplerState*> out(first.world_size, nullptr);
-  std::uint64_t owned = 0;
+  std::map<std::uint64_t, std::uint64_t> owned;  // epoch -> positions owned in it
   for (const auto& s : ranks) {
     validate(s);
     auto mismatch = [&](const std::string& what) {
@@ -211,16 +166,17 @@ std::vector<const SamplerState*> by_rank(std::span<const SamplerState> ranks) {
     };
     if (s.world_size != first.world_size) mismatch("world_size");
     if (s.generation != first.generation) mismatch("generation");
-    if (s.epoch != first.epoch) mismatch("epoch");
-    if (s.epoch_length != first.epoch_length) mismatch("epoch length");
     if (auto c = describe_conflict(first.fingerprint, s.fingerprint); !c.empty()) mismatch(c);
     if (out[s.rank])
       throw SamplerStateError("repartition: rank " + std::to_string(s.rank) + " appears twice");
     out[s.rank] = &s;
-    owned += s.share();
+    owned[s.epoch] += s.share();
   }
-  if (owned > first.epoch_length) {
-    throw SamplerStateError("repartition: the ranks own more positions than the epoch has");
+  for (const auto* s : out) {
+    if (owned[s->epoch] > s->epoch_length) {
+      throw SamplerStateError("repartition: the ranks in epoch " + std::to_string(s->epoch) +
+                              " own more positions than the epoch has");
+    }
   }
   return out;
 }
@@ -234,22 +190,32 @@ SamplerState repartition(std::span<const SamplerState> ranks, std::uint32_t new_
                             " is not below world size " + std::to_string(new_world_size));
   }
   const auto states = by_rank(ranks);
-  std::vector<PositionRun> uncommitted;  // every old rank's, in rank order
-  for (const auto* s : states) append_remaining(*s, uncommitted);
-  const std::uint64_t m = count_of(uncommitted);
-  const std::uint64_t base = m / new_world_size, extra = m % new_world_size;
-  const std::uint64_t lo = new_rank * base + std::min<std::uint64_t>(new_rank, extra);
-  const std::uint64_t hi = lo + base + (new_rank < extra ? 1 : 0);
-
   const SamplerState& first = *states.front();
+  std::vector<detail::RankWork> work;
+  for (const auto* s : states) {
+    detail::RankWork w{s->epoch, {{s->epoch_length, detail::uncommitted(s->owned, s->committed)}}};
+    for (const auto& p : s->planned) w.parts.push_back({p.epoch_length, p.owned});
+    work.push_back(std::move(w));
+  }
+  const std::uint32_t old_world = first.world_size;
+  const std::uint64_t fresh_length =
+      epoch_length(first.fingerprint.num_draws, first.fingerprint.tail, old_world);
+  const auto fresh = [&](std::uint64_t, std::uint32_t rank) {
+    return detail::EpochWork{fresh_length, initial_partition(fresh_length, rank, old_world)};
+  };
+  auto plan = detail::repartition_work(work, fresh, new_rank, new_world_size, "length");
+
   SamplerState out;
   out.generation = first.generation;
   out.fingerprint = first.fingerprint;
-  out.epoch = first.epoch;
-  out.epoch_length = first.epoch_length;
+  out.epoch = plan.epoch;
+  out.epoch_length = plan.parts.front().descriptor;
   out.world_size = new_world_size;
   out.rank = new_rank;
-  RunSlicer(uncommitted).append(lo, hi, out.owned);
+  out.owned = std::move(plan.parts.front().positions);
+  for (std::size_t i = 1; i < plan.parts.size(); ++i) {
+    out.planned.push_back({plan.parts[i].descriptor, 0, std::move(plan.parts[i].positions)});
+  }
   return out;
 }
 
@@ -269,8 +235,22 @@ DistributedSampler::DistributedSampler(DatasetFingerprint fingerprint, std::uint
 }
 
 void DistributedSampler::set_epoch(std::uint64_t epoch) {
+  if (epoch >= plan_first_ && epoch - plan_first_ < plan_.size()) {
+    const PlannedEpoch& p = plan_[epoch - plan_first_];
+    start_epoch(epoch, p.epoch_length, p.owned, CommitState{});
+    return;
+  }
+  plan_.clear();  // past the plan (or away from it): every later epoch starts fresh
   const std::uint64_t length = epoch_length(fingerprint_.num_draws, fingerprint_.tail, world_size_);
   start_epoch(epoch, length, initial_partition(length, rank_, world_size_), CommitState{});
+}
+
+std::uint64_t DistributedSampler::size_of(std::uint64_t epoch) const {
+  if (epoch == epoch_) return share_;
+  if (epoch >= plan_first_ && epoch - plan_first_ < plan_.size())
+    return count_of(plan_[epoch - plan_first_].owned);
+  const std::uint64_t length = epoch_length(fingerprint_.num_draws, fingerprint_.tail, world_size_);
+  return count_of(initial_partition(length, rank_, world_size_));
 }
 
 void DistributedSampler::restore(const SamplerState& state) {
@@ -284,15 +264,20 @@ void DistributedSampler::restore(const SamplerState& state) {
                             std::to_string(rank_) + " of " + std::to_string(world_size_));
   }
   const std::uint64_t base = fingerprint_.num_draws;
-  const bool length_ok =
-      state.epoch_length == base ||
-      (fingerprint_.tail == TailPolicy::drop_last && state.epoch_length <= base) ||
-      (fingerprint_.tail == TailPolicy::pad && state.epoch_length >= base);
-  if (!length_ok) {
-    throw SamplerStateError("restore: epoch length " + std::to_string(state.epoch_length) +
-                            " does not fit " + std::to_string(base) + " draws under tail policy " +
-                            to_string(fingerprint_.tail));
-  }
+  const auto check_length = [&](std::uint64_t length) {
+    const bool ok = length == base ||
+                    (fingerprint_.tail == TailPolicy::drop_last && length <= base) ||
+                    (fingerprint_.tail == TailPolicy::pad && length >= base);
+    if (!ok) {
+      throw SamplerStateError("restore: epoch length " + std::to_string(length) + " does not fit " +
+                              std::to_string(base) + " draws under tail policy " +
+                              to_string(fingerprint_.tail));
+    }
+  };
+  check_length(state.epoch_length);
+  for (const auto& p : state.planned) check_length(p.epoch_length);
+  plan_ = state.planned;
+  plan_first_ = state.epoch + 1;
   start_epoch(state.epoch, state.epoch_length, state.owned, state.committed);
 }
 
@@ -362,6 +347,11 @@ void DistributedSampler::ensure_sequence() const {
 }
 
 SampleId DistributedSampler::at_global(std::uint64_t global) const {
+  ensure_sequence();
+  return sequence_at(global);
+}
+
+SampleId DistributedSampler::sequence_at(std::uint64_t global) const {
   const std::uint64_t length = fingerprint_.num_draws;
   const std::uint64_t j = global < length ? global : global % length;
   SampleId s;
@@ -381,7 +371,7 @@ SampleId DistributedSampler::at(std::uint64_t position) const {
   ensure_sequence();
   const auto it = std::upper_bound(run_offsets_.begin(), run_offsets_.end(), position);
   const auto& r = owned_[static_cast<std::size_t>(it - run_offsets_.begin() - 1)];
-  return at_global(r.start + (position - *(it - 1)) * r.stride);
+  return sequence_at(r.start + (position - *(it - 1)) * r.stride);
 }
 
 std::optional<Positioned<SampleId>> DistributedSampler::next() {
@@ -399,7 +389,7 @@ std::optional<Positioned<SampleId>> DistributedSampler::next() {
       ++skip_index_;
       continue;
     }
-    return Positioned<SampleId>{position, at_global(global)};
+    return Positioned<SampleId>{position, sequence_at(global)};
   }
   ended_ = true;
   return std::nullopt;
@@ -416,6 +406,8 @@ SamplerState DistributedSampler::state(const CommitState& committed,
   s.rank = rank_;
   s.owned = owned_;
   s.committed = committed;
+  for (std::uint64_t e = epoch_ + 1; e >= plan_first_ && e - plan_first_ < plan_.size(); ++e)
+    s.planned.push_back(plan_[e - plan_first_]);
   return s;
 }
 

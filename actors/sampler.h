@@ -35,17 +35,40 @@
 // the owned positions that are not committed, in order, with their original local
 // positions, reaching the first one in O(log runs) once the epoch's sequence is
 // generated (no replay). `repartition()` turns the states of all W ranks into the
-// state of rank r' of W': the not-yet-committed positions of the epoch, split into
-// contiguous slices whose sizes differ by at most one, nothing committed. The next
-// epoch starts normally at the world size of the state. With a pipeline:
+// state of rank r' of W': the not-yet-committed positions, split into contiguous
+// slices whose sizes differ by at most one, nothing committed (see STRADDLING SETS
+// for ranks in different epochs). With a pipeline:
 //   save:    write_checkpoint(dir, sampler.state(pipeline.committed(), step));
 //   resume:  sampler.restore(state); pipeline.start(state.committed);
-// A state whose epoch is fully committed (remaining() == 0) restores to an empty
-// run; the caller may set_epoch(state.epoch + 1) instead.
+// Always restore a loaded state, also one whose epoch is fully committed
+// (remaining() == 0): its planned epochs come with it. The next set_epoch(state.epoch
+// + 1), or the next() after the end, then starts the following epoch.
+//
+// STRADDLING SETS. Ranks stop on their own (a batch count, a signal), so the states of
+// one checkpoint set may be in different epochs: rank 0 at the end of epoch 0, rank 1
+// a batch into epoch 1. Each state is valid for its rank alone: at the saved world
+// size every rank resumes from its own state and goes on from its own epoch. For
+// another world size the rule is: a state carries, besides its current epoch, its
+// *planned* shares of the epochs after it (`planned`, filled only by a re-partition),
+// and a rank starts every epoch after its last planned one fresh at its world size.
+// `repartition()` takes each epoch from the oldest current epoch E to the newest epoch
+// T that any rank has started or planned and gathers what is left of it, in rank
+// order: the uncommitted positions of the ranks in it, the planned (or else fresh)
+// shares of the ranks not yet in it; the ranks past it have finished it. It cuts that
+// into W' contiguous slices. The new rank's state is epoch E with its slice of E and
+// its slices of E+1 … T as planned epochs; epochs after T start fresh at W'. An epoch
+// keeps the length (and positions) it got when it first started, so what the ranks
+// already in E+1 delivered is exactly what the plan of E+1 leaves out: it is never
+// delivered again, and chains of re-partitions (4 → 3 → 5) stay exact.
+// Why this rule: ranks do not talk, so they cannot agree to stop at one epoch; and
+// why plans rather than lists of delivered positions: a planned epoch is a few runs
+// (compact like `owned`), and the next epoch's positions had to be fixed anyway,
+// since its length under drop_last or pad was fixed at the world size it started at.
 //
 // EPOCHS. After `next()` has returned std::nullopt at the end of epoch e, the next
 // call starts epoch e + 1 (so a pipeline re-run reads the next epoch); `set_epoch(e)`
-// starts epoch e from its beginning at any time.
+// starts epoch e from its beginning at any time: this rank's planned share of it when
+// a restored state planned it, else the fresh partition at the sampler's world size.
 //
 // COST. The random sampler generates its sequence lazily, on the first next() or
 // at() of an epoch: a bucketed (Rao–Sandelius) Fisher–Yates shuffle with xoshiro256**
@@ -116,10 +139,22 @@ std::string describe_conflict(const DatasetFingerprint& saved, const DatasetFing
 /// DatasetFingerprint::identity_hash. Stable across platforms and versions.
 std::uint64_t hash_sample_identities(std::span<const std::string> identities);
 
+/// A rank's share of an epoch it has not started, planned by an elastic re-partition
+/// (see STRADDLING SETS). Nothing of it is committed yet.
+struct PlannedEpoch {
+  std::uint64_t epoch_length = 0;      // samplers: L' of that epoch
+  std::uint32_t epoch_world_size = 0;  // mixes: the world size the epoch started at
+  std::vector<PositionRun> owned{};    // global positions, in the rank's local order
+  friend bool operator==(const PlannedEpoch&, const PlannedEpoch&) = default;
+};
+
 /// One rank's resumable state within an epoch. Plain data; the checkpoint files of
 /// transport/checkpoint.h store exactly these fields.
 struct SamplerState {
-  static constexpr std::uint32_t kFormatVersion = 1;
+  /// 2: adds `planned` (and the mix and run identity of the checkpoint files). A
+  /// version-1 state is a version-2 state without planned epochs.
+  static constexpr std::uint32_t kFormatVersion = 2;
+  static constexpr std::uint32_t kOldestFormatVersion = 1;
 
   std::uint32_t format_version = kFormatVersion;
   std::uint64_t generation = 0;  // the saver's counter (e.g. the training step)
@@ -128,8 +163,9 @@ struct SamplerState {
   std::uint64_t epoch_length = 0;  // L', fixed when the epoch started
   std::uint32_t world_size = 1;
   std::uint32_t rank = 0;
-  std::vector<PositionRun> owned{};  // this rank's global positions, in its local order
-  CommitState committed{};           // over local positions 0 … share()-1
+  std::vector<PositionRun> owned{};     // this rank's global positions, in its local order
+  CommitState committed{};              // over local positions 0 … share()-1
+  std::vector<PlannedEpoch> planned{};  // this rank's shares of epochs epoch+1, epoch+2, …
 
   /// How many positions this rank owns this epoch.
   std::uint64_t share() const;
@@ -145,8 +181,8 @@ class SamplerStateError : public std::invalid_argument {
 };
 
 /// Throws SamplerStateError (naming the field) unless `state` is self-consistent:
-/// supported format version, rank < world_size, owned runs inside [0, epoch_length),
-/// committed positions sorted. Does not compare it with any sampler.
+/// supported format version, rank < world_size, owned and planned runs inside their
+/// epoch's length, committed positions sorted. Does not compare it with any sampler.
 void validate(const SamplerState& state);
 
 /// L' for a sequence of `length` draws at world size W under `tail`.
@@ -157,10 +193,10 @@ std::vector<PositionRun> initial_partition(std::uint64_t epoch_length, std::uint
                                            std::uint32_t world_size);
 
 /// Elastic re-partition. From the states of all ranks 0 … W-1 of one checkpoint (same
-/// generation, fingerprint and epoch; any order), the state of rank `new_rank` of
-/// `new_world_size`: the uncommitted positions of every old rank, in rank order, cut
-/// into W' contiguous slices whose sizes differ by at most one; nothing committed.
-/// Throws SamplerStateError naming the inconsistency.
+/// generation and fingerprint, any epochs; any order), the state of rank `new_rank` of
+/// `new_world_size`: per epoch, the positions the old ranks left, in rank order, cut
+/// into W' contiguous slices whose sizes differ by at most one; nothing committed
+/// (STRADDLING SETS). Throws SamplerStateError naming the inconsistency.
 SamplerState repartition(std::span<const SamplerState> ranks, std::uint32_t new_rank,
                          std::uint32_t new_world_size);
 
@@ -195,12 +231,13 @@ class DistributedSampler {
   /// the end of the epoch (and the call after that starts the next epoch).
   std::optional<Positioned<SampleId>> next();
 
-  /// Starts epoch `epoch` from its beginning, partitioned at the current world size.
+  /// Starts epoch `epoch` from its beginning: the planned share of it when a restored
+  /// state planned it, else the partition at the current world size (see EPOCHS).
   void set_epoch(std::uint64_t epoch);
 
   /// Continues from `state` (see RESUME). Throws SamplerStateError if the state's
   /// fingerprint, rank or world size differs from this sampler's (message names the
-  /// conflict), or if the state is inconsistent. Adopts the state's epoch.
+  /// conflict), or if the state is inconsistent. Adopts the state's epoch and plan.
   void restore(const SamplerState& state);
 
   /// This rank's state with `committed` (over local positions, from the pipeline).
@@ -208,6 +245,12 @@ class DistributedSampler {
 
   /// The sample at local position `position` of this epoch (< size()).
   SampleId at(std::uint64_t position) const;
+  /// The sample at global position `global` of this epoch's sequence, owned by any
+  /// rank (positions past the sequence's length repeat it as padding).
+  SampleId at_global(std::uint64_t global) const;
+  /// How many positions this rank owns in `epoch`: size() for the current one, the
+  /// planned share, else the fresh partition's (e.g. to count what a job has left).
+  std::uint64_t size_of(std::uint64_t epoch) const;
 
   std::uint64_t epoch() const { return epoch_; }
   std::uint64_t size() const { return share_; }  // positions owned this epoch
@@ -224,7 +267,7 @@ class DistributedSampler {
   void start_epoch(std::uint64_t epoch, std::uint64_t epoch_length, std::vector<PositionRun> owned,
                    const CommitState& committed);
   void ensure_sequence() const;
-  SampleId at_global(std::uint64_t global) const;
+  SampleId sequence_at(std::uint64_t global) const;  // the sequence must be ready
 
   DatasetFingerprint fingerprint_;
   std::uint32_t rank_;
@@ -236,6 +279,9 @@ class DistributedSampler {
   std::vector<PositionRun> owned_;
   std::vector<std::uint64_t> run_offsets_;  // local position of each run's first entry
   std::uint64_t share_ = 0;
+  // The planned epochs of the last restored state: plan_[i] is epoch plan_first_ + i.
+  std::vector<PlannedEpoch> plan_;
+  std::uint64_t plan_first_ = 0;
 
   // The epoch's global sequence, generated on first use (one of the two is filled).
   mutable bool sequence_ready_ = false;

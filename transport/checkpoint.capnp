@@ -1,9 +1,16 @@
-# Checkpoint files of the samplers: one file per rank, `rank-<R>-of-<W>.ckpt`.
+# Checkpoint files of the samplers and mixes: one file per rank and save (file names:
+# transport/checkpoint.h).
 #
 # STABILITY. This schema is a stable on-disk format. Fields may be added at the end
 # of a struct (with a new ordinal); existing ordinals, types and enum values never
 # change. A change in meaning bumps RankState.formatVersion (see SamplerState in
 # actors/sampler.h), which readers check.
+#
+# VERSIONS. formatVersion 1: @0-@9 of RankState. formatVersion 2 adds jobId, runId,
+# planned and mix (@10-@13); a reader of version 1 refuses version 2 files, whose
+# planned epochs and mix states it would misread. Readers of version 2 read version 1
+# files as version 2 files without those fields. The envelope (fileVersion 1) is
+# unchanged.
 #
 # LAYOUT. A file is one unpacked Cap'n Proto message (standard segment table framing)
 # whose root is CheckpointFile. Its `payload` holds a second message (root RankState),
@@ -63,4 +70,34 @@ struct RankState {
   owned @7 :List(PositionRun);       # this rank's positions, in its local order
   committedWatermark @8 :UInt64;     # local positions below it are committed
   committedAbove @9 :List(UInt64);   # and these (sorted, above the watermark)
+  jobId @10 :UInt64;                 # the job the file belongs to (0 in version 1 files)
+  runId @11 :UInt64;                 # the run of that job that wrote it
+  planned @12 :List(PlannedEpoch);   # the rank's shares of epochs epoch+1, epoch+2, …
+  mix @13 :MixState;                 # set for a weighted mix's state: then `fingerprint`
+                                     # and `epochLength` are unused, and `owned` holds
+                                     # mix positions unless mix.ownSequence
+}
+
+# A rank's share of an epoch it has not started (actors/sampler.h STRADDLING SETS).
+struct PlannedEpoch {
+  epochLength @0 :UInt64;     # samplers
+  epochWorldSize @1 :UInt32;  # mixes
+  owned @2 :List(PositionRun);
+}
+
+enum MixStop {
+  firstExhausted @0;
+  afterCount @1;
+  never @2;
+}
+
+# What actors::MixState adds to the fields of RankState.
+struct MixState {
+  sources @0 :List(DatasetFingerprint);
+  weights @1 :List(Float64);
+  seed @2 :UInt64;
+  stop @3 :MixStop;
+  count @4 :UInt64;
+  epochWorldSize @5 :UInt32;
+  ownSequence @6 :Bool;
 }

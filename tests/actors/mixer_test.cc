@@ -7,6 +7,8 @@
 #include <random>
 #include <set>
 
+#include "tests/actors/resume_chain.h"
+
 namespace brigade::actors {
 namespace {
 
@@ -126,6 +128,166 @@ TEST(WeightedMix, ResumesExactlyFromACommittedState) {
     }
     ASSERT_EQ(j, got.size());
   }
+}
+
+// A random mix of 1-3 sources for rank r of W (stop first_exhausted or after_count).
+struct MixCase {
+  std::vector<std::uint64_t> sizes;
+  std::vector<bool> random;
+  std::vector<TailPolicy> tails;
+  MixOptions options;
+
+  WeightedMixSampler make(std::uint32_t rank, std::uint32_t world) const {
+    std::vector<DistributedSampler> out;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      if (random[i]) {
+        out.push_back(DistributedRandomSampler(
+            sizes[i], {.rank = rank, .world_size = world, .seed = 50 + i, .tail = tails[i]}));
+      } else {
+        out.push_back(DistributedDeterministicSampler(
+            sizes[i], {.rank = rank, .world_size = world, .tail = tails[i]}));
+      }
+    }
+    return WeightedMixSampler(std::move(out), options);
+  }
+};
+
+MixCase random_mix(std::mt19937_64& rng, bool may_never) {
+  MixCase c;
+  for (std::uint64_t k = 0, m = 1 + rng() % 3; k < m; ++k) {
+    c.sizes.push_back(rng() % 5 == 0 ? rng() % 3 : rng() % 30);
+    c.random.push_back(rng() % 3 != 0);
+    c.tails.push_back(static_cast<TailPolicy>(rng() % 3));
+    c.options.weights.push_back(static_cast<double>(rng() % 4));
+  }
+  c.options.weights[0] += 1;
+  c.options.seed = rng();
+  c.options.stop = static_cast<MixStop>(rng() % (may_never ? 3 : 2));
+  c.options.count = rng() % 50;
+  c.options.epoch = rng() % 3;
+  return c;
+}
+
+std::string describe(const MixCase& c) {
+  std::string out = "sizes";
+  for (auto s : c.sizes) out += " " + std::to_string(s);
+  return out + " stop " + to_string(c.options.stop) + " count " + std::to_string(c.options.count);
+}
+
+// As for the samplers: 2 → 2, 2 → 3, 4 → 3 → 5 and random chains over three epochs,
+// ranks stopping at, just past or anywhere around their epochs' ends; every epoch's
+// draws of all ranks (of the world size it started at) are delivered exactly once.
+TEST(WeightedMix, StraddlingChainsDeliverEveryEpochExactlyOnce) {
+  std::mt19937_64 rng(4321);
+  const std::vector<std::vector<std::uint32_t>> fixed = {{2, 2}, {2, 3}, {4, 3, 5}};
+  for (int i = 0; i < 240; ++i) {
+    MixCase c = random_mix(rng, false);
+    std::vector<std::uint32_t> worlds;
+    if (i < 120) {
+      worlds = fixed[i % 3];
+      c.options.stop = static_cast<MixStop>(i / 3 % 2);
+    } else {
+      for (std::size_t k = 0, m = 2 + rng() % 3; k < m; ++k)
+        worlds.push_back(1 + static_cast<std::uint32_t>(rng() % 5));
+    }
+    std::string chain;
+    for (auto w : worlds) chain += " " + std::to_string(w);
+    SCOPED_TRACE("case " + std::to_string(i) + ": " + describe(c) + ", worlds" + chain);
+    testing::ResumeChain<WeightedMixSampler, MixState> job(
+        [&](std::uint32_t r, std::uint32_t w) { return c.make(r, w); },
+        [](const std::vector<MixState>& saved, std::uint32_t w) {
+          if (saved.size() == w) return saved;
+          std::vector<MixState> out;
+          for (std::uint32_t r = 0; r < w; ++r) out.push_back(repartition(saved, r, w));
+          return out;
+        },
+        c.options.epoch, 3);
+    job.run(worlds, rng);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(WeightedMix, ElasticSharesAreBalancedAndStateRoundTrips) {
+  MixCase c;
+  c.sizes = {100, 37};
+  c.random = {true, false};
+  c.tails = {TailPolicy::none, TailPolicy::pad};
+  c.options = {.weights = {2, 1}, .seed = 9, .stop = MixStop::after_count, .count = 40};
+  std::vector<MixState> saved;
+  for (std::uint32_t r = 0; r < 4; ++r) {
+    auto mix = c.make(r, 4);
+    saved.push_back(mix.state({.watermark = 5 * r, .above = {5 * r + 2}}, 3));
+  }
+  std::uint64_t total = 0;
+  for (std::uint32_t r = 0; r < 3; ++r) {
+    const MixState s = repartition(saved, r, 3);
+    EXPECT_FALSE(s.own_sequence);
+    EXPECT_EQ(s.epoch_world_size, 4u);
+    EXPECT_EQ(s.generation, 3u);
+    auto mix = c.make(r, 3);
+    mix.restore(s);
+    EXPECT_EQ(mix.state(s.committed, 3), s);
+    std::uint64_t n = 0;
+    while (mix.next()) ++n;
+    EXPECT_EQ(n, 42u);
+    total += n;
+  }
+  EXPECT_EQ(total, 126u);  // 4 × 40 draws; 0 + 5 + 10 + 15 below the watermarks and 4 above
+}
+
+TEST(WeightedMix, ANeverStoppingMixResumesOnlyAtItsWorldSize) {
+  MixCase c;
+  c.sizes = {5, 9};
+  c.random = {true, true};
+  c.tails = {TailPolicy::none, TailPolicy::none};
+  c.options = {.weights = {1, 1}, .seed = 2, .stop = MixStop::never};
+  std::vector<MixState> saved;
+  for (std::uint32_t r = 0; r < 2; ++r) saved.push_back(c.make(r, 2).state({.watermark = 7}));
+  try {
+    repartition(saved, 0, 3);
+    FAIL() << "a never-stopping mix was re-partitioned";
+  } catch (const SamplerStateError& e) {
+    EXPECT_NE(std::string(e.what()).find("resume it at its saved world size 2"), std::string::npos)
+        << e.what();
+  }
+  auto mix = c.make(1, 2);
+  auto full = c.make(1, 2);
+  mix.restore(saved[1]);
+  for (int k = 0; k < 7; ++k) full.next();
+  for (int k = 0; k < 100; ++k) ASSERT_EQ(mix.next()->value, full.next()->value);
+}
+
+TEST(WeightedMix, RestoreRejectsAnotherMix) {
+  MixCase c;
+  c.sizes = {20, 30};
+  c.random = {true, true};
+  c.tails = {TailPolicy::none, TailPolicy::none};
+  c.options = {.weights = {1, 2}, .seed = 5};
+  const MixState state = c.make(0, 2).state({.watermark = 3});
+  auto expect_conflict = [&](const MixCase& other, const std::string& text) {
+    auto mix = other.make(0, 2);
+    try {
+      mix.restore(state);
+      ADD_FAILURE() << "restored another mix; expected " << text;
+    } catch (const SamplerStateError& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  MixCase other = c;
+  other.options.weights = {1, 3};
+  expect_conflict(other, "mix weight 1: checkpoint has 2");
+  other = c;
+  other.options.seed = 6;
+  expect_conflict(other, "mix seed: checkpoint has 5, caller has 6");
+  other = c;
+  other.sizes = {20, 31};
+  expect_conflict(other, "mix source 1: dataset size n: checkpoint has 30, caller has 31");
+  auto rank1 = c.make(1, 2);
+  EXPECT_THROW(rank1.restore(state), SamplerStateError);
+  EXPECT_THROW(WeightedMixSampler({DistributedRandomSampler(5, {.rank = 0, .world_size = 2}),
+                                   DistributedRandomSampler(5, {.rank = 1, .world_size = 2})},
+                                  {.weights = {1, 1}}),
+               SamplerStateError);
 }
 
 TEST(WeightedMix, RejectsBadWeights) {

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "tests/actors/random_commit.h"
+#include "tests/actors/resume_chain.h"
 
 namespace brigade::actors {
 namespace {
@@ -242,6 +243,108 @@ TEST(Sampler, ElasticResumeDeliversExactlyTheUncommittedSamples) {
       ASSERT_EQ(drain(s), drain(fresh));
     }
   }
+}
+
+// The set: rank 0 of 2 stopped at the end of epoch 0, rank 1 one sample into
+// epoch 1. At W = 2 each rank goes on from its own state; at W' = 3 epoch 0 has
+// nothing left and epoch 1 is the rest of its sequence, sliced among the new ranks.
+TEST(Sampler, ResumesASetThatStraddlesAnEpochBoundary) {
+  std::vector<SamplerState> saved;
+  {
+    DistributedDeterministicSampler r0(10, {.rank = 0, .world_size = 2});
+    EXPECT_EQ(drain(r0).size(), 5u);
+    saved.push_back(r0.state({.watermark = 5}, 1));
+    DistributedDeterministicSampler r1(10, {.rank = 1, .world_size = 2});
+    drain(r1);
+    ASSERT_EQ(r1.next()->value.id, 1u);  // epoch 1 starts
+    saved.push_back(r1.state({.watermark = 1}, 1));
+  }
+  EXPECT_EQ(saved[0].epoch, 0u);
+  EXPECT_EQ(saved[1].epoch, 1u);
+  auto ids_of = [](DistributedSampler& s) {
+    std::vector<std::uint64_t> out;
+    for (const auto& [p, id] : drain(s)) out.push_back(id.id);
+    return out;
+  };
+  // Same world size: each rank from its own state, then epoch 2 as usual.
+  DistributedDeterministicSampler same(10, {.rank = 1, .world_size = 2});
+  same.restore(saved[1]);
+  EXPECT_EQ(ids_of(same), (std::vector<std::uint64_t>{3, 5, 7, 9}));
+  EXPECT_EQ(ids_of(same), (std::vector<std::uint64_t>{1, 3, 5, 7, 9}));
+  EXPECT_EQ(same.epoch(), 2u);
+  // W' = 3: epoch 1 positions left, in old rank order: 0 2 4 6 8 | 3 5 7 9.
+  const std::vector<std::vector<std::uint64_t>> epoch1 = {{0, 2, 4}, {6, 8, 3}, {5, 7, 9}};
+  for (std::uint32_t r = 0; r < 3; ++r) {
+    const SamplerState state = repartition(saved, r, 3);
+    EXPECT_EQ(state.epoch, 0u);
+    EXPECT_EQ(state.share(), 0u);
+    ASSERT_EQ(state.planned.size(), 1u);
+    DistributedDeterministicSampler s(10, {.rank = r, .world_size = 3});
+    s.restore(state);
+    EXPECT_EQ(s.size_of(1), 3u);
+    EXPECT_TRUE(ids_of(s).empty());
+    EXPECT_EQ(ids_of(s), epoch1[r]);
+    EXPECT_EQ(s.epoch(), 1u);
+    // Epoch 2 starts fresh at W' = 3, and a state saved in it carries no plan.
+    DistributedDeterministicSampler fresh(10, {.rank = r, .world_size = 3, .epoch = 2});
+    EXPECT_EQ(s.size_of(2), fresh.size());
+    EXPECT_EQ(ids_of(s), ids_of(fresh));
+    EXPECT_TRUE(s.state({}).planned.empty());
+  }
+}
+
+// 2 → 2, 2 → 3, 4 → 3 → 5 and random chains over three epochs, where the ranks of a
+// set stop at, just past or anywhere around epoch boundaries: deterministic, random
+// and weighted samplers under every tail policy deliver each epoch's sequence exactly
+// once over all runs.
+TEST(Sampler, StraddlingChainsDeliverEveryEpochExactlyOnce) {
+  std::mt19937_64 rng(909);
+  const std::vector<std::vector<std::uint32_t>> fixed = {{2, 2}, {2, 3}, {4, 3, 5}};
+  for (int i = 0; i < 360; ++i) {
+    Case c = random_case(rng);
+    std::vector<std::uint32_t> worlds;
+    if (i < 270) {  // every chain × kind × tail policy, ten times
+      c.n = rng() % 40;
+      c.random = i % 3 != 0;
+      c.weighted = c.random && i % 3 == 2 && c.n > 0;
+      c.num_draws = c.random && rng() % 3 == 0 ? rng() % (2 * c.n + 1) : 0;
+      c.tail = static_cast<TailPolicy>(i / 3 % 3);
+      worlds = fixed[i / 9 % 3];
+    } else {
+      for (std::size_t k = 0, m = 2 + rng() % 3; k < m; ++k)
+        worlds.push_back(1 + static_cast<std::uint32_t>(rng() % 6));
+    }
+    c.world = worlds[0];
+    std::string chain;
+    for (auto w : worlds) chain += " " + std::to_string(w);
+    SCOPED_TRACE("case " + std::to_string(i) + ": " + describe(c) + " worlds" + chain);
+    testing::ResumeChain<DistributedSampler, SamplerState> job(
+        [&](std::uint32_t r, std::uint32_t w) { return make(c, r, w); },
+        [](const std::vector<SamplerState>& saved, std::uint32_t w) {
+          if (saved.size() == w) return saved;  // each rank from its own state
+          std::vector<SamplerState> out;
+          for (std::uint32_t r = 0; r < w; ++r) out.push_back(repartition(saved, r, w));
+          return out;
+        },
+        c.epoch, 3);
+    job.run(worlds, rng);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(Sampler, RepartitionRejectsInconsistentPlans) {
+  std::vector<SamplerState> saved;
+  for (std::uint32_t r = 0; r < 2; ++r)
+    saved.push_back(DistributedDeterministicSampler(10, {.rank = r, .world_size = 2}).state({}));
+  saved[1].planned.push_back({10, 0, {{1, 2, 5}}});  // rank 0 would start epoch 1 fresh
+  EXPECT_THROW(repartition(saved, 0, 3), SamplerStateError);
+  saved[0].planned.push_back({8, 0, {{0, 2, 4}}});  // and epoch 1 has two lengths
+  EXPECT_THROW(repartition(saved, 0, 3), SamplerStateError);
+  SamplerState v1 = saved[1];
+  v1.format_version = 1;
+  EXPECT_THROW(validate(v1), SamplerStateError);  // version 1 had no plans
+  v1.planned.clear();
+  EXPECT_NO_THROW(validate(v1));
 }
 
 TEST(Sampler, ElasticTailDroppedAtTheStartStaysDropped) {
