@@ -205,13 +205,29 @@ const std::vector<Key>& keys() {
       {"checkpoint_dir",
        "--checkpoint-dir",
        Type::path,
-       "write this rank's checkpoint "
-       "(DIR/rank-R-of-W.ckpt) when the run stops, is interrupted or ends",
+       "write this rank's checkpoint (DIR/gen-G.job-J.run-U.rank-R-of-W.ckpt, a new generation "
+       "beside the older ones) when the run stops, is interrupted, fails or ends",
        {},
        [](RunConfig& c, const Value& v) { c.checkpoint_dir = as_text(v); },
        0,
        false,
        "DIR"},
+      {"keep_checkpoints",
+       "--keep-checkpoints",
+       Type::non_negative,
+       "complete checkpoint sets kept in --checkpoint-dir, older ones pruned (default 2; "
+       "0 keeps all)",
+       {},
+       [](RunConfig& c, const Value& v) { c.keep_checkpoints = as_count(v); },
+       1000},
+      {"launch_id",
+       "--launch-id",
+       Type::text,
+       "what all ranks of this launch share and no other launch does, telling this run's "
+       "checkpoints from an earlier launch's (default: TORCHELASTIC_RUN_ID, else "
+       "SLURM_JOB_ID.SLURM_STEP_ID)",
+       {},
+       [](RunConfig& c, const Value& v) { c.launch_id = as_text(v); }},
       {"resume_from",
        "--resume-from",
        Type::path,
@@ -553,6 +569,14 @@ void resolve(RunConfig& config, const Getenv& getenv) {
   }
   if (!config.data.empty() && !config.list.empty()) {
     throw ConfigError("data and list: give one of them, not both");
+  }
+  if (config.launch_id.empty()) {
+    if (const char* id = getenv("TORCHELASTIC_RUN_ID"); id && *id) {
+      config.launch_id = id;
+    } else if (const char* job = getenv("SLURM_JOB_ID"); job && *job) {
+      const char* step = getenv("SLURM_STEP_ID");
+      config.launch_id = std::string(job) + "." + (step && *step ? step : "0");
+    }
   }
   if (!config.batch_size) config.batch_size = config.kind == MediaKind::video ? 8 : 32;
   if (!config.threads) {

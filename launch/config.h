@@ -80,6 +80,11 @@ struct RunConfig {
   Layout layout = Layout::nhwc;
   std::string checkpoint_dir{};
   std::string resume_from{};
+  int keep_checkpoints = 2;  // complete checkpoint sets kept in checkpoint_dir (0: all)
+  // What every rank of one launch shares and no other launch does (the launcher's job
+  // id): it tells this run's checkpoint files from an earlier launch's. Default from
+  // TORCHELASTIC_RUN_ID, else SLURM_JOB_ID.SLURM_STEP_ID, else empty.
+  std::string launch_id{};
   // Batches to a device (transport/device_copy.h): "" keeps them in host memory; "cpu"
   // (the CPU device: the whole device path, host memory standing in) or "cuda:N".
   // "cuda" on a build without CUDA is a ConfigError ("this build has no CUDA").

@@ -182,7 +182,7 @@ struct Job::Impl {
   std::uint64_t next_epoch = 0;
   bool restored = false;  // the sampler holds a restored state not yet run
   actors::CommitState restored_committed;
-  std::uint64_t generation = 0;  // of the set restored from; saves write + 1, + 2, …
+  transport::RunId run_id;  // this run's checkpoint identity; save k writes first_generation + k
   std::uint64_t saves = 0;
   bool in_epoch = false;
   bool ran = false;               // an epoch has been started (the sampler's state is the run's)
@@ -193,6 +193,7 @@ struct Job::Impl {
   Impl(RunConfig config, Dataset dataset, JobOptions options)
       : c(std::move(config)), d(std::move(dataset)), sampler(make_sampler(c, d)) {
     restore(options);
+    check_checkpoint_dir();
     expected = planned_samples();
     open_device();
     pipeline.emplace(build_pipeline());
@@ -217,50 +218,61 @@ struct Job::Impl {
     to_device.emplace(device, copy_options(c));
   }
 
+  // Restores `options.resume` or `resume_from`, and fixes this run's checkpoint
+  // identity (transport/checkpoint.h, JOBS AND RUNS).
   void restore(const JobOptions& options) {
-    std::optional<actors::SamplerState> state = options.resume;
-    generation = options.resume_generation;
-    if (!state && !c.resume_from.empty()) {
-      transport::LoadedCheckpoint loaded;
+    std::optional<transport::LoadedCheckpoint> loaded = options.resume;
+    if (!loaded && !c.resume_from.empty()) {
       try {
         loaded = transport::load_checkpoint(c.resume_from, *c.rank, *c.world_size,
                                             {.expected = sampler->fingerprint()});
       } catch (const transport::CheckpointError& e) {
         if (e.kind() == transport::CheckpointErrorKind::conflict) {
-          throw ConfigError(fmt::format(
-              "--resume-from {}: the sampling settings conflict with the checkpoint: {}",
-              c.resume_from, e.reason()));
+          throw ConfigError(
+              fmt::format("--resume-from {}: the checkpoint conflicts with this job: {}",
+                          c.resume_from, e.reason()));
         }
         throw;
       }
-      generation = loaded.generation;
-      state = std::move(loaded.state);
       spdlog::info(
           "brigade: resuming from {} (generation {}, saved at world size {}): epoch {}, "
           "{} of {} samples of this rank left",
-          c.resume_from, loaded.generation, loaded.saved_world_size, state->epoch,
-          state->remaining(), state->share());
+          c.resume_from, loaded->generation, loaded->saved_world_size, loaded->state.epoch,
+          loaded->state.remaining(), loaded->state.share());
     }
-    if (!state) return;
-    if (state->remaining() == 0) {
-      next_epoch = state->epoch + 1;
-      return;
-    }
+    run_id = loaded ? transport::resumed_run(*loaded, *c.world_size, c.launch_id)
+                    : transport::fresh_run(sampler->fingerprint(), *c.world_size, c.launch_id);
+    if (!loaded) return;
+    const auto& state = loaded->state;
     try {
-      sampler->restore(*state);
+      sampler->restore(state);  // also a finished epoch: the state plans the next ones
     } catch (const actors::SamplerStateError& e) {
       throw ConfigError(fmt::format("the checkpoint state conflicts with this job: {}", e.what()));
     }
-    next_epoch = state->epoch;
-    restored_committed = state->committed;
+    restored_committed = state.committed;  // what state() reports until an epoch runs
+    if (state.remaining() == 0) {
+      next_epoch = state.epoch + 1;
+      return;
+    }
+    next_epoch = state.epoch;
     restored = true;
+  }
+
+  void check_checkpoint_dir() const {
+    if (c.checkpoint_dir.empty()) return;
+    try {
+      transport::check_checkpoint_dir(c.checkpoint_dir, run_id, *c.rank, *c.world_size);
+    } catch (const transport::CheckpointError& e) {
+      throw ConfigError(fmt::format("checkpoint_dir {}: {}", c.checkpoint_dir, e.reason()));
+    }
   }
 
   std::uint64_t planned_samples() const {
     if (next_epoch >= c.epochs) return 0;
-    const std::uint64_t first = restored ? sampler->state(restored_committed).remaining()
-                                         : sampler->size();  // size() of epoch 0's share
-    return first + sampler->size() * (c.epochs - next_epoch - 1);
+    std::uint64_t n =
+        restored ? sampler->state(restored_committed).remaining() : sampler->size_of(next_epoch);
+    for (auto e = next_epoch + 1; e < c.epochs; ++e) n += sampler->size_of(e);
+    return n;
   }
 
   DecodeSpec spec() const {
@@ -350,7 +362,7 @@ struct Job::Impl {
 
   actors::SamplerState state() const {
     const auto commits = in_epoch ? pipeline->committed() : (ran ? committed : restored_committed);
-    return sampler->state(commits, generation + saves + 1);
+    return sampler->state(commits, run_id.first_generation + saves);
   }
 };
 
@@ -373,9 +385,17 @@ std::uint64_t Job::expected_samples() const { return impl_->expected; }
 actors::PipelineStats Job::stats() const { return impl_->pipeline->stats(); }
 
 std::filesystem::path Job::write_checkpoint() {
-  auto path = transport::write_checkpoint(impl_->c.checkpoint_dir, state());
+  auto path = transport::write_checkpoint(
+      impl_->c.checkpoint_dir, state(),
+      {.run = impl_->run_id, .keep = static_cast<std::uint32_t>(impl_->c.keep_checkpoints)});
   ++impl_->saves;
   return path;
+}
+
+std::vector<std::byte> Job::checkpoint_bytes() {
+  auto bytes = transport::encode_checkpoint(state(), impl_->run_id);
+  ++impl_->saves;
+  return bytes;
 }
 
 // -- run_job -----------------------------------------------------------------------

@@ -63,6 +63,7 @@
 #include "actors/stats.h"
 #include "launch/config.h"
 #include "media/tensor.h"
+#include "transport/checkpoint.h"
 #include "transport/device_copy.h"
 
 namespace brigade::launch {
@@ -112,18 +113,19 @@ struct JobCounts {
 };
 
 struct JobOptions {
-  /// Start from this state instead of `resume_from` (e.g. a Python state_dict); its
-  /// fingerprint must match the dataset and sampling settings.
-  std::optional<actors::SamplerState> resume{};
-  /// The generation the restored state came from (the next save writes + 1).
-  std::uint64_t resume_generation = 0;
+  /// Start from this checkpoint instead of `resume_from` (e.g. a Python state_dict:
+  /// checkpoint_bytes() decoded with transport::decode_checkpoint_file, or an elastic
+  /// re-partition of every rank's); its fingerprint must match the job's sampling.
+  std::optional<transport::LoadedCheckpoint> resume{};
 };
 
 class Job {
  public:
-  /// Builds the sampler, restores `resume_from` (or options.resume), builds the
-  /// pipeline; starts nothing. Throws ConfigError (bad settings, a checkpoint that
-  /// conflicts with them), transport::CheckpointError.
+  /// Builds the sampler, restores `resume_from` (or options.resume), checks that
+  /// `checkpoint_dir` is writable and belongs to this job (a fresh run into another
+  /// run's folder is refused: see transport/checkpoint.h JOBS AND RUNS), builds the
+  /// pipeline; starts nothing. Throws ConfigError (bad settings, a checkpoint or a
+  /// checkpoint folder that conflicts with them), transport::CheckpointError.
   Job(RunConfig config, Dataset dataset, JobOptions options = {});
   ~Job();
   Job(const Job&) = delete;
@@ -152,9 +154,13 @@ class Job {
 
   /// This rank's checkpoint state for what next() has returned (see CHECKPOINTS).
   actors::SamplerState state() const;
-  /// Writes state() into config.checkpoint_dir as the next generation. Returns the
-  /// file. Throws transport::CheckpointError.
+  /// Writes state() into config.checkpoint_dir as the next generation of this run's
+  /// set (transport/checkpoint.h), pruning to keep_checkpoints sets. Returns the file.
+  /// Throws transport::CheckpointError.
   std::filesystem::path write_checkpoint();
+  /// state() as the bytes of a checkpoint file of this run (the next generation), for
+  /// callers that store it themselves (a Python state_dict).
+  std::vector<std::byte> checkpoint_bytes();
 
   JobCounts counts() const;
   /// The samples this process consumes over the job (delivered or failed), as planned.

@@ -136,23 +136,6 @@ void occupy_standard_descriptors() {
   }
 }
 
-// A checkpoint folder that cannot be written is a usage error found before the run,
-// not after its last batch.
-void check_checkpoint_dir(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw launch::ConfigError(fmt::format("checkpoint_dir {}: {}", dir, ec.message()));
-  const auto probe = fs::path(dir) / fmt::format(".brigade-probe-{}", getpid());
-  const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) {
-    throw launch::ConfigError(
-        fmt::format("checkpoint_dir {}: cannot write there: {}", dir, std::strerror(errno)));
-  }
-  close(fd);
-  fs::remove(probe, ec);
-}
-
 int run(const launch::RunConfig& config) {
   install_signal_handlers();  // a signal from here on stops the job at its first check
   // Generating the demo dataset (first run only) is not part of the run: its time is
@@ -160,7 +143,6 @@ int run(const launch::RunConfig& config) {
   std::chrono::steady_clock::duration generation{};
   const auto dataset = load_dataset(config, generation);
   const auto origin = g_program_start + generation;
-  if (!config.checkpoint_dir.empty()) check_checkpoint_dir(config.checkpoint_dir);
   const double cpu0 = launch::cpu_seconds();  // the job's own figures from here on
   launch::reset_peak_rss();
   std::ofstream ids;

@@ -506,9 +506,67 @@ TEST_F(RunTest, SigtermWhileAReadIsBlockedStillSavesEverything) {
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   EXPECT_EQ(code, 143) << slurp(err);
   EXPECT_EQ(read_ids(ids_file), (std::vector<std::uint64_t>{0, 1}));
-  EXPECT_TRUE(fs::exists(dir_ / "ckpt" / "rank-0-of-1.ckpt")) << slurp(err);
+  EXPECT_TRUE(has_checkpoint(dir_ / "ckpt", "rank-0-of-1.ckpt")) << slurp(err);
   EXPECT_LT(std::stoi(slurp(dir_ / "ms")), 10000) << "one SIGTERM ends the run";
 #endif
+}
+
+// -- Hardening: checkpoint sets that can always be resumed ---------------------------
+
+// Ranks stop near an epoch boundary, in different epochs: the set still resumes, at
+// another world size, delivering exactly the rest of both epochs.
+TEST_F(RunTest, RanksStoppedInDifferentEpochsResumeElastically) {
+  const std::string common = data() + " --seed 5 --batch-size 5 --epochs 2 --checkpoint-dir '" +
+                             (dir_ / "ckpt").string() + "'";
+  // 60 good samples + 3 corrupt over 2 ranks: 32 and 31 per rank, 7 batches of 5 per epoch.
+  ASSERT_EQ(run(common + ids("r0") + " --rank 0 --world-size 2 --stop-after-batches 7").code, 0);
+  ASSERT_EQ(run(common + ids("r1") + " --rank 1 --world-size 2 --stop-after-batches 8").code, 0);
+  std::multiset<std::uint64_t> all;
+  for (const char* f : {"r0", "r1"}) {
+    for (auto id : read_ids(dir_ / f)) all.insert(id);
+  }
+  const auto from = " --resume-from '" + (dir_ / "ckpt").string() + "'";
+  for (std::uint32_t r = 0; r < 3; ++r) {
+    const auto res = run(common + ids("n" + std::to_string(r)) + from + " --rank " +
+                         std::to_string(r) + " --world-size 3");
+    ASSERT_EQ(res.code, 0) << res.err;
+    for (auto id : read_ids(dir_ / ("n" + std::to_string(r)))) all.insert(id);
+  }
+  for (auto id : good()) EXPECT_EQ(all.count(id), 2u) << "sample " << id << " over two epochs";
+  EXPECT_EQ(all.size(), 2 * good().size());
+}
+
+// A resume into the same folder that crashes mid-save (one rank of two saves) leaves
+// the previous complete set: the job still resumes from it, at any world size.
+TEST_F(RunTest, AnIncompleteNewerSetLeavesTheOlderOneResumable) {
+  const std::string common =
+      data() + " --seed 8 --batch-size 4 --checkpoint-dir '" + (dir_ / "ckpt").string() + "'";
+  ASSERT_EQ(run(common + ids("a0") + " --rank 0 --world-size 2 --stop-after-batches 2").code, 0);
+  ASSERT_EQ(run(common + ids("a1") + " --rank 1 --world-size 2 --stop-after-batches 2").code, 0);
+  const auto from = " --resume-from '" + (dir_ / "ckpt").string() + "'";
+  // Only rank 0 of the resumed run saves (rank 1 "crashed"): generation 2 is incomplete.
+  ASSERT_EQ(run(common + ids("b0") + from + " --rank 0 --world-size 2 --stop-after-batches 1").code,
+            0);
+  const auto rest = run(common + ids("c") + from + " --world-size 1");
+  ASSERT_EQ(rest.code, 0) << rest.err;
+  std::multiset<std::uint64_t> all;
+  for (const char* f : {"a0", "a1", "c"}) {
+    for (auto id : read_ids(dir_ / f)) all.insert(id);
+  }
+  EXPECT_EQ(all.size(), good().size()) << "resumed from generation 1: b0's batch again";
+  EXPECT_EQ(std::set<std::uint64_t>(all.begin(), all.end()), good());
+}
+
+// A fresh run never writes into a folder holding another run's checkpoints (it would
+// mix sets, and a later resume could take the older job's newer generation).
+TEST_F(RunTest, AFreshRunRefusesAFolderOfAnotherRun) {
+  const auto ckpt = " --checkpoint-dir '" + (dir_ / "ckpt").string() + "'";
+  ASSERT_EQ(run(data() + ckpt + " --seed 1 --stop-after-batches 1").code, 0);
+  const auto again = run(data() + ckpt + " --seed 1 --world-size 2 --rank 0");
+  EXPECT_EQ(again.code, 2) << again.err;
+  EXPECT_NE(again.err.find("--resume-from"), std::string::npos) << again.err;
+  const auto other = run(data() + ckpt + " --seed 2");
+  EXPECT_EQ(other.code, 2) << other.err;
 }
 
 }  // namespace
