@@ -1,27 +1,49 @@
 #include "launch/config.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <toml++/toml.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <system_error>
 #include <thread>
 #include <variant>
 #include <vector>
 
 #include "transport/device.h"
+#include "transport/endpoint.h"
 
 namespace brigade::launch {
 namespace {
 
-// How a key's value is checked; also the "expected …" text of its errors.
-enum class Type { positive, non_negative, seed, boolean, text, path, choice, budget, device };
+// How a key's value is checked; also the "expected …" text of its errors. real: a
+// positive number; endpoints: a list of HOST:PORT; endpoint: one, or one of the choices.
+enum class Type {
+  positive,
+  non_negative,
+  seed,
+  boolean,
+  text,
+  path,
+  choice,
+  budget,
+  device,
+  real,
+  endpoints,
+  endpoint
+};
 
-using Value = std::variant<std::int64_t, bool, std::string>;
+using Endpoints = std::vector<transport::Endpoint>;
+using Value =
+    std::variant<std::int64_t, bool, std::string, double, std::vector<std::string>, Endpoints>;
 
 // One key of the table. Everything that differs between keys is a field here, never a
 // comparison of key names in the code below.
@@ -32,7 +54,7 @@ struct Key {
   std::string_view help;
   std::vector<std::string_view> choices{};
   void (*set)(RunConfig&, const Value&) = nullptr;
-  std::int64_t max = 0;        // integers: the largest value accepted (0: the type's own)
+  std::int64_t max = 0;        // numbers: the largest value accepted (0: the type's own)
   bool negatable = false;      // switches: "--no-<name>" turns it off
   std::string_view metavar{};  // in help, instead of the type's (paths: FILE or DIR)
   std::string RunConfig::*origin = nullptr;  // records where the value came from
@@ -261,6 +283,93 @@ const std::vector<Key>& keys() {
        "element type of normalized batches (default float32)",
        {"float32", "float16"},
        [](RunConfig& c, const Value& v) { c.normalize_dtype = as_text(v); }},
+      {"remote.workers",
+       "--workers",
+       Type::endpoints,
+       "decode on these remote workers (brigade worker), comma-separated (default: none)",
+       {},
+       [](RunConfig& c, const Value& v) { c.workers = std::get<Endpoints>(v); },
+       0,
+       false,
+       "HOST:PORT,..."},
+      {"remote.directory",
+       "--directory",
+       Type::endpoint,
+       "decode on the workers registered with this directory; auto: at MASTER_ADDR, port "
+       "MASTER_PORT + 1, hosted by rank 0 (default: none)",
+       {"auto"},
+       [](RunConfig& c, const Value& v) { c.directory = as_text(v); },
+       0,
+       false,
+       "HOST:PORT|auto"},
+      {"remote.on_no_workers",
+       "--on-no-workers",
+       Type::choice,
+       "when no remote worker is reachable: decode locally, or fail (default local)",
+       {"local", "fail"},
+       [](RunConfig& c, const Value& v) { c.on_no_workers = as_text(v); }},
+      {"remote.token_file",
+       "--token-file",
+       Type::path,
+       "file holding the job token shared with the workers, mode 600 (default: "
+       "BRIGADE_TOKEN)",
+       {},
+       [](RunConfig& c, const Value& v) { c.token_file = as_text(v); },
+       0,
+       false,
+       "FILE"},
+      {"remote.tls_cert",
+       "--tls-cert",
+       Type::path,
+       "TLS certificate of this rank (with --tls-key and --tls-ca; default: no TLS)",
+       {},
+       [](RunConfig& c, const Value& v) { c.tls_cert = as_text(v); },
+       0,
+       false,
+       "FILE"},
+      {"remote.tls_key",
+       "--tls-key",
+       Type::path,
+       "TLS private key of --tls-cert",
+       {},
+       [](RunConfig& c, const Value& v) { c.tls_key = as_text(v); },
+       0,
+       false,
+       "FILE"},
+      {"remote.tls_ca",
+       "--tls-ca",
+       Type::path,
+       "TLS certificate authority the workers' certificates must be signed by",
+       {},
+       [](RunConfig& c, const Value& v) { c.tls_ca = as_text(v); },
+       0,
+       false,
+       "FILE"},
+      {"remote.task_timeout",
+       "--task-timeout",
+       Type::real,
+       "seconds a remote worker has for one batch (default 30; a decimal is fine; at "
+       "most 3600)",
+       {},
+       [](RunConfig& c, const Value& v) { c.task_timeout = std::get<double>(v); },
+       3600,
+       false,
+       "SECONDS"},
+      {"remote.max_attempts",
+       "--max-attempts",
+       Type::positive,
+       "attempts of one batch on remote workers (default 2; at most 100)",
+       {},
+       [](RunConfig& c, const Value& v) { c.max_attempts = as_count(v); },
+       100},
+      {"remote.inflight",
+       "--remote-inflight",
+       Type::non_negative,
+       "batches in flight to remote workers at once (default 0: chosen by the job; at most "
+       "1024)",
+       {},
+       [](RunConfig& c, const Value& v) { c.remote_inflight = as_count(v); },
+       kMaxConcurrency},
   };
   return table;
 }
@@ -289,11 +398,20 @@ std::string expected(const Key& key) {
       return "a count N or a rate \"N%\" (0-100)";
     case Type::device:
       return "cpu, cuda or cuda:N";
+    case Type::real:
+      return "a positive number" + up_to;
+    case Type::endpoints:
+      return "HOST:PORT addresses (an array of strings, or one comma-separated string)";
     case Type::choice: {
       std::string s = "one of ";
       for (std::size_t i = 0; i < key.choices.size(); ++i) {
         s += (i ? ", " : "") + std::string(key.choices[i]);
       }
+      return s;
+    }
+    case Type::endpoint: {
+      std::string s = "HOST:PORT";
+      for (auto c : key.choices) s += " or " + std::string(c);
       return s;
     }
   }
@@ -310,6 +428,48 @@ std::optional<std::int64_t> parse_int(std::string_view text) {
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
   return v;
+}
+
+std::optional<double> parse_real(std::string_view text) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return v;
+}
+
+std::string_view trim(std::string_view s) {
+  const auto first = s.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(" \t") - first + 1);
+}
+
+// parse_endpoint's error names the place and the key, as every ConfigError does.
+transport::Endpoint endpoint_of(std::string_view text, std::string_view where, const Key& key) {
+  try {
+    return transport::parse_endpoint(text, fmt::format("{}: {}", where, key.name));
+  } catch (const transport::EndpointError& e) {
+    throw ConfigError(e.what());
+  }
+}
+
+// An array of strings, or one string of comma-separated items.
+Endpoints endpoints_of(const Key& key, const Value& value, std::string_view where,
+                       const std::string& got) {
+  std::vector<std::string> items;
+  if (auto* list = std::get_if<std::vector<std::string>>(&value)) {
+    items = *list;
+  } else if (auto* s = std::get_if<std::string>(&value); s && !s->empty()) {
+    std::string_view rest = *s;
+    for (auto comma = rest.find(','); comma != std::string_view::npos; comma = rest.find(',')) {
+      items.emplace_back(trim(rest.substr(0, comma)));
+      rest.remove_prefix(comma + 1);
+    }
+    items.emplace_back(trim(rest));
+  }
+  if (items.empty()) bad_value(where, key, got);
+  Endpoints out;
+  for (const auto& item : items) out.push_back(endpoint_of(item, where, key));
+  return out;
 }
 
 // Checks `value` against the key's type; `got` is how to show it in an error.
@@ -355,6 +515,23 @@ Value check(const Key& key, Value value, std::string_view where, const std::stri
       }
       return value;
     }
+    case Type::real: {
+      auto* i = std::get_if<std::int64_t>(&value);
+      auto* d = std::get_if<double>(&value);
+      const double v = i ? static_cast<double>(*i) : d ? *d : 0;
+      if (!(v > 0 && v <= static_cast<double>(max_of(key)))) bad_value(where, key, got);
+      return v;
+    }
+    case Type::endpoints:
+      return endpoints_of(key, value, where, got);
+    case Type::endpoint: {
+      auto* s = std::get_if<std::string>(&value);
+      if (!s || s->empty()) bad_value(where, key, got);
+      if (std::find(key.choices.begin(), key.choices.end(), *s) == key.choices.end()) {
+        endpoint_of(*s, where, key);
+      }
+      return value;
+    }
     case Type::budget: {
       std::string text = std::holds_alternative<std::int64_t>(value) ? std::to_string(as_int(value))
                          : std::holds_alternative<std::string>(value) ? as_text(value)
@@ -395,7 +572,7 @@ void note_origin(RunConfig& config, const Key& key, const std::string& where) {
 std::string show(const toml::node& node) {
   std::ostringstream out;
   if (node.is_table()) return "a table";
-  if (node.is_array()) return "an array";
+  if (node.is_array()) return node.as_array()->empty() ? "an empty array" : "an array";
   if (auto s = node.value<std::string>(); s && node.is_string()) return "\"" + *s + "\"";
   if (node.is_floating_point())
     out << *node.value<double>();
@@ -406,6 +583,20 @@ std::string show(const toml::node& node) {
   else
     out << node.type();
   return out.str();
+}
+
+// The node as a Value; an array only of strings.
+Value toml_value(const toml::node& node, std::string_view where, const Key& spec) {
+  if (node.is_integer()) return *node.value<std::int64_t>();
+  if (node.is_floating_point()) return *node.value<double>();
+  if (node.is_boolean()) return *node.value<bool>();
+  if (node.is_string()) return *node.value<std::string>();
+  if (auto* array = node.as_array(); array && array->is_homogeneous(toml::node_type::string)) {
+    std::vector<std::string> items;
+    for (auto&& item : *array) items.push_back(*item.value<std::string>());
+    return items;
+  }
+  bad_value(where, spec, show(node));
 }
 
 void apply_table(RunConfig& config, const toml::table& table, const std::string& prefix,
@@ -425,15 +616,7 @@ void apply_table(RunConfig& config, const toml::table& table, const std::string&
           is_table(key) ? fmt::format("{}: {}: expected a table, got {}", where, key, show(node))
                         : fmt::format("{}: unknown key '{}'", where, key));
     }
-    Value value;
-    if (node.is_integer())
-      value = *node.value<std::int64_t>();
-    else if (node.is_boolean())
-      value = *node.value<bool>();
-    else if (node.is_string())
-      value = *node.value<std::string>();
-    else
-      bad_value(where, *spec, show(node));
+    Value value = toml_value(node, where, *spec);
     value = check(*spec, std::move(value), where, show(node));
     if (spec->type == Type::path) {
       std::filesystem::path p(as_text(value));
@@ -481,6 +664,30 @@ void apply_toml_file(RunConfig& config, const std::string& path) {
   apply_toml(config, text.str(), path);
 }
 
+namespace {
+
+// The flag's text as the Value its type checks; text that is no number stays text, so
+// that the error shows it.
+Value flag_value(const Key& key, std::string_view value, bool negated) {
+  switch (key.type) {
+    case Type::boolean:
+      return !negated;
+    case Type::positive:
+    case Type::non_negative:
+    case Type::seed:
+      if (auto i = parse_int(value)) return *i;
+      break;
+    case Type::real:
+      if (auto d = parse_real(value)) return *d;
+      break;
+    default:
+      break;
+  }
+  return std::string(value);
+}
+
+}  // namespace
+
 void apply_flag(RunConfig& config, std::string_view flag, std::string_view value) {
   bool negated = false;
   const Key* spec = nullptr;
@@ -492,16 +699,7 @@ void apply_flag(RunConfig& config, std::string_view flag, std::string_view value
     }
   }
   if (!spec) throw ConfigError(fmt::format("{}: unknown option", flag));
-  Value v;
-  if (spec->type == Type::boolean) {
-    v = !negated;
-  } else if (auto i = parse_int(value);
-             i && (spec->type == Type::positive || spec->type == Type::non_negative ||
-                   spec->type == Type::seed)) {
-    v = *i;
-  } else {
-    v = std::string(value);
-  }
+  Value v = flag_value(*spec, value, negated);
   const std::string got = fmt::format("'{}'", value);
   // Errors name the flag; the key name follows, as for TOML.
   spec->set(config, check(*spec, std::move(v), flag, got));
@@ -541,25 +739,178 @@ std::vector<FlagInfo> run_flags() {
   return flags;
 }
 
-void resolve(RunConfig& config, const Getenv& getenv) {
-  auto from_env = [&](std::optional<std::uint32_t>& field, std::string& origin,
-                      std::initializer_list<const char*> names, std::int64_t low) {
-    if (field) return;
-    for (const char* name : names) {
-      const char* text = getenv(name);
-      if (!text || !*text) continue;
-      auto v = parse_int(text);
-      if (!v || *v < low || *v > std::numeric_limits<std::int32_t>::max()) {
-        throw ConfigError(fmt::format("{}={}: expected {} integer", name, text,
-                                      low ? "a positive" : "a non-negative"));
-      }
-      field = static_cast<std::uint32_t>(*v);
-      origin = name;
-      return;
+namespace {
+
+// The environment, an empty variable counting as unset.
+class Env {
+ public:
+  explicit Env(const Getenv& getenv) : getenv_(getenv) {}
+  const char* operator()(const char* name) const {
+    const char* value = getenv_(name);
+    return value && *value ? value : nullptr;
+  }
+
+ private:
+  const Getenv& getenv_;
+};
+
+std::uint32_t env_count(const char* name, std::string_view text, std::int64_t low) {
+  auto v = parse_int(text);
+  if (!v || *v < low || *v > std::numeric_limits<std::int32_t>::max()) {
+    throw ConfigError(fmt::format("{}={}: expected {} integer", name, text,
+                                  low ? "a positive" : "a non-negative"));
+  }
+  return static_cast<std::uint32_t>(*v);
+}
+
+// Where one launcher puts the four counts; "" where it has no variable.
+struct LauncherVars {
+  std::string_view name;
+  const char* rank;
+  const char* world_size;
+  const char* local_rank;
+  const char* local_world_size;
+};
+constexpr LauncherVars kTorchrun{"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                                 "LOCAL_WORLD_SIZE"};
+constexpr LauncherVars kSlurm{"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+                              "SLURM_NTASKS_PER_NODE"};
+constexpr LauncherVars kNoLauncher{"none", "", "", "", ""};
+
+// Slurm's other way to say tasks per node, when SLURM_NTASKS_PER_NODE is unset.
+constexpr const char* kSlurmTasksPerNode = "SLURM_TASKS_PER_NODE";
+
+const LauncherVars& find_launcher(const Env& env) {
+  if (env(kTorchrun.rank) || env(kTorchrun.world_size)) return kTorchrun;
+  if (env(kSlurm.rank) || env(kSlurm.world_size)) return kSlurm;
+  return kNoLauncher;
+}
+
+// Under torchrun, one half of a pair without the other while Slurm's other half is set:
+// taking Slurm's would count srun's tasks (torchrun launchers), not trainers.
+void refuse_mixed_halves(const Env& env, const char* have, const char* missing, const char* slurms,
+                         std::string_view fix) {
+  const char* given = env(have);
+  const char* theirs = env(slurms);
+  if (!given || env(missing) || !theirs) return;
+  throw ConfigError(fmt::format("{}={} (torchrun) without {}; {}={} is Slurm's: set {}", have,
+                                given, missing, slurms, theirs, fix));
+}
+
+void read_count(std::optional<std::uint32_t>& field, std::string& origin, const Env& env,
+                const char* name, std::int64_t low) {
+  if (field || !*name) return;
+  if (const char* text = env(name)) {
+    field = env_count(name, text, low);
+    origin = name;
+  }
+}
+
+// This node's entry of SLURM_TASKS_PER_NODE, "2(x3),1" (2 tasks on each of 3 nodes, then
+// 1), picked by SLURM_NODEID; without it, the entry all nodes share; else unset.
+std::optional<std::uint32_t> tasks_on_this_node(const Env& env, std::string_view text) {
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> runs;  // (tasks, nodes)
+  for (std::size_t begin = 0; begin <= text.size();) {
+    const auto end = std::min(text.find(',', begin), text.size());
+    const auto item = text.substr(begin, end - begin);
+    const auto paren = item.find("(x");
+    const auto tasks = parse_int(item.substr(0, paren));
+    std::optional<std::int64_t> nodes = 1;
+    if (paren != std::string_view::npos) {
+      nodes = item.ends_with(')') ? parse_int(item.substr(paren + 2, item.size() - paren - 3))
+                                  : std::nullopt;
     }
-  };
-  from_env(config.rank, config.rank_origin, {"RANK", "SLURM_PROCID"}, 0);
-  from_env(config.world_size, config.world_size_origin, {"WORLD_SIZE", "SLURM_NTASKS"}, 1);
+    if (!tasks || !nodes || *tasks < 1 || *nodes < 1 ||
+        *tasks > std::numeric_limits<std::int32_t>::max() ||
+        *nodes > std::numeric_limits<std::int32_t>::max()) {
+      throw ConfigError(
+          fmt::format("{}={}: expected task counts like 2(x3),1", kSlurmTasksPerNode, text));
+    }
+    runs.emplace_back(static_cast<std::uint32_t>(*tasks), static_cast<std::uint32_t>(*nodes));
+    begin = end + 1;
+  }
+  if (const char* id = env("SLURM_NODEID")) {
+    std::uint64_t node = env_count("SLURM_NODEID", id, 0);
+    for (auto [tasks, nodes] : runs) {
+      if (node < nodes) return tasks;
+      node -= nodes;
+    }
+    return std::nullopt;
+  }
+  const bool same = std::all_of(runs.begin(), runs.end(),
+                                [&](const auto& run) { return run.first == runs[0].first; });
+  return same ? std::optional(runs[0].first) : std::nullopt;
+}
+
+void resolve_local(RunConfig& config, const Env& env, const LauncherVars& launcher) {
+  std::string rank_origin, size_origin;
+  read_count(config.local_rank, rank_origin, env, launcher.local_rank, 0);
+  read_count(config.local_world_size, size_origin, env, launcher.local_world_size, 1);
+  const char* per_node = env(kSlurmTasksPerNode);
+  if (&launcher == &kSlurm && !config.local_world_size && per_node) {
+    config.local_world_size = tasks_on_this_node(env, per_node);
+    size_origin = kSlurmTasksPerNode;
+  }
+  if (config.local_rank && config.local_world_size &&
+      *config.local_rank >= *config.local_world_size) {
+    throw ConfigError(
+        fmt::format("local rank {} (from {}) must be less than the local world size {} (from {})",
+                    *config.local_rank, rank_origin, *config.local_world_size, size_origin));
+  }
+}
+
+std::string slurm_launch_node(const Env& env) {
+  if (const char* ip = env("SLURM_LAUNCH_NODE_IPADDR")) return ip;
+  const char* nodelist = env("SLURM_JOB_NODELIST");
+  if (!nodelist) return {};
+  try {
+    return first_slurm_host(nodelist);
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("SLURM_JOB_NODELIST: {}", e.what()));
+  }
+}
+
+void resolve_master(RunConfig& config, const Env& env, const LauncherVars& launcher) {
+  if (const char* addr = env("MASTER_ADDR")) {
+    config.master_addr = addr;
+  } else if (&launcher == &kSlurm) {
+    config.master_addr = slurm_launch_node(env);
+  }
+  if (const char* port = env("MASTER_PORT")) {
+    auto v = parse_int(port);
+    if (!v || *v < 1 || *v > 65535) {
+      throw ConfigError(fmt::format("MASTER_PORT={}: expected a port 1-65535", port));
+    }
+    config.master_port = static_cast<int>(*v);
+  } else if (!config.master_addr.empty()) {
+    config.master_port = kDefaultMasterPort;
+  }
+}
+
+// Under torchrun, each pair of counts comes whole from its variables (or from flags),
+// never half from Slurm's.
+void refuse_mixed_launchers(const RunConfig& config, const Env& env) {
+  const char* slurm_size =
+      env(kSlurm.local_world_size) ? kSlurm.local_world_size : kSlurmTasksPerNode;
+  if (!config.world_size) {
+    refuse_mixed_halves(env, kTorchrun.rank, kTorchrun.world_size, kSlurm.world_size,
+                        "WORLD_SIZE or --world-size");
+  }
+  if (!config.rank) {
+    refuse_mixed_halves(env, kTorchrun.world_size, kTorchrun.rank, kSlurm.rank, "RANK or --rank");
+  }
+  refuse_mixed_halves(env, kTorchrun.local_rank, kTorchrun.local_world_size, slurm_size,
+                      kTorchrun.local_world_size);
+  refuse_mixed_halves(env, kTorchrun.local_world_size, kTorchrun.local_rank, kSlurm.local_rank,
+                      kTorchrun.local_rank);
+}
+
+void resolve_launch(RunConfig& config, const Env& env) {
+  const LauncherVars& launcher = find_launcher(env);
+  config.launcher = launcher.name;
+  if (&launcher == &kTorchrun) refuse_mixed_launchers(config, env);
+  read_count(config.rank, config.rank_origin, env, launcher.rank, 0);
+  read_count(config.world_size, config.world_size_origin, env, launcher.world_size, 1);
   if (!config.rank) config.rank = 0;
   if (!config.world_size) config.world_size = 1;
   if (*config.rank >= *config.world_size) {
@@ -567,6 +918,185 @@ void resolve(RunConfig& config, const Getenv& getenv) {
                                   *config.rank, config.rank_origin, *config.world_size,
                                   config.world_size_origin));
   }
+  resolve_local(config, env, launcher);
+  resolve_master(config, env, launcher);
+}
+
+// A file descriptor, closed with its owner.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+[[noreturn]] void file_error(std::string_view key, const std::string& path) {
+  throw ConfigError(
+      fmt::format("{} {}: cannot read: {}", key, path, std::generic_category().message(errno)));
+}
+
+// The whole file. `secret`: refused when group or others may read it (ssh's rule).
+std::string read_whole(std::string_view key, const std::string& path, bool secret) {
+  FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st {};
+  if (file.get() < 0 || ::fstat(file.get(), &st) != 0) file_error(key, path);
+  if (secret && (st.st_mode & 077) != 0) {
+    throw ConfigError(fmt::format("{} {}: permissions {:04o} are too open; chmod 600", key, path,
+                                  st.st_mode & 07777));
+  }
+  std::string text;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = ::read(file.get(), buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) file_error(key, path);
+    if (n == 0) return text;
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+}
+
+std::string job_token(const RunConfig& config, const Env& env) {
+  if (config.token_file.empty()) {
+    const char* token = env("BRIGADE_TOKEN");
+    if (!token) {
+      throw ConfigError("a remote run needs a job token: --token-file FILE or BRIGADE_TOKEN");
+    }
+    return token;
+  }
+  std::string token = read_whole("token_file", config.token_file, true);
+  token.erase(token.find_last_not_of(" \t\r\n") + 1);
+  if (token.empty()) {
+    throw ConfigError(fmt::format("token_file {}: the file is empty", config.token_file));
+  }
+  return token;
+}
+
+void check_tls(const RunConfig& config) {
+  struct TlsFile {
+    std::string_view key, flag;
+    const std::string& path;
+  };
+  const TlsFile files[] = {{"tls_cert", "--tls-cert", config.tls_cert},
+                           {"tls_key", "--tls-key", config.tls_key},
+                           {"tls_ca", "--tls-ca", config.tls_ca}};
+  std::string missing;
+  int given = 0;
+  for (const auto& f : files) {
+    if (!f.path.empty()) ++given;
+    if (f.path.empty())
+      missing += fmt::format("{}{} ({})", missing.empty() ? "" : ", ", f.key, f.flag);
+  }
+  if (given == 0) return;
+  if (!missing.empty()) {
+    throw ConfigError(fmt::format(
+        "TLS takes tls_cert, tls_key and tls_ca together, or none: {} missing", missing));
+  }
+  for (const auto& f : files) read_whole(f.key, f.path, false);
+}
+
+void resolve_directory(RunConfig& config) {
+  if (config.directory != "auto") return;
+  if (config.master_addr.empty()) {
+    throw ConfigError(
+        "directory auto: the launch environment names no master: looked for MASTER_ADDR "
+        "(torchrun), and under Slurm SLURM_LAUNCH_NODE_IPADDR, then SLURM_JOB_NODELIST; give "
+        "--directory HOST:PORT");
+  }
+  const int port = config.master_port + kDirectoryPortOffset;
+  if (port > 65535) {
+    throw ConfigError(fmt::format("directory auto: port {} (MASTER_PORT {} + {}) is past 65535",
+                                  port, config.master_port, kDirectoryPortOffset));
+  }
+  config.directory =
+      transport::Endpoint{config.master_addr, static_cast<std::uint16_t>(port)}.to_string();
+}
+
+void resolve_remote(RunConfig& config, const Env& env) {
+  if (config.on_no_workers != "local" && config.on_no_workers != "fail") {
+    throw ConfigError(
+        fmt::format("on_no_workers: expected local or fail, got '{}'", config.on_no_workers));
+  }
+  if (!config.remote()) return;
+  resolve_directory(config);
+  config.token = job_token(config, env);
+  check_tls(config);
+}
+
+// A malformed host list; `why` says what is wrong.
+ConfigError host_list_error(std::string_view nodelist, std::string_view why) {
+  return ConfigError(fmt::format(
+      "expected a Slurm host list like node[001-004,007],gpu12 ({}), got '{}'", why, nodelist));
+}
+
+std::optional<std::int64_t> digits(std::string_view text) {
+  const bool all =
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  return all ? parse_int(text) : std::nullopt;
+}
+
+// The first number of a bracket's "001-004,007", as written (zero padding kept).
+std::string_view first_in_brackets(std::string_view nodelist, std::string_view ranges) {
+  if (ranges.empty()) throw host_list_error(nodelist, "an empty '[]'");
+  std::string_view first;
+  for (std::size_t begin = 0; begin <= ranges.size();) {
+    const auto end = std::min(ranges.find(',', begin), ranges.size());
+    const auto range = ranges.substr(begin, end - begin);
+    const auto dash = range.find('-');
+    const auto low = range.substr(0, dash);
+    const auto high = dash == std::string_view::npos ? low : range.substr(dash + 1);
+    const auto a = digits(low);
+    const auto b = digits(high);
+    if (!a || !b || *a > *b) {
+      throw host_list_error(nodelist, fmt::format("'{}' in brackets is no number or range", range));
+    }
+    if (first.empty()) first = low;
+    begin = end + 1;
+  }
+  return first;
+}
+
+}  // namespace
+
+std::string first_slurm_host(std::string_view nodelist) {
+  std::string first;
+  bool in_first = true;    // still in the list's first host
+  bool host_empty = true;  // nothing yet of the current host
+  for (std::size_t i = 0; i <= nodelist.size();) {
+    if (i == nodelist.size() || nodelist[i] == ',') {
+      if (host_empty) throw host_list_error(nodelist, "an empty host");
+      in_first = false;
+      host_empty = true;
+      ++i;
+      continue;
+    }
+    host_empty = false;
+    if (nodelist[i] == '[') {
+      const auto close = nodelist.find(']', i);
+      if (close == std::string_view::npos) throw host_list_error(nodelist, "an unclosed '['");
+      const auto low = first_in_brackets(nodelist, nodelist.substr(i + 1, close - i - 1));
+      if (in_first) first += low;
+      i = close + 1;
+      continue;
+    }
+    if (nodelist[i] == ']' || nodelist[i] == ' ' || nodelist[i] == '\t') {
+      throw host_list_error(nodelist, fmt::format("a stray '{}'", nodelist[i]));
+    }
+    if (in_first) first += nodelist[i];
+    ++i;
+  }
+  return first;
+}
+
+void resolve(RunConfig& config, const Getenv& getenv) {
+  const Env env(getenv);
+  resolve_launch(config, env);
   if (!config.data.empty() && !config.list.empty()) {
     throw ConfigError("data and list: give one of them, not both");
   }
@@ -589,6 +1119,11 @@ void resolve(RunConfig& config, const Getenv& getenv) {
         "normalize {}: normalizing runs on the device: give a device (--device cpu or cuda:N)",
         config.normalize));
   }
+  resolve_remote(config, env);
+}
+
+bool hosts_directory(const RunConfig& config) {
+  return config.remote() && !config.directory.empty() && config.rank == 0u;
 }
 
 std::string_view to_string(MediaKind kind) { return kind == MediaKind::video ? "video" : "image"; }

@@ -14,8 +14,40 @@
 //   [stages.read] concurrency (--read-concurrency), [stages.decode] concurrency
 //   (--decode-concurrency), rank, world_size, max_failures, ids_out,
 //   stop_after_batches, json, progress (--no-progress), layout, checkpoint_dir,
-//   resume_from, device, normalize, normalize_dtype. Relative paths in a TOML file
-//   resolve against the file's folder.
+//   keep_checkpoints, launch_id, resume_from, device, normalize, normalize_dtype,
+//   [remote] workers, directory, on_no_workers, token_file, tls_cert, tls_key, tls_ca,
+//   task_timeout, max_attempts, inflight (--remote-inflight). Relative paths in a TOML
+//   file resolve against the file's folder. [remote] workers is an array of "HOST:PORT"
+//   strings or one comma-separated string; --workers takes the comma-separated form.
+//
+// LAUNCH ENVIRONMENT. resolve() reads what launchers already set; Brigade ships none.
+//   torchrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
+//   Slurm:    SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE (else this
+//             node's entry of SLURM_TASKS_PER_NODE, "2(x3),1", picked by SLURM_NODEID;
+//             unset when it cannot be told), and the launch node: SLURM_LAUNCH_NODE_IPADDR,
+//             else the first host of SLURM_JOB_NODELIST.
+// Precedence, field by field:
+//   1. flags, then the TOML file (rank, world_size): a given value is never replaced;
+//   2. torchrun, when RANK or WORLD_SIZE is set: only its variables are read for rank,
+//      world size and local rank/size (under srun, SLURM_PROCID counts torchrun
+//      launchers, not trainers). A half it lacks while Slurm's half is set is an error
+//      naming both ("RANK=1 (torchrun) without WORLD_SIZE; SLURM_NTASKS=4 is Slurm's: set
+//      WORLD_SIZE or --world-size"), not a silent mix;
+//   3. Slurm, when SLURM_PROCID or SLURM_NTASKS is set;
+//   4. defaults: rank 0, world size 1, local rank and size unset.
+// MASTER_ADDR, when set, is the master address under any launcher (sbatch scripts
+// commonly export it); otherwise under Slurm it is the launch node. The port is
+// MASTER_PORT, else kDefaultMasterPort. Checks name both origins: rank < world size,
+// local rank < local world size; a non-numeric variable is an error naming it.
+//
+// REMOTE DECODE (remote(): workers or a directory given). The directory of remote
+// workers listens at MASTER_PORT + kDirectoryPortOffset on the master, next to
+// torchrun's store at MASTER_PORT; `directory = "auto"` resolves to that address, and
+// rank 0 hosts the directory (hosts_directory()). A remote run needs a job token: the
+// content of token_file (trailing whitespace stripped; the file must not be readable by
+// group or others, as ssh demands of keys), else BRIGADE_TOKEN. The token is never a
+// flag: argv is visible to every user through ps. TLS takes tls_cert, tls_key and tls_ca
+// together or none. Without remote() these keys are accepted and unused.
 //
 // ERRORS. Every problem is a ConfigError whose what() names where (the file and line,
 // the flag, or the environment variable), the key, and what was expected:
@@ -24,7 +56,8 @@
 //   "--kind: expected one of image, video, got 'audio'"
 // `brigade run` exits with status 2 on a ConfigError.
 //
-// THREADING. Plain functions over values; no shared state.
+// THREADING. Plain functions over values; no shared state. resolve() reads the token and
+// TLS files of a remote run.
 
 #include <cstdint>
 #include <functional>
@@ -35,6 +68,7 @@
 #include <vector>
 
 #include "actors/options.h"
+#include "transport/endpoint.h"
 
 namespace brigade::launch {
 
@@ -48,6 +82,11 @@ inline constexpr int kMaxBatchSize = 1 << 20;
 /// The largest thread count or stage concurrency accepted (threads, read and decode
 /// concurrency): every io worker is a thread of its own.
 inline constexpr int kMaxConcurrency = 1024;
+/// torchrun's default MASTER_PORT, used with a Slurm launch node when MASTER_PORT is unset.
+inline constexpr int kDefaultMasterPort = 29500;
+/// The directory of remote workers listens at MASTER_PORT + kDirectoryPortOffset (next to
+/// torchrun's TCPStore at MASTER_PORT): what `directory = "auto"` resolves to.
+inline constexpr int kDirectoryPortOffset = 1;
 
 /// A usage or configuration error (exit status 2). what() is the full message.
 class ConfigError : public std::invalid_argument {
@@ -56,7 +95,8 @@ class ConfigError : public std::invalid_argument {
 };
 
 /// Everything `brigade run` is told. Unset optionals take the documented defaults in
-/// resolve(); after resolve() every optional is set.
+/// resolve(); after resolve() every optional is set, except local_rank and
+/// local_world_size when the launch environment does not give them.
 struct RunConfig {
   std::string data{};  // folder searched recursively; empty (and no list): the demo
   std::string list{};  // file of paths, one per non-blank line
@@ -71,8 +111,15 @@ struct RunConfig {
   std::optional<int> decode_concurrency{};    // default: threads
   std::optional<std::uint32_t> rank{};        // default: RANK, SLURM_PROCID, else 0
   std::optional<std::uint32_t> world_size{};  // default: WORLD_SIZE, SLURM_NTASKS, else 1
-  std::string max_failures = "unlimited";     // "N" or "N%", as given
-  actors::FailureBudget failure_budget{};     // parsed from max_failures
+  // Resolved from the launch environment only (no keys); unset when it does not say.
+  std::optional<std::uint32_t> local_rank{}, local_world_size{};
+  // The launch environment found: "torchrun", "slurm" or "none". Its variables fill in
+  // what flags and the file did not give.
+  std::string launcher = "none";
+  std::string master_addr{};  // MASTER_ADDR, else (Slurm) the launch node; else empty
+  int master_port = 0;        // MASTER_PORT, else kDefaultMasterPort with an address; else 0
+  std::string max_failures = "unlimited";  // "N" or "N%", as given
+  actors::FailureBudget failure_budget{};  // parsed from max_failures
   std::string ids_out{};
   std::int64_t stop_after_batches = -1;  // < 0: run to the end
   bool json = false;
@@ -91,6 +138,30 @@ struct RunConfig {
   std::string device{};
   std::string normalize = "none";           // "imagenet": uint8 → float on the device
   std::string normalize_dtype = "float32";  // or "float16"
+  // Remote decode workers (REMOTE DECODE above).
+  // --workers HOST:PORT,HOST:PORT ; [remote] workers = ["h:p", ...] (an array of strings,
+  // or one comma-separated string)
+  std::vector<transport::Endpoint> workers{};
+  // --directory HOST:PORT|auto ; [remote] directory. "auto": from the launch environment
+  // (LAUNCH ENVIRONMENT above). Resolved to "HOST:PORT" by resolve().
+  std::string directory{};
+  std::string on_no_workers = "local";  // --on-no-workers local|fail ; [remote] on_no_workers
+  // --token-file FILE ; [remote] token_file (relative to the TOML's folder like other paths)
+  std::string token_file{};
+  // NOT a key: resolve() fills it from token_file, else the BRIGADE_TOKEN environment
+  // variable. Never from argv (ps shows argv).
+  std::string token{};
+  // --tls-cert/--tls-key/--tls-ca FILE ; [remote] tls_cert ...; all three or none
+  // (ConfigError naming the missing one); files must be readable
+  std::string tls_cert{}, tls_key{}, tls_ca{};
+  // --task-timeout SECONDS ; [remote] task_timeout: positive number (integer or decimal),
+  // at most 3600
+  double task_timeout = 30;
+  int max_attempts = 2;  // --max-attempts N ; [remote] max_attempts: 1..100
+  // --remote-inflight N ; [remote] inflight: batches in flight to workers at once (0:
+  // default chosen by the job), at most kMaxConcurrency
+  int remote_inflight = 0;
+  bool remote() const { return !workers.empty() || !directory.empty(); }
   // Where rank and world size came from ("--rank", "RANK", ...), for error messages.
   std::string rank_origin = "default";
   std::string world_size_origin = "default";
@@ -118,11 +189,24 @@ struct FlagInfo {
 };
 std::vector<FlagInfo> run_flags();
 
-/// Fills defaults (cores, rank and world size from the environment: RANK/WORLD_SIZE,
-/// else SLURM_PROCID/SLURM_NTASKS), then checks the whole: rank < world size, data and
-/// list not both given, and so on. `getenv` is injectable for tests.
+/// Fills defaults (cores; rank, world size, local rank and size and the master address
+/// from the launch environment as LAUNCH ENVIRONMENT says; "auto" directory; the token),
+/// then checks the whole: rank < world size, data and list not both given, a remote run's
+/// token and TLS files, and so on. `getenv` is injectable for tests; an empty variable
+/// counts as unset. Reads token_file and the TLS files (only when remote()).
 using Getenv = std::function<const char*(const char*)>;
 void resolve(RunConfig& config, const Getenv& getenv);
+
+/// Whether this rank hosts the directory of remote workers: a resolved remote config
+/// with a directory, on rank 0.
+bool hosts_directory(const RunConfig& config);
+
+/// The first host of a Slurm host list (SLURM_JOB_NODELIST): "node[001-004,007],gpu12"
+/// gives "node001", "a,b" gives "a", "n[1-2]-ib" gives "n1-ib" (every bracket takes its
+/// first number, zero padding kept). The whole list is checked: an empty host, an
+/// unclosed or empty bracket, or anything but numbers and ranges inside one is a
+/// ConfigError.
+std::string first_slurm_host(std::string_view nodelist);
 
 /// "N" or "N%" (or "unlimited") as a failure budget; ConfigError naming `where`.
 actors::FailureBudget parse_failure_budget(std::string_view text, std::string_view where);

@@ -1,7 +1,11 @@
 #include "launch/config.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -236,12 +240,562 @@ TEST(Config, EveryFlagIsAccepted) {
                               : f.flag == "--device"          ? "cpu"
                               : f.flag == "--normalize"       ? "imagenet"
                               : f.flag == "--normalize-dtype" ? "float16"
+                              : f.flag == "--workers"         ? "h:1"
+                              : f.flag == "--directory"       ? "auto"
+                              : f.flag == "--on-no-workers"   ? "fail"
                               : f.takes_value                 ? "1"
                                                               : "";
     EXPECT_NO_THROW(apply_flag(c, f.flag, value)) << f.flag;
     if (f.negatable) {
       EXPECT_NO_THROW(apply_flag(c, "--no-" + std::string(f.flag.substr(2)), "")) << f.flag;
     }
+  }
+}
+
+// A fresh folder under the system's temp folder, removed with its contents.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "config_test.XXXXXX").string();
+    path_ = mkdtemp(pattern.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  // Writes `text` to `name` with permission bits `mode`; returns its path.
+  std::string file(const std::string& name, const std::string& text, mode_t mode = 0600) const {
+    const auto p = path_ / name;
+    std::ofstream(p) << text;
+    ::chmod(p.c_str(), mode);
+    return p.string();
+  }
+  std::string path(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+TEST(Config, RemoteTomlTableAndFlagsGiveTheSameConfig) {
+  RunConfig file;
+  apply_toml(file, R"(
+[remote]
+workers = ["10.0.0.1:7000", "[fd00::2]:7001"]
+directory = "dir.example:7100"
+on_no_workers = "fail"
+token_file = "/etc/brigade/token"
+tls_cert = "/etc/tls/cert.pem"
+tls_key = "/etc/tls/key.pem"
+tls_ca = "/etc/tls/ca.pem"
+task_timeout = 2.5
+max_attempts = 5
+inflight = 12
+)",
+             "run.toml");
+  RunConfig flags;
+  for (const auto& [flag, value] :
+       std::map<std::string, std::string>{{"--workers", "10.0.0.1:7000,[fd00::2]:7001"},
+                                          {"--directory", "dir.example:7100"},
+                                          {"--on-no-workers", "fail"},
+                                          {"--token-file", "/etc/brigade/token"},
+                                          {"--tls-cert", "/etc/tls/cert.pem"},
+                                          {"--tls-key", "/etc/tls/key.pem"},
+                                          {"--tls-ca", "/etc/tls/ca.pem"},
+                                          {"--task-timeout", "2.5"},
+                                          {"--max-attempts", "5"},
+                                          {"--remote-inflight", "12"}}) {
+    apply_flag(flags, flag, value);
+  }
+  for (const RunConfig* c : {&file, &flags}) {
+    ASSERT_EQ(c->workers.size(), 2u);
+    EXPECT_EQ(c->workers[0], (transport::Endpoint{"10.0.0.1", 7000}));
+    EXPECT_EQ(c->workers[1], (transport::Endpoint{"fd00::2", 7001}));
+    EXPECT_EQ(c->directory, "dir.example:7100");
+    EXPECT_EQ(c->on_no_workers, "fail");
+    EXPECT_EQ(c->token_file, "/etc/brigade/token");
+    EXPECT_EQ(c->tls_cert, "/etc/tls/cert.pem");
+    EXPECT_EQ(c->tls_key, "/etc/tls/key.pem");
+    EXPECT_EQ(c->tls_ca, "/etc/tls/ca.pem");
+    EXPECT_EQ(c->task_timeout, 2.5);
+    EXPECT_EQ(c->max_attempts, 5);
+    EXPECT_EQ(c->remote_inflight, 12);
+    EXPECT_TRUE(c->remote());
+  }
+}
+
+TEST(Config, RemoteDefaults) {
+  RunConfig c;
+  resolve(c, env({}));
+  EXPECT_FALSE(c.remote());
+  EXPECT_TRUE(c.workers.empty());
+  EXPECT_EQ(c.directory, "");
+  EXPECT_EQ(c.on_no_workers, "local");
+  EXPECT_EQ(c.task_timeout, 30);
+  EXPECT_EQ(c.max_attempts, 2);
+  EXPECT_EQ(c.remote_inflight, 0);
+  EXPECT_EQ(c.token, "");
+  EXPECT_EQ(c.launcher, "none");
+  EXPECT_EQ(c.master_addr, "");
+  EXPECT_EQ(c.master_port, 0);
+  EXPECT_FALSE(c.local_rank);
+  EXPECT_FALSE(c.local_world_size);
+}
+
+TEST(Config, WorkersTakeOneCommaSeparatedStringInToml) {
+  RunConfig c;
+  apply_toml(c, "[remote]\nworkers = \"a:1, b:2\"\n", "run.toml");
+  EXPECT_EQ(c.workers, (std::vector<transport::Endpoint>{{"a", 1}, {"b", 2}}));
+  apply_flag(c, "--workers", "c:3");
+  EXPECT_EQ(c.workers, (std::vector<transport::Endpoint>{{"c", 3}}));
+}
+
+TEST(Config, EndpointErrorsNameTheKeyAndLine) {
+  RunConfig c;
+  EXPECT_EQ(
+      error_of([&] { apply_toml(c, "\n[remote]\nworkers = [\"a:1\", \"b\"]\n", "run.toml"); }),
+      "run.toml:3: remote.workers: expected HOST:PORT (no port), got 'b'");
+  EXPECT_EQ(error_of([&] { apply_toml(c, "[remote]\nworkers = \"a:1,,b:2\"\n", "run.toml"); }),
+            "run.toml:2: remote.workers: expected HOST:PORT (no port), got ''");
+  EXPECT_EQ(error_of([&] { apply_toml(c, "[remote]\ndirectory = \"d:0\"\n", "run.toml"); }),
+            "run.toml:2: remote.directory: expected HOST:PORT (port 0 is only for listening), "
+            "got 'd:0'");
+  EXPECT_EQ(error_of([&] { apply_flag(c, "--workers", "a:1,b:99999"); }),
+            "--workers: remote.workers: expected HOST:PORT (the port is a number 0-65535), got "
+            "'b:99999'");
+  EXPECT_EQ(error_of([&] { apply_flag(c, "--directory", "::1:7000"); }),
+            "--directory: remote.directory: expected HOST:PORT (an IPv6 host goes in brackets), "
+            "got '::1:7000'");
+  EXPECT_EQ(error_of([&] { apply_toml(c, "[remote]\nworkers = [1, 2]\n", "run.toml"); }),
+            "run.toml:2: remote.workers: expected HOST:PORT addresses (an array of strings, or "
+            "one comma-separated string), got an array");
+  EXPECT_EQ(error_of([&] { apply_toml(c, "[remote]\nworkers = []\n", "run.toml"); }),
+            "run.toml:2: remote.workers: expected HOST:PORT addresses (an array of strings, or "
+            "one comma-separated string), got an empty array");
+  EXPECT_EQ(error_of([&] { apply_toml(c, "[remote]\ndirectory = 7\n", "run.toml"); }),
+            "run.toml:2: remote.directory: expected HOST:PORT or auto, got 7");
+  EXPECT_TRUE(c.workers.empty());
+}
+
+TEST(Config, RemoteIsATableAndTheTokenIsNoKey) {
+  RunConfig c;
+  EXPECT_EQ(error_of([&] { apply_toml(c, "remote = 3\n", "run.toml"); }),
+            "run.toml:1: remote: expected a table, got 3");
+  EXPECT_EQ(error_of([&] { apply_toml(c, "[remote]\ntoken = \"s3cret\"\n", "run.toml"); }),
+            "run.toml:2: unknown key 'remote.token'");
+  EXPECT_EQ(error_of([&] { apply_flag(c, "--token", "s3cret"); }), "--token: unknown option");
+}
+
+TEST(Config, RemoteNumbersHaveDocumentedBounds) {
+  RunConfig c;
+  apply_toml(c, "[remote]\ntask_timeout = 10\n", "run.toml");
+  EXPECT_EQ(c.task_timeout, 10.0);
+  apply_flag(c, "--task-timeout", "0.25");
+  EXPECT_EQ(c.task_timeout, 0.25);
+  apply_flag(c, "--task-timeout", "3600");
+  for (const char* bad : {"0", "-1", "3600.5", "abc", "nan", "inf", ""}) {
+    EXPECT_EQ(error_of([&] { apply_flag(c, "--task-timeout", bad); }),
+              std::string("--task-timeout: remote.task_timeout: expected a positive number up to "
+                          "3600, got '") +
+                  bad + "'");
+  }
+  EXPECT_EQ(error_of([&] { apply_toml(c, "[remote]\ntask_timeout = \"5\"\n", "run.toml"); }),
+            "run.toml:2: remote.task_timeout: expected a positive number up to 3600, got \"5\"");
+  EXPECT_EQ(c.task_timeout, 3600.0);
+  EXPECT_EQ(error_of([&] { apply_flag(c, "--max-attempts", "0"); }),
+            "--max-attempts: remote.max_attempts: expected a positive integer up to 100, got '0'");
+  EXPECT_EQ(
+      error_of([&] { apply_flag(c, "--max-attempts", "101"); }),
+      "--max-attempts: remote.max_attempts: expected a positive integer up to 100, got '101'");
+  apply_flag(c, "--max-attempts", "100");
+  EXPECT_EQ(c.max_attempts, 100);
+  EXPECT_EQ(error_of([&] { apply_toml(c, "[remote]\ninflight = 1025\n", "run.toml"); }),
+            "run.toml:2: remote.inflight: expected a non-negative integer up to 1024, got 1025");
+  apply_flag(c, "--remote-inflight", "1024");
+  apply_flag(c, "--remote-inflight", "0");
+  EXPECT_EQ(c.remote_inflight, 0);
+}
+
+TEST(Config, OnNoWorkersIsLocalOrFail) {
+  RunConfig c;
+  EXPECT_EQ(error_of([&] { apply_flag(c, "--on-no-workers", "retry"); }),
+            "--on-no-workers: remote.on_no_workers: expected one of local, fail, got 'retry'");
+  c.on_no_workers = "retry";
+  EXPECT_EQ(error_of([&] { resolve(c, env({})); }),
+            "on_no_workers: expected local or fail, got 'retry'");
+}
+
+TEST(Config, RemoteRunNeedsAToken) {
+  RunConfig a;
+  apply_flag(a, "--workers", "w:7000");
+  EXPECT_EQ(error_of([&] { resolve(a, env({})); }),
+            "a remote run needs a job token: --token-file FILE or BRIGADE_TOKEN");
+  RunConfig b;
+  apply_flag(b, "--directory", "d:7100");
+  EXPECT_EQ(error_of([&] {
+              resolve(b, env({{"BRIGADE_TOKEN", ""}}));
+            }),
+            "a remote run needs a job token: --token-file FILE or BRIGADE_TOKEN");
+  RunConfig c;
+  apply_flag(c, "--workers", "w:7000");
+  resolve(c, env({{"BRIGADE_TOKEN", "s3cret"}}));
+  EXPECT_EQ(c.token, "s3cret");
+}
+
+TEST(Config, TokenFileIsReadWholeStrippedAndWinsOverTheEnvironment) {
+  TempDir dir;
+  RunConfig c;
+  apply_flag(c, "--workers", "w:7000");
+  apply_flag(c, "--token-file", dir.file("token", "  two words\tand more \n\r\n \t"));
+  resolve(c, env({{"BRIGADE_TOKEN", "from-env"}}));
+  EXPECT_EQ(c.token, "  two words\tand more");
+}
+
+TEST(Config, TokenFileRelativeToTheTomlFolder) {
+  TempDir dir;
+  dir.file("token", "abc\n", 0400);
+  RunConfig c;
+  apply_toml(c, "[remote]\nworkers = [\"w:1\"]\ntoken_file = \"token\"\n", dir.path("run.toml"));
+  EXPECT_EQ(c.token_file, dir.path("token"));
+  resolve(c, env({}));
+  EXPECT_EQ(c.token, "abc");
+}
+
+TEST(Config, TokenFileReadableByGroupOrOthersIsRefused) {
+  TempDir dir;
+  for (auto [mode, text] : std::map<mode_t, std::string>{
+           {0644, "0644"}, {0640, "0640"}, {0604, "0604"}, {0660, "0660"}}) {
+    RunConfig c;
+    apply_flag(c, "--workers", "w:7000");
+    const auto path = dir.file("token-" + text, "s3cret\n", mode);
+    apply_flag(c, "--token-file", path);
+    EXPECT_EQ(error_of([&] {
+                resolve(c, env({{"BRIGADE_TOKEN", "from-env"}}));
+              }),
+              "token_file " + path + ": permissions " + text + " are too open; chmod 600");
+  }
+}
+
+TEST(Config, EmptyOrUnreadableTokenFileIsAnError) {
+  TempDir dir;
+  auto token_error = [&](const std::string& path) {
+    RunConfig c;
+    apply_flag(c, "--workers", "w:7000");
+    apply_flag(c, "--token-file", path);
+    return error_of([&] { resolve(c, env({{"BRIGADE_TOKEN", "from-env"}})); });
+  };
+  const auto empty = dir.file("empty", "");
+  EXPECT_EQ(token_error(empty), "token_file " + empty + ": the file is empty");
+  const auto blank = dir.file("blank", " \n\n");
+  EXPECT_EQ(token_error(blank), "token_file " + blank + ": the file is empty");
+  EXPECT_EQ(token_error(dir.path("absent")),
+            "token_file " + dir.path("absent") + ": cannot read: No such file or directory");
+  std::filesystem::create_directory(dir.path("folder"));
+  ::chmod(dir.path("folder").c_str(), 0700);
+  EXPECT_EQ(token_error(dir.path("folder")),
+            "token_file " + dir.path("folder") + ": cannot read: Is a directory");
+}
+
+TEST(Config, TlsTakesAllThreeOrNone) {
+  TempDir dir;
+  const auto cert = dir.file("cert.pem", "CERT", 0644);
+  const auto key = dir.file("key.pem", "KEY");
+  const auto ca = dir.file("ca.pem", "CA", 0644);
+  auto tls_error = [&](std::map<std::string, std::string> flags) {
+    RunConfig c;
+    apply_flag(c, "--workers", "w:7000");
+    for (const auto& [flag, value] : flags) apply_flag(c, flag, value);
+    return error_of([&] { resolve(c, env({{"BRIGADE_TOKEN", "t"}})); });
+  };
+  EXPECT_EQ(tls_error({{"--tls-cert", cert}, {"--tls-key", key}}),
+            "TLS takes tls_cert, tls_key and tls_ca together, or none: tls_ca (--tls-ca) missing");
+  EXPECT_EQ(tls_error({{"--tls-ca", ca}}),
+            "TLS takes tls_cert, tls_key and tls_ca together, or none: tls_cert (--tls-cert), "
+            "tls_key (--tls-key) missing");
+  EXPECT_EQ(tls_error({{"--tls-cert", cert}, {"--tls-key", dir.path("nokey")}, {"--tls-ca", ca}}),
+            "tls_key " + dir.path("nokey") + ": cannot read: No such file or directory");
+  EXPECT_EQ(tls_error({{"--tls-cert", cert}, {"--tls-key", key}, {"--tls-ca", ca}}), "(no error)");
+  EXPECT_EQ(tls_error({}), "(no error)");
+}
+
+TEST(Config, RemoteKeysWithoutARemoteRunAreUnused) {
+  RunConfig c;
+  apply_flag(c, "--tls-cert", "/nonexistent/cert.pem");
+  apply_flag(c, "--token-file", "/nonexistent/token");
+  apply_flag(c, "--max-attempts", "3");
+  resolve(c, env({}));
+  EXPECT_FALSE(c.remote());
+  EXPECT_EQ(c.token, "");
+  EXPECT_EQ(c.tls_cert, "/nonexistent/cert.pem");
+}
+
+TEST(Config, TorchrunEnvironment) {
+  RunConfig c;
+  resolve(c, env({{"RANK", "5"},
+                  {"WORLD_SIZE", "8"},
+                  {"LOCAL_RANK", "1"},
+                  {"LOCAL_WORLD_SIZE", "4"},
+                  {"MASTER_ADDR", "trainer-0"},
+                  {"MASTER_PORT", "29400"}}));
+  EXPECT_EQ(c.launcher, "torchrun");
+  EXPECT_EQ(*c.rank, 5u);
+  EXPECT_EQ(*c.world_size, 8u);
+  EXPECT_EQ(c.rank_origin, "RANK");
+  EXPECT_EQ(c.world_size_origin, "WORLD_SIZE");
+  EXPECT_EQ(c.local_rank, 1u);
+  EXPECT_EQ(c.local_world_size, 4u);
+  EXPECT_EQ(c.master_addr, "trainer-0");
+  EXPECT_EQ(c.master_port, 29400);
+}
+
+TEST(Config, SlurmEnvironment) {
+  RunConfig c;
+  resolve(c, env({{"SLURM_PROCID", "6"},
+                  {"SLURM_NTASKS", "8"},
+                  {"SLURM_LOCALID", "2"},
+                  {"SLURM_NTASKS_PER_NODE", "4"},
+                  {"SLURM_TASKS_PER_NODE", "3(x2),2"},
+                  {"SLURM_LAUNCH_NODE_IPADDR", "10.1.0.7"},
+                  {"SLURM_JOB_NODELIST", "node[001-002]"}}));
+  EXPECT_EQ(c.launcher, "slurm");
+  EXPECT_EQ(*c.rank, 6u);
+  EXPECT_EQ(*c.world_size, 8u);
+  EXPECT_EQ(c.rank_origin, "SLURM_PROCID");
+  EXPECT_EQ(c.local_rank, 2u);
+  EXPECT_EQ(c.local_world_size, 4u);  // SLURM_NTASKS_PER_NODE before SLURM_TASKS_PER_NODE
+  EXPECT_EQ(c.master_addr, "10.1.0.7");
+  EXPECT_EQ(c.master_port, kDefaultMasterPort);
+  RunConfig with_port;
+  resolve(with_port, env({{"SLURM_PROCID", "0"},
+                          {"SLURM_JOB_NODELIST", "gpu[07-09]-ib,cpu1"},
+                          {"MASTER_PORT", "12000"}}));
+  EXPECT_EQ(with_port.master_addr, "gpu07-ib");
+  EXPECT_EQ(with_port.master_port, 12000);
+  RunConfig exported;  // an sbatch script's own MASTER_ADDR wins over the launch node
+  resolve(exported, env({{"SLURM_PROCID", "0"},
+                         {"SLURM_LAUNCH_NODE_IPADDR", "10.1.0.7"},
+                         {"MASTER_ADDR", "head"}}));
+  EXPECT_EQ(exported.master_addr, "head");
+  EXPECT_EQ(exported.master_port, kDefaultMasterPort);
+}
+
+TEST(Config, SlurmTasksPerNodeForThisNode) {
+  auto local_size = [](std::map<std::string, std::string> vars) {
+    vars.emplace("SLURM_PROCID", "0");
+    RunConfig c;
+    resolve(c, env(vars));
+    return c.local_world_size;
+  };
+  EXPECT_EQ(local_size({{"SLURM_TASKS_PER_NODE", "2(x3),1"}, {"SLURM_NODEID", "0"}}), 2u);
+  EXPECT_EQ(local_size({{"SLURM_TASKS_PER_NODE", "2(x3),1"}, {"SLURM_NODEID", "2"}}), 2u);
+  EXPECT_EQ(local_size({{"SLURM_TASKS_PER_NODE", "2(x3),1"}, {"SLURM_NODEID", "3"}}), 1u);
+  EXPECT_EQ(local_size({{"SLURM_TASKS_PER_NODE", "2(x3),1"}, {"SLURM_NODEID", "4"}}), std::nullopt);
+  EXPECT_EQ(local_size({{"SLURM_TASKS_PER_NODE", "2(x3),1"}}), std::nullopt);
+  EXPECT_EQ(local_size({{"SLURM_TASKS_PER_NODE", "4(x2),4"}}), 4u);
+  EXPECT_EQ(local_size({{"SLURM_TASKS_PER_NODE", "8"}}), 8u);
+  for (const char* bad : {"2(x3", "2(3)", "x", "2,", "0", "2(x0)"}) {
+    EXPECT_EQ(error_of([&] {
+                local_size({{"SLURM_TASKS_PER_NODE", bad}});
+              }),
+              std::string("SLURM_TASKS_PER_NODE=") + bad + ": expected task counts like 2(x3),1");
+  }
+}
+
+TEST(Config, TorchrunWinsOverSlurm) {
+  RunConfig c;
+  resolve(c, env({{"RANK", "3"},
+                  {"WORLD_SIZE", "4"},
+                  {"SLURM_PROCID", "1"},
+                  {"SLURM_NTASKS", "2"},
+                  {"SLURM_LOCALID", "1"},
+                  {"SLURM_NTASKS_PER_NODE", "2"},
+                  {"SLURM_LAUNCH_NODE_IPADDR", "10.1.0.7"}}));
+  EXPECT_EQ(c.launcher, "torchrun");
+  EXPECT_EQ(*c.rank, 3u);
+  EXPECT_EQ(*c.world_size, 4u);
+  EXPECT_FALSE(c.local_rank);  // SLURM_LOCALID counts torchrun launchers, not trainers
+  EXPECT_FALSE(c.local_world_size);
+  EXPECT_EQ(c.master_addr, "");  // torchrun's MASTER_ADDR, never Slurm's launch node
+  EXPECT_EQ(c.master_port, 0);
+}
+
+TEST(Config, MixingTorchrunAndSlurmHalvesIsAnError) {
+  auto mixed = [](std::map<std::string, std::string> vars) {
+    RunConfig c;
+    return error_of([&] { resolve(c, env(vars)); });
+  };
+  EXPECT_EQ(mixed({{"RANK", "1"}, {"SLURM_NTASKS", "4"}}),
+            "RANK=1 (torchrun) without WORLD_SIZE; SLURM_NTASKS=4 is Slurm's: set WORLD_SIZE or "
+            "--world-size");
+  EXPECT_EQ(mixed({{"WORLD_SIZE", "4"}, {"SLURM_PROCID", "2"}}),
+            "WORLD_SIZE=4 (torchrun) without RANK; SLURM_PROCID=2 is Slurm's: set RANK or --rank");
+  EXPECT_EQ(mixed({{"RANK", "1"},
+                   {"WORLD_SIZE", "4"},
+                   {"LOCAL_RANK", "1"},
+                   {"SLURM_TASKS_PER_NODE", "2(x2)"}}),
+            "LOCAL_RANK=1 (torchrun) without LOCAL_WORLD_SIZE; SLURM_TASKS_PER_NODE=2(x2) is "
+            "Slurm's: set LOCAL_WORLD_SIZE");
+  EXPECT_EQ(
+      mixed(
+          {{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}, {"SLURM_LOCALID", "0"}}),
+      "LOCAL_WORLD_SIZE=2 (torchrun) without LOCAL_RANK; SLURM_LOCALID=0 is Slurm's: set "
+      "LOCAL_RANK");
+  // The flag gives the missing half: nothing is mixed.
+  RunConfig c;
+  apply_flag(c, "--world-size", "2");
+  resolve(c, env({{"RANK", "1"}, {"SLURM_NTASKS", "4"}}));
+  EXPECT_EQ(*c.rank, 1u);
+  EXPECT_EQ(*c.world_size, 2u);
+  EXPECT_EQ(c.world_size_origin, "--world-size");
+}
+
+TEST(Config, FlagsOverrideTheLaunchEnvironment) {
+  RunConfig a;
+  apply_flag(a, "--rank", "1");
+  apply_flag(a, "--world-size", "2");
+  resolve(a, env({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "0"}}));
+  EXPECT_EQ(*a.rank, 1u);
+  EXPECT_EQ(*a.world_size, 2u);
+  EXPECT_EQ(a.rank_origin, "--rank");
+  EXPECT_EQ(a.local_rank, 0u);
+  RunConfig b;
+  apply_flag(b, "--rank", "3");
+  EXPECT_EQ(error_of([&] {
+              resolve(b, env({{"WORLD_SIZE", "2"}, {"RANK", "0"}}));
+            }),
+            "rank 3 (from --rank) must be less than the world size 2 (from WORLD_SIZE)");
+  RunConfig c;
+  apply_toml(c, "world_size = 2\n", "run.toml");
+  EXPECT_EQ(error_of([&] {
+              resolve(c, env({{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"}}));
+            }),
+            "rank 2 (from SLURM_PROCID) must be less than the world size 2 (from run.toml:1)");
+}
+
+TEST(Config, LocalRankNotBelowLocalWorldSizeIsAnError) {
+  RunConfig a;
+  EXPECT_EQ(error_of([&] {
+              resolve(a, env({{"RANK", "2"},
+                              {"WORLD_SIZE", "4"},
+                              {"LOCAL_RANK", "2"},
+                              {"LOCAL_WORLD_SIZE", "2"}}));
+            }),
+            "local rank 2 (from LOCAL_RANK) must be less than the local world size 2 (from "
+            "LOCAL_WORLD_SIZE)");
+  RunConfig b;
+  EXPECT_EQ(error_of([&] {
+              resolve(b, env({{"SLURM_PROCID", "3"},
+                              {"SLURM_NTASKS", "4"},
+                              {"SLURM_LOCALID", "3"},
+                              {"SLURM_TASKS_PER_NODE", "2(x2)"}}));
+            }),
+            "local rank 3 (from SLURM_LOCALID) must be less than the local world size 2 (from "
+            "SLURM_TASKS_PER_NODE)");
+}
+
+TEST(Config, MalformedLaunchVariablesAreErrors) {
+  auto bad = [](std::map<std::string, std::string> vars) {
+    RunConfig c;
+    return error_of([&] { resolve(c, env(vars)); });
+  };
+  EXPECT_EQ(bad({{"RANK", "x"}, {"WORLD_SIZE", "2"}}), "RANK=x: expected a non-negative integer");
+  EXPECT_EQ(bad({{"SLURM_PROCID", "-1"}}), "SLURM_PROCID=-1: expected a non-negative integer");
+  EXPECT_EQ(bad({{"SLURM_NTASKS", "0"}}), "SLURM_NTASKS=0: expected a positive integer");
+  EXPECT_EQ(bad({{"RANK", "0"}, {"LOCAL_RANK", "one"}}),
+            "LOCAL_RANK=one: expected a non-negative integer");
+  EXPECT_EQ(bad({{"RANK", "0"}, {"LOCAL_WORLD_SIZE", "0"}}),
+            "LOCAL_WORLD_SIZE=0: expected a positive integer");
+  EXPECT_EQ(bad({{"SLURM_PROCID", "0"}, {"SLURM_LOCALID", "1.5"}}),
+            "SLURM_LOCALID=1.5: expected a non-negative integer");
+  EXPECT_EQ(bad({{"SLURM_PROCID", "0"}, {"SLURM_TASKS_PER_NODE", "2"}, {"SLURM_NODEID", "a"}}),
+            "SLURM_NODEID=a: expected a non-negative integer");
+  EXPECT_EQ(bad({{"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}),
+            "MASTER_PORT=70000: expected a port 1-65535");
+  EXPECT_EQ(bad({{"SLURM_PROCID", "0"}, {"SLURM_JOB_NODELIST", "node[1-"}}),
+            "SLURM_JOB_NODELIST: expected a Slurm host list like node[001-004,007],gpu12 (an "
+            "unclosed '['), got 'node[1-'");
+}
+
+TEST(Config, DirectoryAutoIsNextToTheMasterPort) {
+  RunConfig a;
+  apply_flag(a, "--directory", "auto");
+  resolve(a, env({{"RANK", "0"},
+                  {"WORLD_SIZE", "2"},
+                  {"MASTER_ADDR", "10.0.0.1"},
+                  {"MASTER_PORT", "29400"},
+                  {"BRIGADE_TOKEN", "t"}}));
+  EXPECT_EQ(a.directory, "10.0.0.1:" + std::to_string(29400 + kDirectoryPortOffset));
+  EXPECT_EQ(a.directory, "10.0.0.1:29401");
+  EXPECT_TRUE(hosts_directory(a));
+  RunConfig b;
+  apply_toml(b, "[remote]\ndirectory = \"auto\"\n", "run.toml");
+  resolve(b, env({{"SLURM_PROCID", "1"},
+                  {"SLURM_NTASKS", "2"},
+                  {"SLURM_LAUNCH_NODE_IPADDR", "fd00::7"},
+                  {"BRIGADE_TOKEN", "t"}}));
+  EXPECT_EQ(b.directory, "[fd00::7]:29501");
+  EXPECT_FALSE(hosts_directory(b));  // rank 1
+}
+
+TEST(Config, DirectoryAutoWithoutAMasterIsAnError) {
+  const std::string message =
+      "directory auto: the launch environment names no master: looked for MASTER_ADDR "
+      "(torchrun), and under Slurm SLURM_LAUNCH_NODE_IPADDR, then SLURM_JOB_NODELIST; give "
+      "--directory HOST:PORT";
+  for (const auto& vars : std::vector<std::map<std::string, std::string>>{
+           {{"BRIGADE_TOKEN", "t"}},
+           {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "29400"}, {"BRIGADE_TOKEN", "t"}},
+           {{"SLURM_PROCID", "0"}, {"BRIGADE_TOKEN", "t"}}}) {
+    RunConfig c;
+    apply_flag(c, "--directory", "auto");
+    EXPECT_EQ(error_of([&] { resolve(c, env(vars)); }), message);
+  }
+}
+
+TEST(Config, DirectoryPortPastTheLastPortIsAnError) {
+  RunConfig c;
+  apply_flag(c, "--directory", "auto");
+  EXPECT_EQ(
+      error_of([&] {
+        resolve(c, env({{"MASTER_ADDR", "h"}, {"MASTER_PORT", "65535"}, {"BRIGADE_TOKEN", "t"}}));
+      }),
+      "directory auto: port 65536 (MASTER_PORT 65535 + 1) is past 65535");
+}
+
+TEST(Config, HostsDirectoryOnlyOnRankZeroWithADirectory) {
+  auto hosts = [](std::map<std::string, std::string> flags) {
+    RunConfig c;
+    for (const auto& [flag, value] : flags) apply_flag(c, flag, value);
+    resolve(c, env({{"BRIGADE_TOKEN", "t"}}));
+    return hosts_directory(c);
+  };
+  EXPECT_TRUE(hosts({{"--directory", "h:7100"}}));
+  EXPECT_TRUE(hosts({{"--directory", "h:7100"}, {"--workers", "w:1"}}));
+  EXPECT_FALSE(hosts({{"--workers", "w:1"}}));
+  EXPECT_FALSE(hosts({{"--directory", "h:7100"}, {"--rank", "1"}, {"--world-size", "2"}}));
+  EXPECT_FALSE(hosts({}));
+}
+
+TEST(Config, FirstSlurmHost) {
+  EXPECT_EQ(first_slurm_host("node[001-004,007],gpu12"), "node001");
+  EXPECT_EQ(first_slurm_host("a,b"), "a");
+  EXPECT_EQ(first_slurm_host("n[1-2]-ib"), "n1-ib");
+  EXPECT_EQ(first_slurm_host("single"), "single");
+  EXPECT_EQ(first_slurm_host("gpu12,node[001-004]"), "gpu12");
+  EXPECT_EQ(first_slurm_host("rack[2,5]-n[08-09]"), "rack2-n08");
+  EXPECT_EQ(first_slurm_host("n[7]"), "n7");
+  for (const auto& [bad, why] : std::map<std::string, std::string>{
+           {"", "an empty host"},
+           {"a,,b", "an empty host"},
+           {"a,", "an empty host"},
+           {"node[1-", "an unclosed '['"},
+           {"node[]", "an empty '[]'"},
+           {"node1]", "a stray ']'"},
+           {"node 1", "a stray ' '"},
+           {"node[a-b]", "'a-b' in brackets is no number or range"},
+           {"node[4-1]", "'4-1' in brackets is no number or range"},
+           {"node[1,]", "'' in brackets is no number or range"},
+           {"node[1-2],x[[1]]", "'[1' in brackets is no number or range"}}) {
+    EXPECT_EQ(
+        error_of([&] { first_slurm_host(bad); }),
+        "expected a Slurm host list like node[001-004,007],gpu12 (" + why + "), got '" + bad + "'")
+        << bad;
   }
 }
 
