@@ -1129,4 +1129,10 @@ bool hosts_directory(const RunConfig& config) {
 std::string_view to_string(MediaKind kind) { return kind == MediaKind::video ? "video" : "image"; }
 std::string_view to_string(Layout layout) { return layout == Layout::nchw ? "nchw" : "nhwc"; }
 
+std::string read_job_token(const std::string& token_file, const Getenv& getenv) {
+  RunConfig config;
+  config.token_file = token_file;
+  return job_token(config, Env(getenv));
+}
+
 }  // namespace brigade::launch

@@ -201,6 +201,11 @@ void resolve(RunConfig& config, const Getenv& getenv);
 /// with a directory, on rank 0.
 bool hosts_directory(const RunConfig& config);
 
+/// The job token as resolve() reads it for a remote run (also for `brigade worker`):
+/// `token_file`'s content (mode 600 or stricter, trailing whitespace stripped), else
+/// BRIGADE_TOKEN. Throws ConfigError naming the file or the missing token.
+std::string read_job_token(const std::string& token_file, const Getenv& getenv);
+
 /// The first host of a Slurm host list (SLURM_JOB_NODELIST): "node[001-004,007],gpu12"
 /// gives "node001", "a,b" gives "a", "n[1-2]-ib" gives "n1-ib" (every bracket takes its
 /// first number, zero padding kept). The whole list is checked: an empty host, an

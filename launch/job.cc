@@ -15,6 +15,7 @@
 #include "actors/pipeline.h"
 #include "launch/decode.h"
 #include "launch/detail/batch.h"
+#include "launch/remote_ops.h"
 #include "transport/checkpoint.h"
 #include "transport/device.h"
 #include "transport/device_pool.h"
@@ -169,9 +170,14 @@ struct Job::Impl {
   RunConfig c;
   Dataset d;
   std::unique_ptr<actors::DistributedSampler> sampler;
-  std::shared_ptr<detail::BatchPool> pool = std::make_shared<detail::BatchPool>();
+  std::shared_ptr<detail::BatchPool> batches = std::make_shared<detail::BatchPool>();
   std::shared_ptr<std::atomic<std::uint64_t>> epoch =
       std::make_shared<std::atomic<std::uint64_t>>(0);
+  // With remote workers (see REMOTE in job.h); declared before the pipeline, whose
+  // stages call it, so that it outlives them.
+  std::unique_ptr<transport::RemotePool> pool;
+  std::atomic<std::uint64_t> attempts_lost{0}, decoded_locally{0};
+  bool waited_for_workers = false;
   std::optional<actors::Pipeline<JobBatch>> pipeline;
   // With a device (see DEVICE in job.h): the pinned pool batches are decoded into, and
   // the copy stage.
@@ -196,6 +202,7 @@ struct Job::Impl {
     check_checkpoint_dir();
     expected = planned_samples();
     open_device();
+    open_pool();
     pipeline.emplace(build_pipeline());
   }
 
@@ -216,6 +223,30 @@ struct Job::Impl {
         device, transport::BufferPool::Memory::pinned_host,
         transport::BufferPool::Options{.max_buffers = host_batches});
     to_device.emplace(device, copy_options(c));
+  }
+
+  void open_pool() {
+    if (!c.remote()) return;
+    transport::PoolOptions o;
+    o.workers = c.workers;
+    if (!c.directory.empty()) {
+      try {
+        o.directory = transport::parse_endpoint(c.directory, "directory", true);
+      } catch (const transport::EndpointError& e) {
+        throw ConfigError(e.what());
+      }
+    }
+    o.host_directory = hosts_directory(c);
+    o.security = {c.token, c.tls_cert, c.tls_key, c.tls_ca};
+    o.operations = {c.kind == MediaKind::video ? kDecodeClips : kDecodeImages};
+    o.fingerprint = actors::hash_sample_identities(d.identities);
+    o.name = fmt::format("rank {} of {} (pid {})", *c.rank, *c.world_size, ::getpid());
+    o.task_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(c.task_timeout * 1000));
+    try {
+      pool = std::make_unique<transport::RemotePool>(std::move(o));
+    } catch (const transport::RemoteError& e) {
+      throw ConfigError(fmt::format("remote workers: {}", e.what()));
+    }
   }
 
   // Restores `options.resume` or `resume_from`, and fixes this run's checkpoint
@@ -292,12 +323,13 @@ struct Job::Impl {
       if (e.failed()) task.fail(task.positions().front(), e.error, e.code);
       return e;
     };
-    auto decode = [this, allocator = pool->allocator()](std::vector<EncodedSample> samples,
-                                                        actors::TaskContext& task) {
+    auto decode = [this, allocator = batches->allocator()](std::vector<EncodedSample> samples,
+                                                           actors::TaskContext& task) {
       if (pinned)
         return decode_task(spec(), std::move(samples), pinned->allocator(task.stop_token()), task);
       return decode_task(spec(), std::move(samples), allocator, task);
     };
+    if (pool) return build_remote(build);
     auto decoded =
         actors::PipelineBuilder()
             .add_source(std::ref(*sampler))
@@ -310,20 +342,72 @@ struct Job::Impl {
                 decode,
                 {.concurrency = *c.decode_concurrency, .output_order = c.order, .name = "decode"});
     if (!to_device) return std::move(decoded).add_sink(4).build(build);
-    // The host tensor is dropped here: its pinned buffer goes back once the copy is done.
-    auto copy = [stage = *to_device](JobBatch b, actors::TaskContext& task) {
+    return std::move(decoded)
+        .pipe(copy_stage(),
+              {.concurrency = 1, .executor = actors::Executor::io, .name = "to_device"})
+        .add_sink(4)
+        .build(build);
+  }
+
+  // The host tensor is dropped here: its pinned buffer goes back once the copy is done.
+  std::function<JobBatch(JobBatch, actors::TaskContext&)> copy_stage() const {
+    return [stage = *to_device](JobBatch b, actors::TaskContext& task) {
       if (b.ids.empty()) return b;  // every sample failed: nothing to copy
       b.device = stage(b.data, task.stop_token());
       b.data = {};
       return b;
     };
+  }
+
+  // source → batch → remote decode (io: each task waits on a worker) → [to_device].
+  actors::Pipeline<JobBatch> build_remote(const actors::BuildOptions& build) {
+    const auto* files = &d.files;
+    auto remote = [this, files, allocator = batches->allocator()](std::vector<actors::SampleId> ids,
+                                                                  actors::TaskContext& task) {
+      std::vector<EncodedSample> samples;
+      samples.reserve(ids.size());
+      for (const auto& s : ids) samples.push_back({.id = s.id, .path = (*files)[s.id]});
+      const auto s = spec();
+      RemoteDecodeFigures figures;
+      auto decoded = remote_decode_batch(
+          *pool, s, samples, pinned ? pinned->allocator(task.stop_token()) : allocator,
+          {.max_attempts = c.max_attempts, .local_fallback = c.on_no_workers == "local"},
+          task.stop_token(), &figures);
+      attempts_lost += figures.attempts_lost;
+      decoded_locally += figures.decoded_locally;
+      if (!decoded) return JobBatch{};  // stopped: discarded by the engine
+      JobBatch out{
+          .epoch = s.epoch, .ids = std::move(decoded->ids), .data = std::move(decoded->data)};
+      for (const auto& f : decoded->failures) {
+        out.failed.push_back(f.id);
+        task.fail(task.positions()[f.index], f.message, f.code);
+      }
+      return out;
+    };
+    const int inflight = c.remote_inflight > 0 ? c.remote_inflight : 16;
+    auto decoded = actors::PipelineBuilder()
+                       .add_source(std::ref(*sampler))
+                       .aggregate(static_cast<std::size_t>(*c.batch_size), {.name = "batch"})
+                       .pipe(remote, {.concurrency = inflight,
+                                      .output_order = c.order,
+                                      .executor = actors::Executor::io,
+                                      .name = "remote_decode"});
+    if (!to_device) return std::move(decoded).add_sink(4).build(build);
     return std::move(decoded)
-        .pipe(copy, {.concurrency = 1, .executor = actors::Executor::io, .name = "to_device"})
+        .pipe(copy_stage(),
+              {.concurrency = 1, .executor = actors::Executor::io, .name = "to_device"})
         .add_sink(4)
         .build(build);
   }
 
   void begin(std::optional<std::uint64_t> requested) {
+    if (pool && !waited_for_workers) {
+      // Give the workers a moment to answer before the first epoch (else its first
+      // batches are decoded here, or wait with on_no_workers = fail).
+      waited_for_workers = true;
+      if (!pool->wait_for_worker(std::chrono::seconds(5), {}))
+        spdlog::warn("brigade: no remote worker is live yet");
+    }
     if (in_epoch) throw std::logic_error("Job::begin_epoch: an epoch is in progress");
     const std::uint64_t e = requested.value_or(next_epoch);
     actors::CommitState start;
@@ -340,11 +424,38 @@ struct Job::Impl {
     ran = true;
   }
 
+  // on_no_workers = fail: the job fails once no worker has been live for kNoWorkerGrace.
+  void check_workers() const {
+    if (!pool || c.on_no_workers != "fail") return;
+    const auto since = pool->no_worker_since();
+    if (!since || Clock::now() - *since < kNoWorkerGrace) return;
+    std::string lost;
+    for (const auto& w : pool->lost_workers()) lost += (lost.empty() ? "" : ", ") + w;
+    throw actors::PipelineFailure(
+        fmt::format("no remote worker live for {} s (on_no_workers = fail): {}",
+                    kNoWorkerGrace.count(), lost.empty() ? "none was ever reached" : lost),
+        {});
+  }
+
   JobNext next(std::optional<std::chrono::milliseconds> timeout) {
     if (!in_epoch) return {JobStatus::epoch_end};
+    const bool watch = pool && c.on_no_workers == "fail";
+    const auto deadline = timeout ? std::optional(Clock::now() + *timeout) : std::nullopt;
     for (;;) {
-      auto r = pipeline->next(timeout);
-      if (r.status == actors::NextStatus::timeout) return {JobStatus::timeout};
+      check_workers();
+      auto wait = timeout;
+      if (watch) {
+        auto left =
+            deadline
+                ? std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now())
+                : std::chrono::milliseconds(200);
+        wait = std::clamp(left, std::chrono::milliseconds(0), std::chrono::milliseconds(200));
+      }
+      auto r = pipeline->next(wait);
+      if (r.status == actors::NextStatus::timeout) {
+        if (watch && (!deadline || Clock::now() < *deadline)) continue;
+        return {JobStatus::timeout};
+      }
       if (r.status == actors::NextStatus::end) {
         in_epoch = false;
         committed = pipeline->committed();
@@ -383,6 +494,12 @@ actors::SamplerState Job::state() const { return impl_->state(); }
 JobCounts Job::counts() const { return impl_->counts; }
 std::uint64_t Job::expected_samples() const { return impl_->expected; }
 actors::PipelineStats Job::stats() const { return impl_->pipeline->stats(); }
+
+std::optional<RemoteSummary> Job::remote_summary() const {
+  if (!impl_->pool) return std::nullopt;
+  return RemoteSummary{impl_->pool->stats(), impl_->attempts_lost.load(),
+                       impl_->decoded_locally.load()};
+}
 
 std::filesystem::path Job::write_checkpoint() {
   auto path = transport::write_checkpoint(
@@ -483,6 +600,7 @@ class Runner {
   JobSummary finish() {
     s_.counts = job_.counts();
     if (job_.in_epoch()) s_.stats = job_.stats();
+    s_.remote = job_.remote_summary();
     if (!c_.checkpoint_dir.empty()) {
       try {
         s_.checkpoint = job_.write_checkpoint().string();

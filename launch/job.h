@@ -41,10 +41,20 @@
 // on_batch. At most kDeviceBatches batches are on the device at once (the one the
 // consumer holds included): that bound is the copy stage's backpressure.
 //
-// REMOTE. The pipeline is built in one place (build_pipeline in job.cc): the local
-// shape is source → read → batch → decode; a remote decode stage replaces read and
-// decode with a stage that takes the batch's EncodedSample list (ids and paths, no
-// bytes) and returns the worker's DecodedBatch, reporting its failures the same way.
+// REMOTE. With `workers` or a `directory` (RunConfig::remote()), the pipeline is
+// source → batch → "remote_decode" (io, `remote_inflight` batches at once, default 16)
+// → [to_device]: each task sends the batch's ids and paths to a worker node through a
+// transport::RemotePool (its own actor system) and lands the worker's DecodedBatch in
+// a pooled buffer with one copy (launch/remote_ops.h: checks, retries, fallback). The
+// samplers, checkpoints, budget and order are those of a local run, and with the same
+// seed a remote batch is byte-identical to a local one (the same decode_batch runs on
+// the worker). Exactly once: the engine commits a position when its batch is
+// delivered, and the pool accepts one result per attempt, so a batch sent again after
+// a loss is delivered once. Rank 0 hosts the directory (hosts_directory()). Before the
+// first epoch the job waits up to 5 s for a worker. With on_no_workers = local the
+// trainer decodes batches itself while no worker is live; with fail, next() throws
+// actors::PipelineFailure naming the lost workers once none has been live for
+// kNoWorkerGrace (5 s).
 //
 // THREADING. A Job is driven by one thread (next(), begin_epoch(), state()); stop()
 // may be called from any thread.
@@ -65,6 +75,7 @@
 #include "media/tensor.h"
 #include "transport/checkpoint.h"
 #include "transport/device_copy.h"
+#include "transport/remote.h"
 
 namespace brigade::launch {
 
@@ -110,6 +121,13 @@ struct JobCounts {
   std::uint64_t batches = 0;
   std::uint64_t failed = 0;
   std::uint64_t filtered = 0;
+};
+
+/// What a remote run's pool did (see REMOTE).
+struct RemoteSummary {
+  transport::PoolStats pool{};
+  std::uint64_t attempts_lost = 0;    // task attempts lost (each sent again, or failed)
+  std::uint64_t decoded_locally = 0;  // samples decoded here for want of a worker
 };
 
 struct JobOptions {
@@ -166,6 +184,8 @@ class Job {
   /// The samples this process consumes over the job (delivered or failed), as planned.
   std::uint64_t expected_samples() const;
   actors::PipelineStats stats() const;  // of the epoch in progress (or the last)
+  /// With remote workers: the pool's figures so far. Any thread.
+  std::optional<RemoteSummary> remote_summary() const;
 
  private:
   struct Impl;
@@ -200,13 +220,14 @@ enum class JobEnd { finished, stopped, interrupted, already_complete, failed };
 struct JobSummary {
   JobEnd end = JobEnd::finished;
   JobCounts counts{};
-  double startup_s = 0;              // from the origin to the first epoch's start
-  double seconds = 0;                // from the origin to the last batch
-  double time_to_first_batch_s = 0;  // from the origin to the first batch
-  double samples_per_s = 0;          // after the first batch
-  std::string checkpoint{};          // the file written, if any
-  std::string failure{};             // why the job failed (JobEnd::failed)
-  actors::PipelineStats stats{};     // of the last epoch run
+  double startup_s = 0;                   // from the origin to the first epoch's start
+  double seconds = 0;                     // from the origin to the last batch
+  double time_to_first_batch_s = 0;       // from the origin to the first batch
+  double samples_per_s = 0;               // after the first batch
+  std::string checkpoint{};               // the file written, if any
+  std::string failure{};                  // why the job failed (JobEnd::failed)
+  actors::PipelineStats stats{};          // of the last epoch run
+  std::optional<RemoteSummary> remote{};  // a remote run's pool figures
   /// A stage stayed blocked after the stop (a read that never returns): it was left
   /// running, and the caller must end the process without joining it (_exit).
   bool abandoned = false;

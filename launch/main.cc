@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "actors/errors.h"
 #include "launch/config.h"
@@ -28,7 +29,9 @@
 #include "launch/job.h"
 #include "launch/process.h"
 #include "launch/progress.h"
+#include "launch/remote_ops.h"
 #include "transport/checkpoint.h"
+#include "transport/remote.h"
 
 namespace {
 
@@ -106,6 +109,26 @@ std::string summary_json(const launch::JobSummary& s, double cpu0) {
                    {"stages", stages}};
   if (!s.failure.empty()) j["failure"] = s.failure;
   if (!s.checkpoint.empty()) j["checkpoint"] = s.checkpoint;
+  if (s.remote) {
+    nlohmann::json workers = nlohmann::json::array();
+    for (const auto& w : s.remote->pool.workers) {
+      workers.push_back({{"worker", w.name},
+                         {"live", w.live},
+                         {"tasks", w.tasks},
+                         {"lost", w.lost},
+                         {"bytes", w.bytes},
+                         {"p50_ms", w.p50_ms},
+                         {"p99_ms", w.p99_ms},
+                         {"sessions", w.sessions}});
+    }
+    j["remote"] = {{"tasks", s.remote->pool.done},
+                   {"redispatched", s.remote->attempts_lost},
+                   {"late_results_dropped", s.remote->pool.late_dropped},
+                   {"decoded_locally", s.remote->decoded_locally},
+                   {"bytes", s.remote->pool.bytes},
+                   {"workers_live", s.remote->pool.live_workers},
+                   {"workers", workers}};
+  }
   return j.dump();
 }
 
@@ -186,6 +209,20 @@ int run(const launch::RunConfig& config) {
         summary.time_to_first_batch_s, summary.counts.failed);
     if (!summary.checkpoint.empty())
       spdlog::info("brigade: checkpoint written to {}", summary.checkpoint);
+    if (summary.remote) {
+      const auto& r = *summary.remote;
+      spdlog::info(
+          "brigade: remote: {} tasks, {} sent again, {} late results dropped, {} samples decoded "
+          "here",
+          r.pool.done, r.attempts_lost, r.pool.late_dropped, r.decoded_locally);
+      for (const auto& w : r.pool.workers) {
+        spdlog::info(
+            "brigade:   worker {:<22} {:>6} tasks {:>4} lost  p50 {:7.1f} ms  p99 {:7.1f} ms  "
+            "{:8.1f} MB{}",
+            w.name, w.tasks, w.lost, w.p50_ms, w.p99_ms, double(w.bytes) / 1e6,
+            w.live ? "" : "  (lost)");
+      }
+    }
   }
   if (config.json) std::printf("%s\n", summary_json(summary, cpu0).c_str());
   std::fflush(stdout);
@@ -199,6 +236,72 @@ int run(const launch::RunConfig& config) {
     _exit(code);
   }
   return code;
+}
+
+// `brigade worker`: serves the built-in decode operations until SIGINT/SIGTERM. The
+// first line on stdout is the address it listens on ("127.0.0.1:40123").
+struct WorkerArgs {
+  std::string listen = "127.0.0.1:0";
+  std::string join, advertise, token_file, tls_cert, tls_key, tls_ca, data, list;
+  std::string kind = "image";
+  int threads = 0;
+  int window = 0;
+};
+
+int worker(const WorkerArgs& a) {
+  install_signal_handlers();
+  const auto getenv = [](const char* name) { return std::getenv(name); };
+  transport::WorkerOptions o;
+  try {
+    o.listen = transport::parse_endpoint(a.listen, "--listen", true);
+    if (!a.join.empty()) o.join = transport::parse_endpoint(a.join, "--join");
+    if (!a.advertise.empty())
+      o.advertise = transport::parse_endpoint(a.advertise, "--advertise", true);
+  } catch (const transport::EndpointError& e) {
+    throw launch::ConfigError(e.what());
+  }
+  if (a.threads < 0 || a.threads > launch::kMaxConcurrency || a.window < 0)
+    throw launch::ConfigError("--threads and --window: expected 0 (default) up to 1024");
+  if (!a.tls_cert.empty() || !a.tls_key.empty() || !a.tls_ca.empty()) {
+    if (a.tls_cert.empty() || a.tls_key.empty() || a.tls_ca.empty())
+      throw launch::ConfigError("--tls-cert, --tls-key and --tls-ca go together");
+  }
+  o.threads = a.threads;
+  o.window = static_cast<std::uint32_t>(a.window);
+  o.security = {launch::read_job_token(a.token_file, getenv), a.tls_cert, a.tls_key, a.tls_ca};
+  std::vector<std::string> files;
+  if (!a.data.empty() || !a.list.empty()) {
+    if (a.kind != "image" && a.kind != "video") throw launch::ConfigError("--kind: image or video");
+    const auto kind = a.kind == "video" ? launch::MediaKind::video : launch::MediaKind::image;
+    auto d = a.list.empty() ? launch::list_folder(a.data, kind) : launch::read_list(a.list);
+    o.fingerprint = actors::hash_sample_identities(d.identities);
+    files = std::move(d.files);
+  }
+  transport::OperationRegistry registry;
+  const auto served = files.size();
+  launch::register_decode_operations(registry, std::move(files));
+  std::unique_ptr<transport::WorkerNode> node;
+  try {
+    node = std::make_unique<transport::WorkerNode>(o, std::move(registry));
+  } catch (const transport::RemoteError& e) {
+    throw launch::ConfigError(e.what());
+  }
+  std::printf("%s\n", node->address().to_string().c_str());
+  std::fflush(stdout);
+  spdlog::info("brigade worker: listening on {}{}{}", node->address().to_string(),
+               o.join ? ", joining the directory at " + o.join->to_string() : "",
+               served ? fmt::format(", serving a dataset of {} files", served) : "");
+  while (g_signal.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto st = node->stats();
+  spdlog::info(
+      "brigade worker: stopping: {} sessions opened, {} tasks done, {} failed, {} cancelled, "
+      "{} hellos refused, {} messages dropped, {:.1f} s busy",
+      st.sessions_opened, st.tasks_done, st.tasks_failed, st.tasks_cancelled, st.hellos_refused,
+      st.messages_dropped, st.busy_seconds);
+  spdlog::default_logger()->flush();
+  // An operation blocked outside the process (a hung file system) cannot be joined.
+  std::fflush(stderr);
+  _exit(0);
 }
 
 }  // namespace
@@ -239,10 +342,43 @@ int main(int argc, char** argv) {
           off, [&given, off] { given.emplace_back(off, ""); }, "turn " + flag + " off");
     }
   }
+  WorkerArgs wa;
+  auto* worker_cmd = app.add_subcommand(
+      "worker",
+      "serve the built-in decode operations to trainers (`brigade run --workers` or "
+      "`--directory`); prints the address it listens on as the first line of stdout. The "
+      "job token comes from --token-file or BRIGADE_TOKEN.");
+  worker_cmd->add_option("--listen", wa.listen, "HOST:PORT to listen on (port 0: any free port)")
+      ->capture_default_str();
+  worker_cmd->add_option("--join", wa.join, "HOST:PORT of the job's directory (rank 0) to join");
+  worker_cmd->add_option("--advertise", wa.advertise,
+                         "HOST:PORT the directory tells trainers (default: the listen address)");
+  worker_cmd->add_option("--threads", wa.threads, "operation threads (default: cores)");
+  worker_cmd->add_option("--window", wa.window,
+                         "tasks outstanding per trainer (default: 2 × threads)");
+  worker_cmd->add_option("--token-file", wa.token_file, "file with the job token (mode 600)");
+  worker_cmd->add_option("--tls-cert", wa.tls_cert,
+                         "PEM certificate (TLS; with --tls-key, --tls-ca)");
+  worker_cmd->add_option("--tls-key", wa.tls_key, "PEM private key");
+  worker_cmd->add_option("--tls-ca", wa.tls_ca, "PEM CA that signs every peer's certificate");
+  worker_cmd->add_option("--data", wa.data, "the dataset's folder as this node sees it (optional)");
+  worker_cmd->add_option("--list", wa.list, "the dataset's list as this node sees it (optional)");
+  worker_cmd->add_option("--kind", wa.kind, "image|video (with --data)")->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (worker_cmd->parsed()) {
+    try {
+      return worker(wa);
+    } catch (const launch::ConfigError& e) {
+      spdlog::error("brigade worker: {}", e.what());
+      return 2;
+    } catch (const std::exception& e) {
+      spdlog::error("brigade worker: {}", e.what());
+      return 1;
+    }
   }
   launch::RunConfig config;
   try {

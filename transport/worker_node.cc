@@ -1,0 +1,465 @@
+// The worker node: a gate actor that opens sessions, one session actor per trainer,
+// and a fixed set of operation threads taking the sessions' queued tasks in turn.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <condition_variable>
+#include <deque>
+#include <list>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "transport/detail/remote_protocol.h"
+#include "transport/remote.capnp.h"
+#include "transport/remote.h"
+
+namespace brigade::transport {
+namespace {
+
+using namespace detail;
+using Clock = std::chrono::steady_clock;
+
+struct Session;
+
+struct QueuedTask {
+  std::uint64_t id = 0;
+  std::string op;
+  std::vector<char> payload;
+};
+
+// A session's work, guarded by Core::mutex.
+struct Session {
+  std::string key;          // the worker's key: in every message from the trainer
+  std::string trainer_key;  // in every message to the trainer
+  std::string name;
+  caf::actor actor;  // the session actor (results go through it)
+  std::deque<QueuedTask> queue;
+  std::map<std::uint64_t, std::stop_source> running;
+  bool closed = false;
+  bool in_ring = false;
+};
+
+// What the actors and the operation threads share.
+struct Core {
+  WorkerOptions options;
+  OperationRegistry operations;
+  std::string name;  // "host:port"
+  std::uint32_t window = 0;
+
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::list<std::shared_ptr<Session>> ring;  // sessions with queued tasks, in turn
+  std::vector<std::weak_ptr<Session>> sessions;  // every session opened (ended at shutdown)
+  bool stopping = false;
+  WorkerStats stats;
+
+  void enqueue(const std::shared_ptr<Session>& s, QueuedTask task) {
+    {
+      std::lock_guard lock(mutex);
+      if (s->closed) return;
+      s->queue.push_back(std::move(task));
+      if (!s->in_ring) {
+        s->in_ring = true;
+        ring.push_back(s);
+      }
+    }
+    wake.notify_one();
+  }
+
+  std::size_t outstanding(const Session& s) {
+    std::lock_guard lock(mutex);
+    return s.queue.size() + s.running.size();
+  }
+
+  void cancel(Session& s, std::uint64_t id) {
+    std::lock_guard lock(mutex);
+    for (auto it = s.queue.begin(); it != s.queue.end(); ++it) {
+      if (it->id == id) {
+        s.queue.erase(it);
+        ++stats.tasks_cancelled;
+        return;
+      }
+    }
+    if (auto it = s.running.find(id); it != s.running.end()) it->second.request_stop();
+  }
+
+  void close(Session& s) {
+    std::lock_guard lock(mutex);
+    if (s.closed) return;
+    s.closed = true;
+    stats.tasks_cancelled += s.queue.size();
+    s.queue.clear();
+    for (auto& [id, stop] : s.running) stop.request_stop();
+    --stats.sessions_open;
+  }
+
+  // One operation thread: takes the first task of the session whose turn it is.
+  void serve() {
+    for (;;) {
+      std::shared_ptr<Session> s;
+      QueuedTask task;
+      std::stop_source stop;
+      {
+        std::unique_lock lock(mutex);
+        wake.wait(lock, [&] { return stopping || !ring.empty(); });
+        if (stopping) return;
+        s = ring.front();
+        ring.pop_front();
+        task = std::move(s->queue.front());
+        s->queue.pop_front();
+        if (s->queue.empty()) {
+          s->in_ring = false;
+        } else {
+          ring.push_back(s);  // its next task waits for the other sessions' turns
+        }
+        s->running.emplace(task.id, stop);
+      }
+      run(*s, std::move(task), stop.get_token());
+    }
+  }
+
+  void run(Session& s, QueuedTask task, std::stop_token stop) {
+    const auto started = Clock::now();
+    std::vector<char> result;
+    std::string error;
+    try {
+      const Operation* op = operations.find(task.op);
+      if (!op) throw std::invalid_argument(fmt::format("no operation '{}'", task.op));
+      result = (*op)(task.payload, OperationContext{stop});
+    } catch (const std::exception& e) {
+      error = e.what();
+      if (error.empty()) error = "the operation failed";
+    }
+    const double busy = std::chrono::duration<double>(Clock::now() - started).count();
+    bool cancelled = false;
+    caf::actor actor;
+    std::string key;
+    {
+      std::lock_guard lock(mutex);
+      s.running.erase(task.id);
+      cancelled = s.closed || stop.stop_requested();
+      stats.busy_seconds += busy;
+      if (cancelled) {
+        ++stats.tasks_cancelled;
+      } else if (error.empty()) {
+        ++stats.tasks_done;
+      } else {
+        ++stats.tasks_failed;
+      }
+      actor = s.actor;
+      key = s.key;
+    }
+    if (cancelled) return;
+    caf::anon_send(actor, done_atom::value, key, task.id, error.empty(), std::move(result), error);
+  }
+};
+
+struct SessionState {
+  std::shared_ptr<Core> core;
+  std::shared_ptr<Session> session;
+  caf::actor trainer;
+  Clock::time_point last_heard = Clock::now();
+  static inline const char* name = "brigade.worker.session";
+};
+
+void drop(caf::stateful_actor<SessionState>* self, const std::string& what) {
+  {
+    std::lock_guard lock(self->state.core->mutex);
+    ++self->state.core->stats.messages_dropped;
+  }
+  auto sender = self->current_sender();
+  with_peer_address(self, sender ? sender->node() : caf::node_id{}, [what](const std::string& a) {
+    spdlog::warn("brigade worker: dropped {} from {}", what, a);
+  });
+}
+
+caf::behavior session_actor(caf::stateful_actor<SessionState>* self, std::shared_ptr<Core> core,
+                            std::shared_ptr<Session> session, caf::actor trainer) {
+  self->state.core = core;
+  self->state.session = session;
+  self->state.trainer = trainer;
+  self->monitor(trainer);
+  auto end = [self](const std::string& why) {
+    spdlog::info("brigade worker: session of {} ended: {}", self->state.session->name, why);
+    self->state.core->close(*self->state.session);
+    self->quit();
+  };
+  self->set_down_handler([end](const caf::down_msg&) { end("the trainer is gone"); });
+  self->set_default_handler([self](caf::scheduled_actor*, caf::message_view& m) -> caf::result<caf::message> {
+    drop(self, "an unknown message " + caf::to_string(m.content()));
+    return caf::none;
+  });
+  self->delayed_send(self, std::chrono::milliseconds(200), tick_atom::value);
+  const auto& key = session->key;
+  return {
+      [self, key](task_atom, const std::string& k, std::uint64_t id, const std::string& op,
+                  std::vector<char>& payload) {
+        if (!same_secret(k, key)) return drop(self, "a task with a wrong session key");
+        auto& st = self->state;
+        st.last_heard = Clock::now();
+        if (st.core->outstanding(*st.session) >= st.core->window) {
+          self->send(st.trainer, refuse_atom::value, st.session->trainer_key, id,
+                     fmt::format("worker {}: the session's window of {} tasks is full",
+                                 st.core->name, st.core->window));
+          return;
+        }
+        st.core->enqueue(st.session, {id, op, std::move(payload)});
+      },
+      [self, key](cancel_atom, const std::string& k, std::uint64_t id) {
+        if (!same_secret(k, key)) return drop(self, "a cancel with a wrong session key");
+        self->state.core->cancel(*self->state.session, id);
+      },
+      [self, key](ping_atom, const std::string& k) {
+        if (!same_secret(k, key)) return drop(self, "a ping with a wrong session key");
+        self->state.last_heard = Clock::now();
+        self->send(self->state.trainer, pong_atom::value, self->state.session->trainer_key);
+      },
+      [self, key](done_atom, const std::string& k, std::uint64_t id, bool ok,
+                  std::vector<char>& result, const std::string& error) {
+        if (!same_secret(k, key)) return drop(self, "a result with a wrong session key");
+        auto& st = self->state;
+        if (ok) {
+          self->send(st.trainer, result_atom::value, st.session->trainer_key, id,
+                     std::move(result));
+        } else {
+          self->send(st.trainer, tfailed_atom::value, st.session->trainer_key, id, error);
+        }
+      },
+      [self, end](tick_atom) {
+        const auto silent = Clock::now() - self->state.last_heard;
+        if (silent > self->state.core->options.heartbeat_timeout) {
+          return end(fmt::format("no heartbeat for {} ms",
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()));
+        }
+        self->delayed_send(self, std::chrono::milliseconds(200), tick_atom::value);
+      },
+  };
+}
+
+struct GateState {
+  std::shared_ptr<Core> core;
+  static inline const char* name = "brigade.worker.gate";
+};
+
+// Why a hello is refused, naming both sides; empty when it is accepted.
+std::string check_hello(const Core& core, wire::Hello::Reader hello) {
+  const auto& o = core.options;
+  if (hello.getProtocol() != kProtocolVersion) {
+    return fmt::format("protocol version {} (trainer) differs from {} (worker {})",
+                       hello.getProtocol(), kProtocolVersion, core.name);
+  }
+  if (!same_secret(to_string(hello.getToken()), o.security.token)) {
+    return fmt::format("the job token differs from worker {}'s", core.name);
+  }
+  const std::string build = hello.getBuildId();
+  if (build != build_id()) {
+    return fmt::format("build '{}' (trainer) differs from '{}' (worker {})", build, build_id(),
+                       core.name);
+  }
+  for (auto op : hello.getOps()) {
+    const std::string wanted = op.getName();
+    std::uint32_t have = 0;
+    for (const auto& v : core.operations.list())
+      if (v.name == wanted) have = v.version;
+    if (have == 0) {
+      return fmt::format("operation '{}' version {} (trainer) is not on worker {}", wanted,
+                         op.getVersion(), core.name);
+    }
+    if (have != op.getVersion()) {
+      return fmt::format("operation '{}' version {} (trainer) differs from version {} (worker {})",
+                         wanted, op.getVersion(), have, core.name);
+    }
+  }
+  if (o.fingerprint != 0 && hello.getFingerprint() != o.fingerprint) {
+    return fmt::format("dataset fingerprint {:016x} (trainer) differs from {:016x} (worker {})",
+                       hello.getFingerprint(), o.fingerprint, core.name);
+  }
+  if (hello.getTrainerKey().size() != 16) return "a trainer key of 16 bytes is required";
+  return {};
+}
+
+caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<Core> core) {
+  self->state.core = core;
+  self->set_default_handler([self](caf::scheduled_actor*, caf::message_view& m) -> caf::result<caf::message> {
+    {
+      std::lock_guard lock(self->state.core->mutex);
+      ++self->state.core->stats.messages_dropped;
+    }
+    auto sender = self->current_sender();
+    const auto what = caf::to_string(m.content()).substr(0, 80);
+    with_peer_address(self, sender ? sender->node() : caf::node_id{}, [what](const std::string& a) {
+      spdlog::warn("brigade worker: dropped an unknown message {} from {}", what, a);
+    });
+    return caf::none;
+  });
+  return {
+      [self](hello_atom, const std::vector<char>& bytes) {
+        auto& core = *self->state.core;
+        auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+        std::string why, trainer_key, name;
+        try {
+          WireReader reader(bytes);
+          auto hello = reader.root<wire::Hello>();
+          checked_read([&] {
+            why = check_hello(core, hello);
+            trainer_key = to_string(hello.getTrainerKey());
+            name = hello.getName();
+            return 0;
+          });
+        } catch (const RemoteError& e) {
+          why = e.what();
+        }
+        if (!sender) why = "an anonymous hello";
+        if (!why.empty()) {
+          {
+            std::lock_guard lock(core.mutex);
+            ++core.stats.hellos_refused;
+          }
+          with_peer_address(self, sender ? sender.node() : caf::node_id{},
+                            [why](const std::string& a) {
+                              spdlog::warn("brigade worker: refused a hello from {}: {}", a, why);
+                            });
+          if (sender) self->send(sender, refuse_atom::value, trainer_key, why);
+          return;
+        }
+        auto session = std::make_shared<Session>();
+        session->key = random_key();
+        session->trainer_key = trainer_key;
+        session->name = name;
+        auto actor = self->spawn(session_actor, self->state.core, session, sender);
+        {
+          std::lock_guard lock(core.mutex);
+          session->actor = actor;
+          std::erase_if(core.sessions, [](const auto& w) { return w.expired(); });
+          core.sessions.push_back(session);
+          ++core.stats.sessions_opened;
+          ++core.stats.sessions_open;
+        }
+        capnp::MallocMessageBuilder message;
+        auto welcome = message.initRoot<wire::Welcome>();
+        welcome.setProtocol(kProtocolVersion);
+        welcome.setBuildId(std::string(build_id()));
+        welcome.setSessionKey(as_data(session->key));
+        welcome.setWindow(core.window);
+        welcome.setThreads(static_cast<std::uint32_t>(core.options.threads));
+        welcome.setName(core.name);
+        spdlog::info("brigade worker: session opened for {}", name);
+        self->send(sender, welcome_atom::value, trainer_key, to_bytes(message), actor);
+      },
+  };
+}
+
+// Keeps this worker in the directory: joins, watches the directory, joins again when it
+// comes back (rank 0 may start after the workers, or restart).
+struct JoinerState {
+  caf::actor directory;
+  static inline const char* name = "brigade.worker.joiner";
+};
+
+caf::behavior joiner_actor(caf::stateful_actor<JoinerState>* self, std::shared_ptr<Core> core,
+                           Endpoint at, std::string advertise) {
+  auto attempt = [self, core, at, advertise] {
+    auto mm = network_actor(self->home_system(), core->options.security);
+    self->request(mm, std::chrono::seconds(5), caf::connect_atom::value, at.host, at.port)
+        .then(
+            [self, core, advertise](const caf::node_id&, caf::strong_actor_ptr& p,
+                                    const std::set<std::string>&) {
+              auto dir = caf::actor_cast<caf::actor>(p);
+              if (!dir) {
+                self->delayed_send(self, std::chrono::seconds(1), tick_atom::value);
+                return;
+              }
+              self->state.directory = dir;
+              self->monitor(dir);
+              capnp::MallocMessageBuilder message;
+              auto join = message.initRoot<wire::Join>();
+              join.setToken(as_data(core->options.security.token));
+              join.setEndpoint(advertise);
+              self->send(dir, join_atom::value, to_bytes(message));
+            },
+            [self](const caf::error&) {
+              self->delayed_send(self, std::chrono::seconds(1), tick_atom::value);
+            });
+  };
+  self->set_down_handler([self](const caf::down_msg&) {
+    spdlog::warn("brigade worker: the directory is gone; joining again when it is back");
+    self->state.directory = {};
+    self->delayed_send(self, std::chrono::seconds(1), tick_atom::value);
+  });
+  self->send(self, tick_atom::value);
+  return {
+      [attempt](tick_atom) { attempt(); },
+      [at](joined_atom) { spdlog::info("brigade worker: joined the directory at {}", at.to_string()); },
+      [self, at](refuse_atom, const std::string& why) {
+        spdlog::error("brigade worker: the directory at {} refused to list this worker: {}",
+                      at.to_string(), why);
+        self->state.directory = {};
+      },
+  };
+}
+
+}  // namespace
+
+struct WorkerNode::Impl {
+  std::shared_ptr<Core> core = std::make_shared<Core>();
+  caf::actor_system_config config;
+  std::unique_ptr<caf::actor_system> system;
+  caf::actor gate, joiner;
+  Endpoint bound;
+  std::vector<std::thread> threads;
+
+  Impl(WorkerOptions o, OperationRegistry ops) {
+    if (o.security.token.empty()) throw RemoteError("a worker needs a job token");
+    if (o.threads <= 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    core->window = o.window > 0 ? o.window : static_cast<std::uint32_t>(2 * o.threads);
+    core->operations = std::move(ops);
+    core->options = o;
+    configure_network(config, o.security, o.heartbeat_timeout);
+    system = std::make_unique<caf::actor_system>(config);
+    gate = system->spawn(gate_actor, core);
+    try {
+      bound = {o.listen.host, publish(gate, o.listen, o.security)};
+    } catch (...) {
+      caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
+      throw;
+    }
+    core->name = bound.to_string();
+    for (int i = 0; i < o.threads; ++i) threads.emplace_back([c = core] { c->serve(); });
+    if (o.join) {
+      Endpoint adv = o.advertise.value_or(Endpoint{bound.host, bound.port});
+      if (adv.port == 0) adv.port = bound.port;
+      joiner = system->spawn(joiner_actor, core, *o.join, adv.to_string());
+    }
+  }
+
+  ~Impl() {
+    {
+      std::lock_guard lock(core->mutex);
+      core->stopping = true;
+      for (auto& s : core->ring) s->closed = true;
+    }
+    core->wake.notify_all();
+    caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
+    if (joiner) caf::anon_send_exit(joiner, caf::exit_reason::user_shutdown);
+    for (auto& t : threads) t.join();
+    std::vector<caf::actor> sessions;
+    {
+      std::lock_guard lock(core->mutex);
+      for (auto& w : core->sessions)
+        if (auto s = w.lock()) sessions.push_back(s->actor);
+    }
+    for (auto& a : sessions) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  }
+};
+
+WorkerNode::WorkerNode(WorkerOptions options, OperationRegistry operations)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(operations))) {}
+WorkerNode::~WorkerNode() = default;
+Endpoint WorkerNode::address() const { return impl_->bound; }
+WorkerStats WorkerNode::stats() const {
+  std::lock_guard lock(impl_->core->mutex);
+  return impl_->core->stats;
+}
+
+}  // namespace brigade::transport
