@@ -121,6 +121,8 @@ struct RunConfig {
   std::string max_failures = "unlimited";  // "N" or "N%", as given
   actors::FailureBudget failure_budget{};  // parsed from max_failures
   std::string ids_out{};
+  // One line per delivered batch: "<epoch> <fnv1a64 of the bytes, hex> <id> <id> …".
+  std::string digests_out{};
   std::int64_t stop_after_batches = -1;  // < 0: run to the end
   bool json = false;
   bool progress = true;  // a progress bar when stderr is a terminal

@@ -132,6 +132,14 @@ std::string summary_json(const launch::JobSummary& s, double cpu0) {
   return j.dump();
 }
 
+// 64-bit FNV-1a of a batch's bytes (host batches; a device batch's are not read back).
+std::uint64_t fnv1a(const media::Tensor& t) {
+  std::uint64_t h = 14695981039346656037ull;
+  const auto* p = static_cast<const unsigned char*>(t.data());
+  for (std::size_t i = 0, n = p ? t.nbytes() : 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
 // `generation`: the time spent generating the demo dataset (zero when it existed).
 launch::Dataset load_dataset(const launch::RunConfig& c,
                              std::chrono::steady_clock::duration& generation) {
@@ -168,6 +176,13 @@ int run(const launch::RunConfig& config) {
   const auto origin = g_program_start + generation;
   const double cpu0 = launch::cpu_seconds();  // the job's own figures from here on
   launch::reset_peak_rss();
+  std::ofstream digests;
+  if (!config.digests_out.empty()) {
+    digests.open(config.digests_out, std::ios::trunc);
+    if (!digests)
+      throw launch::ConfigError(
+          fmt::format("digests_out {}: cannot create the file", config.digests_out));
+  }
   std::ofstream ids;
   if (!config.ids_out.empty()) {
     ids.open(config.ids_out, std::ios::trunc);
@@ -182,6 +197,11 @@ int run(const launch::RunConfig& config) {
   const launch::JobHooks hooks{
       .on_batch =
           [&](const launch::JobBatch& batch) {
+            if (digests) {
+              digests << batch.epoch << ' ' << fmt::format("{:016x}", fnv1a(batch.data));
+              for (auto id : batch.ids) digests << ' ' << id;
+              digests << '\n';
+            }
             if (!ids) return;
             for (auto id : batch.ids) ids << id << '\n';
           },
@@ -191,6 +211,7 @@ int run(const launch::RunConfig& config) {
           [&] {
             progress.finish();
             ids.flush();
+            digests.flush();
           },
       .origin = origin};
   const auto summary = launch::run_job(config, dataset, hooks);

@@ -44,10 +44,12 @@ DecodedTask read_task(std::span<const char> bytes) {
   auto task = reader.root<wire::DecodeTask>();
   return checked_read([&] {
     DecodedTask t;
-    if (task.getKind() > 1 || task.getLayout() > 1) throw RemoteError("a task of unknown kind or layout");
+    if (task.getKind() > 1 || task.getLayout() > 1)
+      throw RemoteError("a task of unknown kind or layout");
     t.spec.kind = task.getKind() == 1 ? MediaKind::video : MediaKind::image;
     t.spec.layout = task.getLayout() == 1 ? Layout::nchw : Layout::nhwc;
-    if (task.getSide() == 0 || task.getSide() > 4096) throw RemoteError("a task's side must be 1-4096");
+    if (task.getSide() == 0 || task.getSide() > 4096)
+      throw RemoteError("a task's side must be 1-4096");
     if (task.getClipFrames() > 1024) throw RemoteError("a task's clip frames must be at most 1024");
     t.spec.side = static_cast<int>(task.getSide());
     t.spec.clip_frames = static_cast<int>(task.getClipFrames());
@@ -56,7 +58,8 @@ DecodedTask read_task(std::span<const char> bytes) {
     t.spec.seed = task.getSeed();
     t.spec.epoch = task.getEpoch();
     const auto samples = task.getSamples();
-    if (samples.size() > static_cast<unsigned>(kMaxBatchSize)) throw RemoteError("a task of too many samples");
+    if (samples.size() > static_cast<unsigned>(kMaxBatchSize))
+      throw RemoteError("a task of too many samples");
     for (auto s : samples) t.samples.push_back({.id = s.getId(), .path = s.getPath()});
     return t;
   });
@@ -71,7 +74,8 @@ std::vector<char> run_decode(std::span<const char> bytes, const std::vector<std:
   for (auto& s : task.samples) {
     if (!dataset.empty()) {
       if (s.id >= dataset.size()) {
-        throw RemoteError(fmt::format("sample {} is past this worker's {} files", s.id, dataset.size()));
+        throw RemoteError(
+            fmt::format("sample {} is past this worker's {} files", s.id, dataset.size()));
       }
       s.path = dataset[s.id];
     }
@@ -143,7 +147,8 @@ Part check_result(std::vector<char> bytes, const DecodeSpec& spec,
     std::size_t next = 0;
     for (unsigned i = 0; i < ids.size(); ++i) {
       while (next < task.size() && task[next].id != ids[i]) ++next;
-      if (next == task.size()) throw RemoteError("a result with samples not in its task, or out of order");
+      if (next == task.size())
+        throw RemoteError("a result with samples not in its task, or out of order");
       part.rows[next] = data.begin() + i * row;
       seen[next++] = true;
     }
@@ -153,11 +158,12 @@ Part check_result(std::vector<char> bytes, const DecodeSpec& spec,
         throw RemoteError("a result whose failures do not match its task");
       }
       seen[index] = true;
-      part.failures.push_back({index, f.getId(), f.getMessage(),
-                               restore_code(f.getCategory(), f.getCode())});
+      part.failures.push_back(
+          {index, f.getId(), f.getMessage(), restore_code(f.getCategory(), f.getCode())});
     }
     for (std::size_t i = 0; i < task.size(); ++i)
-      if (!seen[i]) throw RemoteError(fmt::format("a result that leaves out sample {}", task[i].id));
+      if (!seen[i])
+        throw RemoteError(fmt::format("a result that leaves out sample {}", task[i].id));
     return 0;
   });
   return part;
@@ -193,7 +199,8 @@ void register_decode_operations(transport::OperationRegistry& registry,
   });
 }
 
-std::vector<char> encode_decode_task(const DecodeSpec& spec, std::span<const EncodedSample> samples) {
+std::vector<char> encode_decode_task(const DecodeSpec& spec,
+                                     std::span<const EncodedSample> samples) {
   capnp::MallocMessageBuilder message;
   auto task = message.initRoot<wire::DecodeTask>();
   task.setKind(spec.kind == MediaKind::video ? 1 : 0);
@@ -210,8 +217,7 @@ std::vector<char> encode_decode_task(const DecodeSpec& spec, std::span<const Enc
   return to_bytes(message);
 }
 
-std::optional<DecodedBatch> remote_decode_batch(transport::RemotePool& pool,
-                                                const DecodeSpec& spec,
+std::optional<DecodedBatch> remote_decode_batch(transport::RemotePool& pool, const DecodeSpec& spec,
                                                 std::span<EncodedSample> samples,
                                                 const media::Allocator& allocator,
                                                 const RemoteDecodeOptions& options,
@@ -228,9 +234,9 @@ std::optional<DecodedBatch> remote_decode_batch(transport::RemotePool& pool,
   for (std::size_t i = 0; i < n; ++i) work.front().push_back(i);
   std::string avoid;
   auto fail = [&](std::size_t i, const std::string& cause, std::error_code code) {
-    failed[i] = SampleFailure{i, samples[i].id,
-                              fmt::format("sample {} ({}): {}", samples[i].id, samples[i].path, cause),
-                              code};
+    failed[i] = SampleFailure{
+        i, samples[i].id, fmt::format("sample {} ({}): {}", samples[i].id, samples[i].path, cause),
+        code};
   };
   // Maps a part's rows and failures (indices into `group`) onto the batch's samples.
   auto take = [&](Part part, const std::vector<std::size_t>& group) {
@@ -254,8 +260,8 @@ std::optional<DecodedBatch> remote_decode_batch(transport::RemotePool& pool,
         continue;
       } catch (const RemoteError& e) {
         r.status = CallStatus::lost;
-        r.reason = fmt::format("worker {} sent a result that does not match its task ({})", r.worker,
-                               e.what());
+        r.reason = fmt::format("worker {} sent a result that does not match its task ({})",
+                               r.worker, e.what());
       }
     }
     switch (r.status) {

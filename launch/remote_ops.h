@@ -62,15 +62,14 @@ struct RemoteDecodeOptions {
 };
 
 struct RemoteDecodeFigures {
-  std::uint64_t attempts_lost = 0;     // lost attempts (each sent again or failed)
-  std::uint64_t decoded_locally = 0;   // samples decoded here for want of a worker
+  std::uint64_t attempts_lost = 0;    // lost attempts (each sent again or failed)
+  std::uint64_t decoded_locally = 0;  // samples decoded here for want of a worker
 };
 
 /// Decodes one batch on the workers (RETRIES), into memory from `allocator` (one copy
 /// of the received bytes). Failed samples are listed in the result's `failures` with
 /// their causes. Returns std::nullopt when stopped.
-std::optional<DecodedBatch> remote_decode_batch(transport::RemotePool& pool,
-                                                const DecodeSpec& spec,
+std::optional<DecodedBatch> remote_decode_batch(transport::RemotePool& pool, const DecodeSpec& spec,
                                                 std::span<EncodedSample> samples,
                                                 const media::Allocator& allocator,
                                                 const RemoteDecodeOptions& options,

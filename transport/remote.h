@@ -78,7 +78,7 @@ class RemoteError : public std::runtime_error {
 };
 
 struct Security {
-  std::string token{};  // the job token: must not be empty
+  std::string token{};                          // the job token: must not be empty
   std::string tls_cert{}, tls_key{}, tls_ca{};  // PEM files: all three, or none (no TLS)
   bool tls() const { return !tls_cert.empty(); }
 };
@@ -117,15 +117,15 @@ class OperationRegistry {
 // -- Worker node -------------------------------------------------------------------
 
 struct WorkerOptions {
-  Endpoint listen{"127.0.0.1", 0};   // port 0: a free port (address() tells which)
-  std::optional<Endpoint> join{};    // a directory to join (retried until it answers)
+  Endpoint listen{"127.0.0.1", 0};      // port 0: a free port (address() tells which)
+  std::optional<Endpoint> join{};       // a directory to join (retried until it answers)
   std::optional<Endpoint> advertise{};  // what the directory tells trainers; default:
                                         // the listen host and the bound port
-  int threads = 0;                  // operation threads; 0: the machine's cores
-  std::uint32_t window = 0;         // tasks outstanding per session; 0: 2 × threads
+  int threads = 0;                      // operation threads; 0: the machine's cores
+  std::uint32_t window = 0;             // tasks outstanding per session; 0: 2 × threads
   Security security{};
-  std::uint64_t fingerprint = 0;    // the dataset this worker serves; 0: any
-  std::chrono::milliseconds heartbeat_timeout{3000};
+  std::uint64_t fingerprint = 0;  // the dataset this worker serves; 0: any
+  std::chrono::milliseconds heartbeat_timeout{2000};
 };
 
 struct WorkerStats {
@@ -134,9 +134,9 @@ struct WorkerStats {
   std::uint64_t hellos_refused = 0;
   std::uint64_t messages_dropped = 0;  // unauthenticated or unknown
   std::uint64_t tasks_done = 0;
-  std::uint64_t tasks_failed = 0;      // the operation threw
-  std::uint64_t tasks_cancelled = 0;   // cancelled, or dropped with their session
-  double busy_seconds = 0;             // summed over threads
+  std::uint64_t tasks_failed = 0;     // the operation threw
+  std::uint64_t tasks_cancelled = 0;  // cancelled, or dropped with their session
+  double busy_seconds = 0;            // summed over threads
 };
 
 class WorkerNode {
@@ -168,7 +168,7 @@ struct PoolOptions {
   std::string name{};                          // this trainer, for the workers' logs
   std::chrono::milliseconds task_timeout{30000};
   std::chrono::milliseconds heartbeat_interval{500};
-  std::chrono::milliseconds heartbeat_timeout{3000};
+  std::chrono::milliseconds heartbeat_timeout{2000};
   std::chrono::milliseconds reconnect_interval{1000};
 };
 
@@ -190,9 +190,9 @@ struct CallResult {
 struct WorkerFigures {
   std::string name{};
   bool live = false;
-  std::uint64_t tasks = 0;  // results accepted from it
-  std::uint64_t lost = 0;   // attempts lost on it
-  std::uint64_t bytes = 0;  // result bytes accepted
+  std::uint64_t tasks = 0;        // results accepted from it
+  std::uint64_t lost = 0;         // attempts lost on it
+  std::uint64_t bytes = 0;        // result bytes accepted
   double p50_ms = 0, p99_ms = 0;  // task latency, sent to result
   std::uint64_t sessions = 0;     // sessions opened (1 + reconnections)
 };

@@ -148,7 +148,8 @@ void dispatch(Shared& sh, caf::event_based_actor* self) {
     call->result.worker = l.name;
     l.outstanding.insert(call->id);
     sh.outstanding.emplace(call->id, call);
-    self->send(l.session, task_atom::value, l.worker_key, call->id, call->op, std::move(call->task));
+    self->send(l.session, task_atom::value, l.worker_key, call->id, call->op,
+               std::move(call->task));
     sh.pending.pop_front();
   }
 }
@@ -170,9 +171,11 @@ void accept_reply(Dispatcher* self, const std::string& tkey, std::uint64_t id, C
   auto call = it->second;
   sh.outstanding.erase(it);
   if (status == CallStatus::done) {
-    const double latency = std::chrono::duration<double, std::milli>(Clock::now() - call->sent).count();
+    const double latency =
+        std::chrono::duration<double, std::milli>(Clock::now() - call->sent).count();
     if (link->latencies_ms.size() >= kLatencies)
-      link->latencies_ms.erase(link->latencies_ms.begin(), link->latencies_ms.begin() + kLatencies / 2);
+      link->latencies_ms.erase(link->latencies_ms.begin(),
+                               link->latencies_ms.begin() + kLatencies / 2);
     link->latencies_ms.push_back(static_cast<float>(latency));
     ++link->figures.tasks;
     link->figures.bytes += bytes.size();
@@ -196,7 +199,8 @@ void connect_link(Dispatcher* self, std::size_t index) {
   auto mm = network_actor(self->home_system(), sh.options.security);
   self->request(mm, std::chrono::seconds(5), caf::connect_atom::value, at.host, at.port)
       .then(
-          [self, index](const caf::node_id&, caf::strong_actor_ptr& p, const std::set<std::string>&) {
+          [self, index](const caf::node_id&, caf::strong_actor_ptr& p,
+                        const std::set<std::string>&) {
             auto& sh = *self->state.shared;
             std::lock_guard lock(sh.mutex);
             auto& l = sh.links[index];
@@ -231,7 +235,8 @@ void connect_link(Dispatcher* self, std::size_t index) {
             l.phase = Link::Phase::idle;
             l.next_attempt = Clock::now() + sh.options.reconnect_interval;
             const auto why = self->home_system().render(e);
-            if (why != l.last_error) spdlog::info("brigade: cannot reach worker {}: {}", l.name, why);
+            if (why != l.last_error)
+              spdlog::info("brigade: cannot reach worker {}: {}", l.name, why);
             l.last_error = why;
           });
 }
@@ -285,11 +290,11 @@ void subscribe(Dispatcher* self) {
           });
 }
 
-void tick(Dispatcher* self) {
+// With Shared::mutex held.
+void tick_locked(Dispatcher* self) {
   auto& st = self->state;
   auto& sh = *st.shared;
   const auto now = Clock::now();
-  std::lock_guard lock(sh.mutex);
   if (sh.stopping) return;
   for (std::size_t i = 0; i < sh.links.size(); ++i) {
     auto& l = sh.links[i];
@@ -340,6 +345,11 @@ void tick(Dispatcher* self) {
   }
 }
 
+void tick(Dispatcher* self) {
+  std::lock_guard lock(self->state.shared->mutex);
+  tick_locked(self);
+}
+
 void drop_unknown(Dispatcher* self, const std::string& what) {
   auto sender = self->current_sender();
   with_peer_address(self, sender ? sender->node() : caf::node_id{}, [what](const std::string& a) {
@@ -349,10 +359,11 @@ void drop_unknown(Dispatcher* self, const std::string& what) {
 
 caf::behavior dispatcher_actor(Dispatcher* self, std::shared_ptr<Shared> shared) {
   self->state.shared = shared;
-  self->set_default_handler([self](caf::scheduled_actor*, caf::message_view& m) -> caf::result<caf::message> {
-    drop_unknown(self, "an unknown message " + caf::to_string(m.content()).substr(0, 80));
-    return caf::none;
-  });
+  self->set_default_handler(
+      [self](caf::scheduled_actor*, caf::message_view& m) -> caf::result<caf::message> {
+        drop_unknown(self, "an unknown message " + caf::to_string(m.content()).substr(0, 80));
+        return caf::none;
+      });
   self->set_down_handler([self](const caf::down_msg& down) {
     auto& st = self->state;
     if (down.source == st.directory.address()) {
@@ -381,7 +392,8 @@ caf::behavior dispatcher_actor(Dispatcher* self, std::shared_ptr<Shared> shared)
         std::lock_guard lock(sh.mutex);
         dispatch(sh, self);
       },
-      [self](welcome_atom, const std::string& tkey, const std::vector<char>& bytes, caf::actor session) {
+      [self](welcome_atom, const std::string& tkey, const std::vector<char>& bytes,
+             caf::actor session) {
         auto& sh = *self->state.shared;
         std::lock_guard lock(sh.mutex);
         auto l = std::find_if(sh.links.begin(), sh.links.end(), [&](const Link& l) {
@@ -419,7 +431,8 @@ caf::behavior dispatcher_actor(Dispatcher* self, std::shared_ptr<Shared> shared)
         std::lock_guard lock(sh.mutex);
         for (auto& l : sh.links) {
           if (l.phase != Link::Phase::hello || !same_secret(l.trainer_key, tkey)) continue;
-          if (l.last_error != why) spdlog::error("brigade: worker {} refused this trainer: {}", l.name, why);
+          if (l.last_error != why)
+            spdlog::error("brigade: worker {} refused this trainer: {}", l.name, why);
           l.last_error = "refused: " + why;
           l.phase = Link::Phase::idle;
           l.next_attempt = Clock::now() + 5 * sh.options.reconnect_interval;
@@ -438,11 +451,13 @@ caf::behavior dispatcher_actor(Dispatcher* self, std::shared_ptr<Shared> shared)
         auto& sh = *self->state.shared;
         std::lock_guard lock(sh.mutex);
         for (auto& l : sh.links)
-          if (l.phase == Link::Phase::live && same_secret(l.trainer_key, tkey)) l.last_heard = Clock::now();
+          if (l.phase == Link::Phase::live && same_secret(l.trainer_key, tkey))
+            l.last_heard = Clock::now();
       },
       [self](workers_atom, const std::vector<char>& bytes) {
         auto& st = self->state;
-        if (!st.directory || self->current_sender() != caf::actor_cast<caf::strong_actor_ptr>(st.directory)) {
+        if (!st.directory ||
+            self->current_sender() != caf::actor_cast<caf::strong_actor_ptr>(st.directory)) {
           return drop_unknown(self, "a worker list not from the directory");
         }
         std::vector<Endpoint> endpoints;
@@ -453,7 +468,8 @@ caf::behavior dispatcher_actor(Dispatcher* self, std::shared_ptr<Shared> shared)
             const auto key = to_string(list.getDirectoryKey());
             if (st.directory_key.empty()) st.directory_key = key;
             if (!same_secret(key, st.directory_key)) throw RemoteError("a wrong directory key");
-            for (auto e : list.getEndpoints()) endpoints.push_back(parse_endpoint(e.cStr(), "directory"));
+            for (auto e : list.getEndpoints())
+              endpoints.push_back(parse_endpoint(e.cStr(), "directory"));
             return 0;
           });
         } catch (const std::exception& e) {
@@ -461,10 +477,12 @@ caf::behavior dispatcher_actor(Dispatcher* self, std::shared_ptr<Shared> shared)
         }
         auto& sh = *st.shared;
         std::lock_guard lock(sh.mutex);
-        for (auto& l : sh.links) l.wanted = std::find(sh.options.workers.begin(), sh.options.workers.end(), l.at) != sh.options.workers.end();
+        for (auto& l : sh.links)
+          l.wanted = std::find(sh.options.workers.begin(), sh.options.workers.end(), l.at) !=
+                     sh.options.workers.end();
         for (const auto& e : endpoints) add_link(sh, e);
         spdlog::info("brigade: the directory lists {} worker(s)", endpoints.size());
-        tick(self);
+        tick_locked(self);
       },
   };
 }
@@ -516,10 +534,11 @@ caf::behavior directory_actor(Directory* self, std::string token) {
       broadcast();
     }
   });
-  self->set_default_handler([self](caf::scheduled_actor*, caf::message_view& m) -> caf::result<caf::message> {
-    refuse_peer(self, "an unknown message " + caf::to_string(m.content()).substr(0, 80));
-    return caf::none;
-  });
+  self->set_default_handler(
+      [self](caf::scheduled_actor*, caf::message_view& m) -> caf::result<caf::message> {
+        refuse_peer(self, "an unknown message " + caf::to_string(m.content()).substr(0, 80));
+        return caf::none;
+      });
   return {
       [self, broadcast](join_atom, const std::vector<char>& bytes) {
         auto sender = caf::actor_cast<caf::actor>(self->current_sender());
@@ -600,7 +619,8 @@ struct RemotePool::Impl {
       std::lock_guard lock(shared->mutex);
       shared->stopping = true;
       for (auto& c : shared->pending) shared->finish(c, CallStatus::stopped, "the pool stopped");
-      for (auto& [id, c] : shared->outstanding) shared->finish(c, CallStatus::stopped, "the pool stopped");
+      for (auto& [id, c] : shared->outstanding)
+        shared->finish(c, CallStatus::stopped, "the pool stopped");
       shared->pending.clear();
       shared->outstanding.clear();
     }
@@ -653,7 +673,8 @@ std::vector<std::string> RemotePool::lost_workers() const {
   for (const auto& l : impl_->shared->links) {
     if (l.phase == Link::Phase::live) continue;
     if (l.ever_live || !l.last_error.empty())
-      out.push_back(fmt::format("{} ({})", l.name, l.last_error.empty() ? "not reached" : l.last_error));
+      out.push_back(
+          fmt::format("{} ({})", l.name, l.last_error.empty() ? "not reached" : l.last_error));
   }
   return out;
 }

@@ -49,7 +49,7 @@ struct Core {
 
   std::mutex mutex;
   std::condition_variable wake;
-  std::list<std::shared_ptr<Session>> ring;  // sessions with queued tasks, in turn
+  std::list<std::shared_ptr<Session>> ring;      // sessions with queued tasks, in turn
   std::vector<std::weak_ptr<Session>> sessions;  // every session opened (ended at shutdown)
   bool stopping = false;
   WorkerStats stats;
@@ -186,10 +186,11 @@ caf::behavior session_actor(caf::stateful_actor<SessionState>* self, std::shared
     self->quit();
   };
   self->set_down_handler([end](const caf::down_msg&) { end("the trainer is gone"); });
-  self->set_default_handler([self](caf::scheduled_actor*, caf::message_view& m) -> caf::result<caf::message> {
-    drop(self, "an unknown message " + caf::to_string(m.content()));
-    return caf::none;
-  });
+  self->set_default_handler(
+      [self](caf::scheduled_actor*, caf::message_view& m) -> caf::result<caf::message> {
+        drop(self, "an unknown message " + caf::to_string(m.content()));
+        return caf::none;
+      });
   self->delayed_send(self, std::chrono::milliseconds(200), tick_atom::value);
   const auto& key = session->key;
   return {
@@ -229,8 +230,9 @@ caf::behavior session_actor(caf::stateful_actor<SessionState>* self, std::shared
       [self, end](tick_atom) {
         const auto silent = Clock::now() - self->state.last_heard;
         if (silent > self->state.core->options.heartbeat_timeout) {
-          return end(fmt::format("no heartbeat for {} ms",
-                                 std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()));
+          return end(
+              fmt::format("no heartbeat for {} ms",
+                          std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()));
         }
         self->delayed_send(self, std::chrono::milliseconds(200), tick_atom::value);
       },
@@ -281,7 +283,8 @@ std::string check_hello(const Core& core, wire::Hello::Reader hello) {
 
 caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<Core> core) {
   self->state.core = core;
-  self->set_default_handler([self](caf::scheduled_actor*, caf::message_view& m) -> caf::result<caf::message> {
+  self->set_default_handler([self](caf::scheduled_actor*,
+                                   caf::message_view& m) -> caf::result<caf::message> {
     {
       std::lock_guard lock(self->state.core->mutex);
       ++self->state.core->stats.messages_dropped;
@@ -390,7 +393,9 @@ caf::behavior joiner_actor(caf::stateful_actor<JoinerState>* self, std::shared_p
   self->send(self, tick_atom::value);
   return {
       [attempt](tick_atom) { attempt(); },
-      [at](joined_atom) { spdlog::info("brigade worker: joined the directory at {}", at.to_string()); },
+      [at](joined_atom) {
+        spdlog::info("brigade worker: joined the directory at {}", at.to_string());
+      },
       [self, at](refuse_atom, const std::string& why) {
         spdlog::error("brigade worker: the directory at {} refused to list this worker: {}",
                       at.to_string(), why);
@@ -411,7 +416,8 @@ struct WorkerNode::Impl {
 
   Impl(WorkerOptions o, OperationRegistry ops) {
     if (o.security.token.empty()) throw RemoteError("a worker needs a job token");
-    if (o.threads <= 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    if (o.threads <= 0)
+      o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     core->window = o.window > 0 ? o.window : static_cast<std::uint32_t>(2 * o.threads);
     core->operations = std::move(ops);
     core->options = o;

@@ -1,11 +1,11 @@
 #include "transport/detail/remote_protocol.h"
 
-#include <caf/openssl/all.hpp>
-#include <kj/io.h>
 #include <fmt/format.h>
+#include <kj/io.h>
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <caf/openssl/all.hpp>
 #include <cerrno>
 #include <cstring>
 
@@ -71,8 +71,8 @@ std::uint16_t publish(const caf::actor& actor, const Endpoint& at, const Securit
   auto port = security.tls() ? caf::openssl::publish(actor, at.port, at.host.c_str(), true)
                              : caf::io::publish(actor, at.port, at.host.c_str(), true);
   if (!port) {
-    throw RemoteError(fmt::format("cannot listen on {}: {}", at.to_string(),
-                                  system.render(port.error())));
+    throw RemoteError(
+        fmt::format("cannot listen on {}: {}", at.to_string(), system.render(port.error())));
   }
   return *port;
 }
@@ -109,29 +109,26 @@ void with_peer_address(caf::event_based_actor* self, const caf::node_id& node,
   }
   auto mm = self->home_system().middleman().actor_handle();
   self->request(mm, std::chrono::seconds(1), caf::get_atom::value, node)
-      .then(
-          [log](const caf::node_id&, const std::string& host, std::uint16_t port) {
-            log(fmt::format("{}:{}", host, port));
-          },
-          [log, node](const caf::error&) { log("node " + caf::to_string(node)); });
+      .then([log](const caf::node_id&, const std::string& host,
+                  std::uint16_t port) { log(fmt::format("{}:{}", host, port)); },
+            [log, node](const caf::error&) { log("node " + caf::to_string(node)); });
 }
 
 std::vector<char> to_bytes(capnp::MessageBuilder& message) {
   std::vector<char> out(capnp::computeSerializedSizeInWords(message) * sizeof(capnp::word));
-  kj::ArrayOutputStream stream(
-      kj::arrayPtr(reinterpret_cast<kj::byte*>(out.data()), out.size()));
+  kj::ArrayOutputStream stream(kj::arrayPtr(reinterpret_cast<kj::byte*>(out.data()), out.size()));
   capnp::writeMessage(stream, message);
   return out;
 }
 
 WireReader::WireReader(std::span<const char> bytes) {
   if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) {
-    throw RemoteError(fmt::format("malformed message: {} bytes is not a whole number of words",
-                                  bytes.size()));
+    throw RemoteError(
+        fmt::format("malformed message: {} bytes is not a whole number of words", bytes.size()));
   }
   if (bytes.size() > kMaxMessageBytes) {
-    throw RemoteError(fmt::format("message of {} bytes exceeds the limit of {}", bytes.size(),
-                                  kMaxMessageBytes));
+    throw RemoteError(
+        fmt::format("message of {} bytes exceeds the limit of {}", bytes.size(), kMaxMessageBytes));
   }
   const auto words = bytes.size() / sizeof(capnp::word);
   const capnp::word* begin = reinterpret_cast<const capnp::word*>(bytes.data());

@@ -21,7 +21,6 @@
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
-
 #include <span>
 #include <string>
 #include <string_view>
