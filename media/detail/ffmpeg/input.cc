@@ -20,8 +20,6 @@ extern "C" {
 namespace brigade::media::detail {
 namespace {
 
-constexpr int kIOBufferSize = 32768;
-
 void log_callback(void* avcl, int level, const char* fmt, va_list vl) {
   if (level > av_log_get_level()) return;
   char line[1024];
@@ -44,58 +42,14 @@ void init_ffmpeg_logging() {
 
 Input::Input(const Source& source, bool find_stream_info) : name_(source.name()) {
   init_ffmpeg_logging();
+  if (!source.is_file()) {
+    if (source.bytes().empty()) throw MediaError(ErrorCode::bad_data, name_, "empty input");
+    memory_.emplace(source.bytes());
+  }
   AVFormatContext* fmt = avformat_alloc_context();
   if (fmt == nullptr) throw std::bad_alloc();
-  if (!source.is_file()) {
-    if (source.bytes().empty()) {
-      avformat_free_context(fmt);
-      throw MediaError(ErrorCode::bad_data, name_, "empty input");
-    }
-    reader_ = std::make_unique<MemoryReader>(MemoryReader{source.bytes(), 0});
-    auto* buffer = static_cast<std::uint8_t*>(av_malloc(kIOBufferSize));
-    if (buffer == nullptr) {
-      avformat_free_context(fmt);
-      throw std::bad_alloc();
-    }
-    io_.reset(avio_alloc_context(
-        buffer, kIOBufferSize, 0, reader_.get(),
-        [](void* opaque, std::uint8_t* buf, int size) -> int {
-          auto* r = static_cast<MemoryReader*>(opaque);
-          std::int64_t left = static_cast<std::int64_t>(r->bytes.size()) - r->pos;
-          if (left <= 0) return AVERROR_EOF;
-          int n = static_cast<int>(std::min<std::int64_t>(left, size));
-          std::memcpy(buf, r->bytes.data() + r->pos, n);
-          r->pos += n;
-          return n;
-        },
-        nullptr,
-        [](void* opaque, std::int64_t offset, int whence) -> std::int64_t {
-          auto* r = static_cast<MemoryReader*>(opaque);
-          const auto size = static_cast<std::int64_t>(r->bytes.size());
-          switch (whence & ~AVSEEK_FORCE) {
-            case AVSEEK_SIZE:
-              return size;
-            case SEEK_SET:
-              break;
-            case SEEK_CUR:
-              offset += r->pos;
-              break;
-            case SEEK_END:
-              offset += size;
-              break;
-            default:
-              return AVERROR(EINVAL);
-          }
-          if (offset < 0 || offset > size) return AVERROR(EINVAL);
-          r->pos = offset;
-          return offset;
-        }));
-    if (!io_) {
-      av_free(buffer);
-      avformat_free_context(fmt);
-      throw std::bad_alloc();
-    }
-    fmt->pb = io_.get();
+  if (memory_) {
+    fmt->pb = memory_->get();
     fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
   }
   // avformat_open_input frees fmt on failure.

@@ -1,15 +1,14 @@
 #pragma once
 // Demuxing from a Source: a file path, or memory through a custom AVIOContext.
 
-#include <cstdint>
-#include <memory>
-#include <span>
+#include <optional>
 #include <string>
 
 extern "C" {
 #include <libavformat/avformat.h>
 }
 
+#include "media/detail/ffmpeg/memory_io.h"
 #include "media/detail/ffmpeg/wrappers.h"
 #include "media/source.h"
 
@@ -35,13 +34,8 @@ class Input {
   int find_stream(AVMediaType type) const;
 
  private:
-  struct MemoryReader {
-    std::span<const std::uint8_t> bytes;
-    std::int64_t pos = 0;
-  };
   std::string name_;
-  std::unique_ptr<MemoryReader> reader_;
-  IOContextPtr io_;
+  std::optional<MemoryIO> memory_;  // for memory sources; outlives fmt_
   InputFormatContextPtr fmt_;
 };
 
