@@ -13,12 +13,22 @@ extern "C" {
 namespace brigade::media::detail {
 
 namespace {
+
 constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Skips find_stream_info where the header suffices: on short MP4 clips it
+// decodes a few frames with a decoder of its own, a fifth of the work of
+// taking 8 frames from a 2 s clip.
+const Input& probed(Input& input) {
+  if (!input.header_describes_video()) input.find_stream_info();
+  return input;
+}
+
 }  // namespace
 
 VideoStream::VideoStream(const Source& source)
-    : input_(source, true),
-      index_(input_.find_stream(AVMEDIA_TYPE_VIDEO)),
+    : input_(source, false),
+      index_(probed(input_).find_stream(AVMEDIA_TYPE_VIDEO)),
       timing_(stream_timing(input_.get(), index_)) {
   AVFormatContext* fmt = input_.get();
   for (unsigned i = 0; i < fmt->nb_streams; ++i) {

@@ -57,10 +57,32 @@ Input::Input(const Source& source, bool find_stream_info) : name_(source.name())
                                 nullptr);
   check_averror(ret, name_, "while opening the input");
   fmt_.reset(fmt);
-  if (find_stream_info) {
-    check_averror(avformat_find_stream_info(fmt, nullptr), name_,
-                  "while reading stream information");
+  if (find_stream_info) this->find_stream_info();
+}
+
+void Input::find_stream_info() {
+  check_averror(avformat_find_stream_info(fmt_.get(), nullptr), name_,
+                "while reading stream information");
+}
+
+bool Input::header_describes_video() const {
+  // MP4's sample tables give every packet's timing, its stsd the picture
+  // size; other containers (Matroska without a frame count, raw streams) or
+  // codecs without a size in the header (MPEG-4 part 2) need the probe.
+  if (std::strncmp(fmt_->iformat->name, "mov,", 4) != 0) return false;
+  const AVStream* video = nullptr;
+  for (unsigned i = 0; i < fmt_->nb_streams; ++i) {
+    const AVStream* st = fmt_->streams[i];
+    if (st->codecpar->codec_type != AVMEDIA_TYPE_VIDEO ||
+        (st->disposition & AV_DISPOSITION_ATTACHED_PIC))
+      continue;
+    if (video != nullptr) return false;  // which is best is find_stream_info's call
+    video = st;
   }
+  return video != nullptr && video->codecpar->codec_id != AV_CODEC_ID_NONE &&
+         video->codecpar->width > 0 && video->codecpar->height > 0 && video->nb_frames > 0 &&
+         video->avg_frame_rate.num > 0 && video->avg_frame_rate.den > 0 &&
+         video->start_time != AV_NOPTS_VALUE && video->duration > 0;
 }
 
 Input::~Input() = default;

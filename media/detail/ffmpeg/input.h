@@ -32,6 +32,13 @@ class Input {
   const std::string& name() const { return name_; }
   // The best stream of `type`; MediaError(unsupported) naming the input if none.
   int find_stream(AVMediaType type) const;
+  // Reads packets (and decodes a few) until every stream's parameters are
+  // known: avformat_find_stream_info. Once, before reading packets.
+  void find_stream_info();
+  // Whether the container's header alone describes its one video stream as
+  // find_stream_info would (MP4/MOV with size, frame count and rate, read
+  // from the moov atom): find_stream_info would only cost a decode.
+  bool header_describes_video() const;
 
  private:
   std::string name_;
