@@ -1,11 +1,7 @@
 // The streaming video API of video.h: Packet, Frame, Demuxer, VideoDecoder,
 // FrameConverter, VideoReader, over the decode loop of detail/ffmpeg.
-#include <cmath>
-#include <limits>
-
 extern "C" {
 #include <libavcodec/avcodec.h>
-#include <libavformat/avformat.h>
 }
 
 #include "media/detail/ffmpeg/decode_loop.h"
@@ -65,11 +61,7 @@ Packet::Packet(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Packet::Packet(Packet&&) noexcept = default;
 Packet& Packet::operator=(Packet&&) noexcept = default;
 Packet::~Packet() = default;
-double Packet::time() const {
-  const AVPacket* p = impl_->packet.get();
-  if (p->pts == AV_NOPTS_VALUE) return std::numeric_limits<double>::quiet_NaN();
-  return double(p->pts - impl_->timing.start_pts) * av_q2d(impl_->timing.time_base);
-}
+double Packet::time() const { return detail::packet_time(impl_->packet.get(), impl_->timing); }
 bool Packet::keyframe() const { return impl_->packet->flags & AV_PKT_FLAG_KEY; }
 int Packet::size() const { return impl_->packet->size; }
 
@@ -150,8 +142,9 @@ std::optional<Tensor> VideoReader::next_chunk(int chunk_frames, const Allocator&
   int n = 0;
   double time = 0;
   for (; n < chunk_frames && impl_->loop.next(impl_->frame.get(), time); ++n) {
-    std::vector<std::int64_t> shape = impl_->writer.prepare(impl_->frame.get());
+    const std::vector<std::int64_t>& frame_shape = impl_->writer.prepare(impl_->frame.get());
     if (n == 0) {
+      std::vector<std::int64_t> shape(frame_shape);
       shape.insert(shape.begin(), chunk_frames);
       chunk = Tensor::empty(DType::uint8, shape, allocator);
     }

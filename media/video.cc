@@ -255,10 +255,11 @@ Tensor decode_range(OpenVideo& v, const ImageOptions& image, double start, doubl
   double ft = 0;
   while (loop.next(frame.get(), ft)) {
     if (ft < start - eps || (end >= 0 && ft >= end - eps)) continue;
-    std::vector<std::int64_t> shape = writer.prepare(frame.get());
+    const std::vector<std::int64_t>& frame_shape = writer.prepare(frame.get());
     if (count == capacity) {
       const double span = (end >= 0 ? std::min(end, timing.duration) : timing.duration) - start;
       capacity = std::max<std::int64_t>({capacity * 2, std::llround(span * timing.fps) + 1, 16});
+      std::vector<std::int64_t> shape(frame_shape);
       shape.insert(shape.begin(), capacity);
       Tensor grown = Tensor::empty(DType::uint8, shape, allocator);
       if (count > 0)

@@ -38,10 +38,7 @@ VideoStream::VideoStream(const Source& source)
 
 bool VideoStream::indexed() const { return avformat_index_get_entries_count(stream()) > 0; }
 
-double VideoStream::packet_time(const AVPacket* p) const {
-  if (p->pts == AV_NOPTS_VALUE) return std::numeric_limits<double>::quiet_NaN();
-  return double(p->pts - timing_.start_pts) * av_q2d(timing_.time_base);
-}
+double VideoStream::packet_time(const AVPacket* p) const { return detail::packet_time(p, timing_); }
 
 std::int64_t VideoStream::to_pts(double seconds) const {
   return timing_.start_pts + std::int64_t(std::floor(seconds / av_q2d(timing_.time_base)));
