@@ -21,11 +21,14 @@
 // x264's defaults (keyint 250, 3 B-frames with B-pyramid...), by default 2 s
 // 640x360 at 30 fps: one keyframe, then P and B frames). The --width,
 // --height, --clip-seconds, --fps and --clips flags change the generated
-// clips. Exactly N worker threads decode, each
-// single-threaded. One untimed warm-up pass per implementation, then whole
-// passes, implementations taking turns, until each has run --seconds. JSON
-// lines on stdout, a table on stderr. ratio_vs_reference (brigade rows) is
-// brigade's rate over the first reference row's.
+// clips. Exactly N worker threads decode, each single-threaded. One untimed
+// warm-up pass per implementation, then whole passes, implementations taking
+// turns, until each has run --seconds. JSON lines on stdout, a table on
+// stderr. ratio_vs_reference (brigade rows) is brigade's rate over the first
+// reference row's (libav-sequential for video). Video rows name the clips
+// (profile, size, fps, frames per clip); the brigade row adds load_video's
+// DecodeStats summed over one pass (packets, packets_skippable,
+// frames_decoded, seeks).
 #include <sys/resource.h>
 #include <turbojpeg.h>
 #include <unistd.h>
