@@ -119,7 +119,6 @@ void DecodeLoop::feed() {
       eof_ = true;
       break;
     }
-    if (p->dts != AV_NOPTS_VALUE) last_dts_ = p->dts;
     ahead_time_[slot] = stream_.packet_time(p);
     if (!std::isnan(ahead_time_[slot])) min_time_ = std::min(min_time_, ahead_time_[slot]);
     ++count_;
@@ -131,6 +130,7 @@ void DecodeLoop::feed() {
   }
   AVPacket* p = ahead_[head_].get();
   decoder_.send(p, skipping_ == Skipping::undisplayed && skippable(head_));
+  if (p->dts != AV_NOPTS_VALUE) last_dts_ = p->dts;
   av_packet_unref(p);
   if (!std::isnan(ahead_time_[head_])) {
     recent_[recent_next_] = ahead_time_[head_];

@@ -112,8 +112,9 @@ class DecodeLoop {
   // Continues from the keyframe at or before `pts` and resets the decoder
   // (counted in its stats' seeks).
   void seek(std::int64_t pts);
-  // The decode timestamp of the last packet read since the start or the last
-  // seek; AV_NOPTS_VALUE if none.
+  // The decode timestamp of the last packet sent to the decoder since the
+  // start or the last seek (packets read ahead do not count: seeking past
+  // them still saves decoding them); AV_NOPTS_VALUE if none.
   std::int64_t last_dts() const { return last_dts_; }
 
  private:
