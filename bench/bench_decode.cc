@@ -1,6 +1,8 @@
 // bench_decode: decode throughput of brigade::media against references.
 //
 //   bench_decode [--kind image|video] [--list FILE] [--threads N] [--seconds S]
+//                [--video-profile fast|x264-default] [--width W] [--height H]
+//                [--clip-seconds S] [--fps F] [--clips N]
 //
 // Image: decode + ImageNet eval transform (shorter side 256, center crop 224,
 // RGB). Rows: "brigade" (load_image), "turbojpeg" (TurboJPEG full RGB decode
@@ -14,11 +16,19 @@
 //
 // Inputs are read into memory first (the CLI reads its files from disk);
 // without --list, synthetic media is generated (ImageNet-like q90 4:2:0 JPEGs;
-// 10 s 320x240 H.264 clips). Exactly N worker threads decode, each
-// single-threaded. One untimed warm-up pass per implementation, then whole
-// passes, implementations taking turns, until each has run --seconds. JSON
-// lines on stdout, a table on stderr. ratio_vs_reference (brigade rows) is
-// brigade's rate over the first reference row's.
+// H.264 clips: by default ("fast") 10 s 320x240 at 25 fps, keyframes every 50
+// frames, 2 B-frames; "x264-default" clips are encoded like users' videos, with
+// x264's defaults (keyint 250, 3 B-frames with B-pyramid...), by default 2 s
+// 640x360 at 30 fps: one keyframe, then P and B frames). The --width,
+// --height, --clip-seconds, --fps and --clips flags change the generated
+// clips. Exactly N worker threads decode, each single-threaded. One untimed
+// warm-up pass per implementation, then whole passes, implementations taking
+// turns, until each has run --seconds. JSON lines on stdout, a table on
+// stderr. ratio_vs_reference (brigade rows) is brigade's rate over the first
+// reference row's (libav-sequential for video). Video rows name the clips
+// (profile, size, fps, frames per clip); the brigade row adds load_video's
+// DecodeStats summed over one pass (packets, packets_skippable,
+// frames_decoded, seeks).
 #include <sys/resource.h>
 #include <turbojpeg.h>
 #include <unistd.h>
@@ -57,6 +67,13 @@ struct Args {
   std::string list;
   int threads = 1;
   double seconds = 3.0;
+  // Synthetic clips (0: the profile's default).
+  std::string video_profile = "fast";
+  int width = 0;
+  int height = 0;
+  double clip_seconds = 0;
+  int fps = 0;
+  int clips = 6;
 };
 
 Args parse(int argc, char** argv) {
@@ -78,15 +95,36 @@ Args parse(int argc, char** argv) {
       a.threads = std::atoi(value().c_str());
     else if (k == "--seconds")
       a.seconds = std::atof(value().c_str());
+    else if (k == "--video-profile")
+      a.video_profile = value();
+    else if (k == "--width")
+      a.width = std::atoi(value().c_str());
+    else if (k == "--height")
+      a.height = std::atoi(value().c_str());
+    else if (k == "--clip-seconds")
+      a.clip_seconds = std::atof(value().c_str());
+    else if (k == "--fps")
+      a.fps = std::atoi(value().c_str());
+    else if (k == "--clips")
+      a.clips = std::atoi(value().c_str());
     else {
-      std::fprintf(
-          stderr,
-          "usage: bench_decode [--kind image|video] [--list FILE] [--threads N] [--seconds S]\n");
+      std::fprintf(stderr,
+                   "usage: bench_decode [--kind image|video] [--list FILE] [--threads N] "
+                   "[--seconds S]\n"
+                   "                    [--video-profile fast|x264-default] [--width W] "
+                   "[--height H]\n"
+                   "                    [--clip-seconds S] [--fps F] [--clips N]\n");
       std::exit(2);
     }
   }
   if ((a.kind != "image" && a.kind != "video") || a.threads <= 0) {
     std::fprintf(stderr, "bad --kind or --threads\n");
+    std::exit(2);
+  }
+  if ((a.video_profile != "fast" && a.video_profile != "x264-default") || a.width < 0 ||
+      a.height < 0 || a.clip_seconds < 0 || a.fps < 0 || a.clips <= 0) {
+    std::fprintf(stderr,
+                 "bad --video-profile, --width, --height, --clip-seconds, --fps or --clips\n");
     std::exit(2);
   }
   return a;
@@ -157,15 +195,15 @@ std::vector<Result> run(const std::vector<Impl>& impls, int threads, double min_
   return results;
 }
 
+// `extra`: more JSON members, each starting with a comma (or empty).
 void report(const char* impl, const std::string& kind, const char* op, int threads, const Result& r,
-            const char* unit, double ratio) {
+            const char* unit, double ratio, const std::string& extra = "") {
   const double rate = double(r.items) / r.seconds, cpu_ms = 1e3 * r.cpu / double(r.items);
   std::printf(
-      "{\"bench\":\"decode\",\"impl\":\"%s\",\"kind\":\"%s\",\"op\":\"%s\",\"threads\":%d,\"%s\":%"
-      "ld,"
-      "\"%s_per_s\":%.1f,\"cpu_ms_per_%s\":%.3f,\"failures\":%ld",
-      impl, kind.c_str(), op, threads, unit, r.items, unit, rate, unit[0] == 'i' ? "image" : "clip",
-      cpu_ms, r.failures);
+      "{\"bench\":\"decode\",\"impl\":\"%s\",\"kind\":\"%s\",\"op\":\"%s\",\"threads\":%d%s,"
+      "\"%s\":%ld,\"%s_per_s\":%.1f,\"cpu_ms_per_%s\":%.3f,\"failures\":%ld",
+      impl, kind.c_str(), op, threads, extra.c_str(), unit, r.items, unit, rate,
+      unit[0] == 'i' ? "image" : "clip", cpu_ms, r.failures);
   if (ratio > 0) std::printf(",\"ratio_vs_reference\":%.3f", ratio);
   std::printf("}\n");
   std::fflush(stdout);
@@ -389,21 +427,53 @@ void libav_sequential(const std::string& path, const std::vector<std::int64_t>& 
   if (k != wanted.size()) throw std::runtime_error("missing frames in " + path);
 }
 
+// What load_video decoded, summed over the clips: how much it skipped.
+std::string decode_stats_json(const std::vector<Bytes>& files,
+                              const std::vector<std::string>& paths, bm::VideoOptions opts) {
+  bm::DecodeStats sum, one;
+  opts.stats = &one;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    bm::load_video(bm::Source::memory(files[i], paths[i]), opts);
+    sum.packets += one.packets;
+    sum.packets_skippable += one.packets_skippable;
+    sum.frames += one.frames;
+    sum.seeks += one.seeks;
+  }
+  std::fprintf(stderr,
+               "brigade decode stats: packets %ld, sent skippable %ld, frames %ld, seeks %ld\n",
+               long(sum.packets), long(sum.packets_skippable), long(sum.frames), long(sum.seeks));
+  return ",\"packets\":" + std::to_string(sum.packets) +
+         ",\"packets_skippable\":" + std::to_string(sum.packets_skippable) +
+         ",\"frames_decoded\":" + std::to_string(sum.frames) +
+         ",\"seeks\":" + std::to_string(sum.seeks);
+}
+
 int bench_videos(const Args& a) {
   std::vector<std::string> paths;
   std::filesystem::path tmp;
+  std::string clip_desc = ",\"clips_from\":\"list\"";
   if (a.list.empty()) {
+    const bool x264 = a.video_profile == "x264-default";
+    bm::VideoSpec spec{.codec = bm::VideoCodec::h264,
+                       .width = a.width > 0 ? a.width : (x264 ? 640 : 320),
+                       .height = a.height > 0 ? a.height : (x264 ? 360 : 240),
+                       .frames = 0,
+                       .fps = a.fps > 0 ? a.fps : (x264 ? 30 : 25),
+                       .gop = 50,
+                       .b_frames = 2,
+                       .seed = 0,
+                       .profile = x264 ? bm::VideoProfile::x264_default : bm::VideoProfile::fast};
+    spec.frames =
+        int(std::lround((a.clip_seconds > 0 ? a.clip_seconds : (x264 ? 2.0 : 10.0)) * spec.fps));
+    clip_desc =
+        ",\"video_profile\":\"" + a.video_profile + "\",\"width\":" + std::to_string(spec.width) +
+        ",\"height\":" + std::to_string(spec.height) + ",\"fps\":" + std::to_string(spec.fps) +
+        ",\"clip_frames\":" + std::to_string(spec.frames);
     tmp = std::filesystem::temp_directory_path() / ("bench_decode_" + std::to_string(getpid()));
     std::filesystem::create_directories(tmp);
-    for (int i = 0; i < 6; ++i) {
-      const Bytes clip = bm::make_video({.codec = bm::VideoCodec::h264,
-                                         .width = 320,
-                                         .height = 240,
-                                         .frames = 250,
-                                         .fps = 25,
-                                         .gop = 50,
-                                         .b_frames = 2,
-                                         .seed = std::uint64_t(i)});
+    for (int i = 0; i < a.clips; ++i) {
+      spec.seed = std::uint64_t(i);
+      const Bytes clip = bm::make_video(spec);
       paths.push_back((tmp / ("clip" + std::to_string(i) + ".mp4")).string());
       bm::write_file(paths.back(), clip);
     }
@@ -452,9 +522,11 @@ int bench_videos(const Args& a) {
   const Result& ours = results[0];
   const Result& seq = results[1];
   report("brigade", "video", "clip8x224", a.threads, ours, "clips",
-         (double(ours.items) / ours.seconds) / (double(seq.items) / seq.seconds));
-  report("libav-sequential", "video", "clip8x224", a.threads, seq, "clips", 0);
-  if (have_cli) report("ffmpeg-cli", "video", "clip8x224", a.threads, results[2], "clips", 0);
+         (double(ours.items) / ours.seconds) / (double(seq.items) / seq.seconds),
+         clip_desc + decode_stats_json(files, paths, opts));
+  report("libav-sequential", "video", "clip8x224", a.threads, seq, "clips", 0, clip_desc);
+  if (have_cli)
+    report("ffmpeg-cli", "video", "clip8x224", a.threads, results[2], "clips", 0, clip_desc);
   if (!tmp.empty()) std::filesystem::remove_all(tmp);
   return 0;
 }

@@ -276,10 +276,21 @@ Bytes make_video(const VideoSpec& spec, const std::string& container) {
   enc->thread_count = 1;
   switch (spec.codec) {
     case VideoCodec::h264:
-      av_opt_set(enc->priv_data, "preset", "veryfast", 0);
-      // No lookahead: with it, this libx264 build's output varied from call to
-      // call (even single-threaded); fixed B-frame placement keeps B-frames.
-      av_opt_set(enc->priv_data, "x264-params", "scenecut=0:threads=1:rc-lookahead=0:b-adapt=0", 0);
+      if (spec.profile == VideoProfile::x264_default) {
+        // FFmpeg's libx264 wrapper leaves unset fields at x264's defaults;
+        // keyint and B-frames are set explicitly to x264's values.
+        enc->gop_size = 250;
+        enc->max_b_frames = 3;
+        av_opt_set(enc->priv_data, "preset", "medium", 0);
+        av_opt_set(enc->priv_data, "x264-params", "threads=1:lookahead-threads=1:b-pyramid=normal",
+                   0);
+      } else {
+        av_opt_set(enc->priv_data, "preset", "veryfast", 0);
+        // No lookahead: with it, this libx264 build's output varied from call to
+        // call (even single-threaded); fixed B-frame placement keeps B-frames.
+        av_opt_set(enc->priv_data, "x264-params", "scenecut=0:threads=1:rc-lookahead=0:b-adapt=0",
+                   0);
+      }
       av_opt_set_int(enc->priv_data, "crf", 23, 0);
       break;
     case VideoCodec::hevc:

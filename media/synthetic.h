@@ -35,6 +35,18 @@ Bytes encode_jpeg(std::span<const std::uint8_t> rgb, int width, int height, int 
 
 enum class VideoCodec { h264, hevc, mpeg4, vp9, av1, mjpeg };
 
+// How h264 is encoded (other codecs ignore it).
+enum class VideoProfile {
+  // Fast test clips: libx264 veryfast, CRF 23, keyframes every `gop` frames,
+  // `b_frames` B-frames in a fixed pattern, no lookahead, no scene cuts.
+  fast,
+  // Like users' videos: libx264 at its own defaults (preset medium, CRF 23,
+  // keyint 250, min-keyint 25, scene cuts, 3 adaptive B-frames with B-pyramid
+  // "normal" (middle B-frames are references), 3 reference frames, weighted
+  // prediction, CABAC). `gop` and `b_frames` are ignored.
+  x264_default,
+};
+
 struct VideoSpec {
   VideoCodec codec = VideoCodec::h264;
   int width = 320;
@@ -44,6 +56,7 @@ struct VideoSpec {
   int gop = 24;      // keyframe interval
   int b_frames = 2;  // ignored by codecs without B-frames
   std::uint64_t seed = 0;
+  VideoProfile profile = VideoProfile::fast;
 };
 // An MP4 (h264, hevc, mpeg4), WebM (vp9, av1) or AVI (mjpeg: full-range
 // yuvj420p, as cameras write it) file's bytes. Frame i has pts i / fps

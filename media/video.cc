@@ -11,6 +11,7 @@ extern "C" {
 #include <libavformat/avformat.h>
 }
 
+#include "media/detail/ffmpeg/decode_loop.h"
 #include "media/detail/ffmpeg/error.h"
 #include "media/detail/ffmpeg/input.h"
 #include "media/detail/ffmpeg/video_stream.h"
@@ -18,8 +19,6 @@ extern "C" {
 #include "media/errors.h"
 
 namespace brigade::media {
-
-using detail::check_averror;
 
 namespace {
 
@@ -29,28 +28,10 @@ namespace {
 
 // An opened video stream with its decoder.
 struct OpenVideo {
-  OpenVideo(const Source& source, int threads)
-      : input(source, true),
-        index(input.find_stream(AVMEDIA_TYPE_VIDEO)),
-        timing(detail::stream_timing(input.get(), index)),
-        codec(detail::open_decoder(input, index, threads)) {
-    for (unsigned i = 0; i < input.get()->nb_streams; ++i) {
-      if (int(i) != index) input.get()->streams[i]->discard = AVDISCARD_ALL;
-    }
-  }
-  AVStream* stream() const { return input.get()->streams[index]; }
-  double packet_time(const AVPacket* p) const {
-    if (p->pts == AV_NOPTS_VALUE) return std::numeric_limits<double>::quiet_NaN();
-    return double(p->pts - timing.start_pts) * av_q2d(timing.time_base);
-  }
-  std::int64_t to_pts(double seconds) const {
-    return timing.start_pts + std::int64_t(std::floor(seconds / av_q2d(timing.time_base)));
-  }
-
-  detail::Input input;
-  int index;
-  detail::StreamTiming timing;
-  detail::CodecContextPtr codec;
+  OpenVideo(const Source& source, int threads, DecodeStats& stats)
+      : stream(source), decoder(stream, threads, stats) {}
+  detail::VideoStream stream;
+  detail::StreamDecoder decoder;
 };
 
 // The sorted distinct target times and, for each, the output slots it fills.
@@ -114,51 +95,30 @@ Targets plan_targets(const FrameSelection& sel, const detail::StreamTiming& t,
 class SelectiveDecoder {
  public:
   SelectiveDecoder(OpenVideo& video, const Targets& targets, const ImageOptions& image,
-                   const Allocator& allocator, const std::string& name, DecodeStats& stats)
+                   const Allocator& allocator, const std::string& name)
       : v_(video),
         targets_(targets),
         writer_(image, name),
         allocator_(allocator),
         name_(name),
-        stats_(stats),
-        eps_(std::min(0.25 * video.timing.frame_duration, 0.01)),
-        packet_(detail::make_packet()),
+        eps_(std::min(0.25 * timing().frame_duration, 0.01)),
+        loop_(v_.stream, v_.decoder, detail::DecodeLoop::Skipping::undisplayed, eps_),
         frame_(detail::make_frame()),
-        prev_(detail::make_frame()),
-        clock_(video.timing) {}
+        prev_(detail::make_frame()) {
+    loop_.set_wanted(targets_.times);
+  }
 
   Tensor run() {
-    const AVStream* st = v_.stream();
-    const bool can_seek = avformat_index_get_entries_count(st) > 0;
-    bool eof = false;
-    while (next_ < targets_.times.size() && !eof) {
+    const bool can_seek = v_.stream.indexed();
+    double ft = 0;
+    while (next_ < targets_.times.size()) {
+      if (loop_.receive(frame_.get(), ft)) {
+        on_frame(ft);
+        continue;
+      }
+      if (loop_.finished()) break;
       if (can_seek) maybe_seek();
-      const int ret = av_read_frame(v_.input.get(), packet_.get());
-      if (ret == AVERROR_EOF) {
-        eof = true;
-        check_averror(avcodec_send_packet(v_.codec.get(), nullptr), name_, "while decoding");
-      } else {
-        check_averror(ret, name_, "while reading");
-        if (packet_->stream_index != v_.index) {
-          av_packet_unref(packet_.get());
-          continue;
-        }
-        if (packet_->dts != AV_NOPTS_VALUE) last_dts_ = packet_->dts;
-        const double pt = v_.packet_time(packet_.get());
-        const bool far =
-            !std::isnan(pt) && pt < targets_.times[next_] - 2 * v_.timing.frame_duration - eps_;
-        v_.codec->skip_frame = far ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
-        ++stats_.packets;
-        stats_.packets_skippable += far;
-        const int sent = avcodec_send_packet(v_.codec.get(), packet_.get());
-        av_packet_unref(packet_.get());
-        check_averror(sent, name_, "while decoding");
-      }
-      drain();
-      if (repositioned_) {  // drain() seeked back: there is more to read, even after EOF
-        repositioned_ = false;
-        eof = false;
-      }
+      loop_.feed();
     }
     // At the end: targets past the last frame get it while within a frame of
     // it (evenly spaced selections are clamped to it).
@@ -166,7 +126,7 @@ class SelectiveDecoder {
       const double t = targets_.times[next_];
       if (!have_prev_)
         throw MediaError(ErrorCode::bad_data, name_, "the video has no decodable frame");
-      if (t > prev_time_ + 1.5 * v_.timing.frame_duration + eps_ && !clamp_) {
+      if (t > prev_time_ + 1.5 * timing().frame_duration + eps_ && !clamp_) {
         invalid(name_, "time " + std::to_string(t) + " s is past the last frame (" +
                            std::to_string(prev_time_) + " s)");
       }
@@ -178,57 +138,42 @@ class SelectiveDecoder {
   bool clamp_ = false;
 
  private:
+  const detail::StreamTiming& timing() const { return v_.stream.timing(); }
+
   // Seeks when the keyframe before the next target lies ahead of what has
   // been read: decoding up to it would be wasted work.
   void maybe_seek() {
     if (!seek_check_) return;
     seek_check_ = false;
-    repositioned_ = false;
-    AVStream* st = v_.stream();
-    const std::int64_t ts = v_.to_pts(targets_.times[next_] - eps_);
+    AVStream* st = v_.stream.stream();
+    const std::int64_t ts = v_.stream.to_pts(targets_.times[next_] - eps_);
     const int idx = av_index_search_timestamp(st, ts, AVSEEK_FLAG_BACKWARD);
-    if (idx < 0 || (idx == 0 && last_dts_ == AV_NOPTS_VALUE)) return;
+    const std::int64_t last_dts = loop_.last_dts();
+    if (idx < 0 || (idx == 0 && last_dts == AV_NOPTS_VALUE)) return;
     const AVIndexEntry* e = avformat_index_get_entry(st, idx);
-    if (e == nullptr || (last_dts_ != AV_NOPTS_VALUE && e->timestamp <= last_dts_)) return;
+    if (e == nullptr || (last_dts != AV_NOPTS_VALUE && e->timestamp <= last_dts)) return;
     // Index entries carry decode timestamps; demuxers seek by presentation
     // time, so seek to the target itself (the demuxer finds its keyframe).
     seek_to(ts);
-    repositioned_ = false;  // seeking before a read needs no special care
   }
 
   void seek_to(std::int64_t ts) {
-    check_averror(av_seek_frame(v_.input.get(), v_.index, ts, AVSEEK_FLAG_BACKWARD), name_,
-                  "while seeking");
-    avcodec_flush_buffers(v_.codec.get());
-    clock_.reset();
-    ++stats_.seeks;
+    loop_.seek(ts);
     seek_ts_ = ts;
     seeked_ = true;
-    repositioned_ = true;
     have_prev_ = false;
-    last_dts_ = AV_NOPTS_VALUE;
   }
 
   // The demuxer landed on a keyframe displayed after the target: back off
   // further (1 s, 2 s, 4 s...), down to the start of the stream.
   void seek_back() {
-    const auto step = std::int64_t(backoff_ / av_q2d(v_.timing.time_base));
+    const auto step = std::int64_t(backoff_ / av_q2d(timing().time_base));
     backoff_ *= 2;
-    if (seek_ts_ - step <= v_.timing.start_pts) {
-      seek_to(v_.timing.start_pts);
+    if (seek_ts_ - step <= timing().start_pts) {
+      seek_to(timing().start_pts);
       seeked_ = false;  // decoding from the start: the first frame is the earliest
     } else {
       seek_to(seek_ts_ - step);
-    }
-  }
-
-  void drain() {
-    while (next_ < targets_.times.size()) {
-      const int ret = avcodec_receive_frame(v_.codec.get(), frame_.get());
-      if (ret == AVERROR(EAGAIN) || ret == AVERROR_EOF) return;
-      check_averror(ret, name_, "while decoding");
-      ++stats_.frames;
-      on_frame(clock_.time_of(frame_.get()));
     }
   }
 
@@ -269,6 +214,7 @@ class SelectiveDecoder {
       std::memcpy(base + n * std::size_t(slots[i]), base + n * std::size_t(slots[0]), n);
     }
     ++next_;
+    loop_.set_wanted(std::span<const double>(targets_.times).subspan(next_));
     seek_check_ = true;
     backoff_ = 1.0;
   }
@@ -278,81 +224,50 @@ class SelectiveDecoder {
   detail::FrameWriter writer_;
   const Allocator& allocator_;
   const std::string& name_;
-  DecodeStats& stats_;
   const double eps_;
-  detail::PacketPtr packet_;
+  detail::DecodeLoop loop_;
   detail::FramePtr frame_;
   detail::FramePtr prev_;
-  detail::FrameClock clock_;
   Tensor out_;
   std::size_t next_ = 0;
   bool have_prev_ = false;
   double prev_time_ = 0;
   bool seeked_ = false;
   bool seek_check_ = true;
-  bool repositioned_ = false;
   std::int64_t seek_ts_ = 0;
   double backoff_ = 1.0;
-  std::int64_t last_dts_ = AV_NOPTS_VALUE;
 };
 
 // Every frame in [start, end): decoded in order and concatenated.
 Tensor decode_range(OpenVideo& v, const ImageOptions& image, double start, double end,
-                    const Allocator& allocator, const std::string& name, DecodeStats& stats) {
+                    const Allocator& allocator, const std::string& name) {
   if (!(start >= 0)) invalid(name, "range start must be >= 0");
-  if (start > 0 && avformat_index_get_entries_count(v.stream()) > 0) {
-    check_averror(av_seek_frame(v.input.get(), v.index, v.to_pts(start), AVSEEK_FLAG_BACKWARD),
-                  name, "while seeking");
-    ++stats.seeks;
-  }
+  const detail::StreamTiming& timing = v.stream.timing();
+  detail::DecodeLoop loop(v.stream, v.decoder);
+  if (start > 0 && v.stream.indexed()) loop.seek(v.stream.to_pts(start));
   detail::FrameWriter writer(image, name);
   // Frames go straight into the output, sized from the container's frame
   // count and grown (doubling) if the stream holds more.
   Tensor out;
   std::int64_t count = 0, capacity = 0;
-  detail::PacketPtr pkt = detail::make_packet();
   detail::FramePtr frame = detail::make_frame();
-  const double eps = std::min(0.25 * v.timing.frame_duration, 0.01);
-  detail::FrameClock clock(v.timing);
-  bool eof = false;
-  while (!eof) {
-    const int ret = av_read_frame(v.input.get(), pkt.get());
-    if (ret == AVERROR_EOF) {
-      eof = true;
-      check_averror(avcodec_send_packet(v.codec.get(), nullptr), name, "while decoding");
-    } else {
-      check_averror(ret, name, "while reading");
-      if (pkt->stream_index != v.index) {
-        av_packet_unref(pkt.get());
-        continue;
-      }
-      const int sent = avcodec_send_packet(v.codec.get(), pkt.get());
-      av_packet_unref(pkt.get());
-      check_averror(sent, name, "while decoding");
-      ++stats.packets;
+  const double eps = std::min(0.25 * timing.frame_duration, 0.01);
+  double ft = 0;
+  while (loop.next(frame.get(), ft)) {
+    if (ft < start - eps || (end >= 0 && ft >= end - eps)) continue;
+    const std::vector<std::int64_t>& frame_shape = writer.prepare(frame.get());
+    if (count == capacity) {
+      const double span = (end >= 0 ? std::min(end, timing.duration) : timing.duration) - start;
+      capacity = std::max<std::int64_t>({capacity * 2, std::llround(span * timing.fps) + 1, 16});
+      std::vector<std::int64_t> shape(frame_shape);
+      shape.insert(shape.begin(), capacity);
+      Tensor grown = Tensor::empty(DType::uint8, shape, allocator);
+      if (count > 0)
+        std::memcpy(grown.data(), out.data(), std::size_t(count) * writer.frame_bytes());
+      out = std::move(grown);
     }
-    while (true) {
-      const int r = avcodec_receive_frame(v.codec.get(), frame.get());
-      if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) break;
-      check_averror(r, name, "while decoding");
-      ++stats.frames;
-      const double ft = clock.time_of(frame.get());
-      if (ft < start - eps || (end >= 0 && ft >= end - eps)) continue;
-      std::vector<std::int64_t> shape = writer.prepare(frame.get());
-      if (count == capacity) {
-        const double span =
-            (end >= 0 ? std::min(end, v.timing.duration) : v.timing.duration) - start;
-        capacity =
-            std::max<std::int64_t>({capacity * 2, std::llround(span * v.timing.fps) + 1, 16});
-        shape.insert(shape.begin(), capacity);
-        Tensor grown = Tensor::empty(DType::uint8, shape, allocator);
-        if (count > 0)
-          std::memcpy(grown.data(), out.data(), std::size_t(count) * writer.frame_bytes());
-        out = std::move(grown);
-      }
-      writer.write(out.data_as<std::uint8_t>() + std::size_t(count) * writer.frame_bytes());
-      ++count;
-    }
+    writer.write(out.data_as<std::uint8_t>() + std::size_t(count) * writer.frame_bytes());
+    ++count;
   }
   if (count == 0) throw MediaError(ErrorCode::bad_data, name, "no frame in the selected range");
   std::vector<std::int64_t> shape = out.shape();
@@ -373,17 +288,17 @@ Tensor load_video(const Source& source, const VideoOptions& options, const Alloc
   DecodeStats& stats = options.stats != nullptr ? *options.stats : local;
   stats = {};
   const std::string& name = source.name();
-  OpenVideo video(source, options.threads);
+  OpenVideo video(source, options.threads, stats);
   const FrameSelection& sel = options.frames;
   if (sel.kind == FrameSelection::Kind::all)
-    return decode_range(video, options.image, 0, -1, allocator, name, stats);
+    return decode_range(video, options.image, 0, -1, allocator, name);
   if (sel.kind == FrameSelection::Kind::range && sel.fps <= 0) {
-    return decode_range(video, options.image, sel.start, sel.end, allocator, name, stats);
+    return decode_range(video, options.image, sel.start, sel.end, allocator, name);
   }
-  if (sel.kind == FrameSelection::Kind::evenly_spaced && video.timing.frames <= 0) {
+  if (sel.kind == FrameSelection::Kind::evenly_spaced && video.stream.timing().frames <= 0) {
     // No frame count (raw streams): decode everything, then pick.
     if (sel.count <= 0) invalid(name, "evenly_spaced needs a positive frame count");
-    const Tensor all = decode_range(video, options.image, 0, -1, {}, name, stats);
+    const Tensor all = decode_range(video, options.image, 0, -1, {}, name);
     std::vector<std::int64_t> shape = all.shape();
     const std::int64_t total = shape[0];
     shape[0] = sel.count;
@@ -397,8 +312,8 @@ Tensor load_video(const Source& source, const VideoOptions& options, const Alloc
     }
     return out;
   }
-  const Targets targets = plan_targets(sel, video.timing, name);
-  SelectiveDecoder decoder(video, targets, options.image, allocator, name, stats);
+  const Targets targets = plan_targets(sel, video.stream.timing(), name);
+  SelectiveDecoder decoder(video, targets, options.image, allocator, name);
   decoder.clamp_ = sel.kind == FrameSelection::Kind::evenly_spaced;
   return decoder.run();
 }

@@ -13,8 +13,10 @@
 //
 // Performance: load_video decodes single-threaded by default, seeks to the
 // keyframe before a selected frame when that skips decoding (containers with
-// an index: MP4, MKV with cues, WebM), and asks the decoder to skip frames that
-// are neither selected nor referenced by other frames (skip_frame = nonref).
+// an index: MP4, MKV with cues, WebM), asks the decoder to skip every frame
+// that no selected time displays and no other frame refers to (skip_frame =
+// nonref: with B-pyramids, the referenced B-frames are still decoded), stops
+// reading after the last selected frame, and converts only selected frames.
 //
 // Errors: never a partial result; a selection that cannot be fully served
 // (timestamps past the end, a corrupt packet) throws MediaError.
@@ -93,34 +95,36 @@ Tensor load_video(const Source& source, const VideoOptions& options = {},
 // A compressed packet of the video stream. Move-only.
 class Packet {
  public:
-  struct Impl;
-  explicit Packet(std::unique_ptr<Impl> impl);
   Packet(Packet&&) noexcept;
   Packet& operator=(Packet&&) noexcept;
   ~Packet();
   double time() const;  // presentation time in seconds; NaN if unknown
   bool keyframe() const;
   int size() const;
-  Impl& impl() const { return *impl_; }
 
  private:
+  friend class Demuxer;
+  friend class VideoDecoder;
+  struct Impl;
+  explicit Packet(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 
 // A decoded picture (reference-counted by FFmpeg; cheap to move). Move-only.
 class Frame {
  public:
-  struct Impl;
-  explicit Frame(std::unique_ptr<Impl> impl);
   Frame(Frame&&) noexcept;
   Frame& operator=(Frame&&) noexcept;
   ~Frame();
   int width() const;
   int height() const;
   double time() const;  // seconds from the stream's start
-  Impl& impl() const { return *impl_; }
 
  private:
+  friend class VideoDecoder;
+  friend class FrameConverter;
+  struct Impl;
+  explicit Frame(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 
@@ -138,14 +142,13 @@ class Demuxer {
   // Continues from the keyframe at or before `seconds`.
   void seek(double seconds);
 
-  struct Impl;
-  Impl& impl() const { return *impl_; }
-
  private:
+  friend class VideoDecoder;
+  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
-// Decodes the packets of one Demuxer's stream.
+// Decodes the packets of one Demuxer's stream; the demuxer must outlive it.
 class VideoDecoder {
  public:
   explicit VideoDecoder(const Demuxer& demuxer, int threads = 1);
@@ -179,17 +182,18 @@ class FrameConverter {
 
 // Streams a video in chunks of at most `chunk_frames` converted frames
 // ([n, ...image shape] each), holding at most one chunk in memory.
+// Move-only; the source's bytes must outlive it.
 class VideoReader {
  public:
   VideoReader(const Source& source, ImageOptions options, int threads = 1);
+  VideoReader(VideoReader&&) noexcept;
+  VideoReader& operator=(VideoReader&&) noexcept;
+  ~VideoReader();
   std::optional<Tensor> next_chunk(int chunk_frames, const Allocator& allocator = {});
 
  private:
-  std::string name_;
-  Demuxer demuxer_;
-  VideoDecoder decoder_;
-  FrameConverter converter_;
-  bool finished_ = false;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace brigade::media

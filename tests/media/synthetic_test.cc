@@ -7,6 +7,7 @@
 
 #include "media/errors.h"
 #include "media/source.h"
+#include "media/video.h"
 
 namespace brigade::media {
 namespace {
@@ -55,6 +56,38 @@ TEST(Synthetic, VideoAndAudioAreDeterministic) {
   const AudioSpec a{
       .codec = AudioCodec::aac, .sample_rate = 16000, .channels = 2, .seconds = 0.2, .seed = 4};
   EXPECT_EQ(make_audio(a), make_audio(a));
+}
+
+TEST(Synthetic, X264DefaultClipsHaveOneKeyframeAndABPyramid) {
+  const VideoSpec spec{.codec = VideoCodec::h264,
+                       .width = 384,
+                       .height = 216,
+                       .frames = 60,
+                       .fps = 30,
+                       .gop = 12,  // ignored: x264's keyint 250
+                       .b_frames = 0,
+                       .seed = 5,
+                       .profile = VideoProfile::x264_default};
+  const Bytes clip = make_video(spec);
+  EXPECT_EQ(clip, make_video(spec));
+  Demuxer demuxer(Source::memory(clip));
+  EXPECT_EQ(demuxer.info().frames, 60);
+  int packets = 0, keyframes = 0, reordered = 0, pyramids = 0;
+  double prev = -1, prev2 = -1;
+  while (std::optional<Packet> p = demuxer.next()) {
+    ++packets;
+    keyframes += p->keyframe();
+    // In decode order, a B-frame comes after the later frame it refers to; a
+    // B-pyramid (P8 B6 b5 b7) puts two such steps back in a row.
+    reordered += p->time() < prev;
+    pyramids += p->time() < prev && prev < prev2;
+    prev2 = prev;
+    prev = p->time();
+  }
+  EXPECT_EQ(packets, 60);
+  EXPECT_EQ(keyframes, 1);
+  EXPECT_GE(reordered, 20);
+  EXPECT_GE(pyramids, 5);
 }
 
 TEST(Synthetic, WritesFiles) {

@@ -94,6 +94,81 @@ TEST(Video, SeeksAndSkipsInsteadOfDecodingEverything) {
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(same_frame(t, i, every, idx[i])) << i;
 }
 
+// Like users' videos: x264's defaults (one keyframe, B-pyramid), 2 s at 30 fps.
+const Bytes& x264_default_clip() {
+  static const Bytes clip = make_video({.codec = VideoCodec::h264,
+                                        .width = 384,
+                                        .height = 216,
+                                        .frames = 60,
+                                        .fps = 30,
+                                        .gop = 12,
+                                        .b_frames = 2,
+                                        .seed = 5,
+                                        .profile = VideoProfile::x264_default});
+  return clip;
+}
+
+TEST(Video, SelectionsOnX264DefaultClipsMatchFullDecode) {
+  const Tensor all =
+      load_video(Source::memory(x264_default_clip()), pick(FrameSelection::all_frames()));
+  ASSERT_EQ(all.dim(0), 60);
+  for (int threads : {1, 2}) {
+    VideoOptions eight = pick(FrameSelection::evenly_spaced(8));
+    eight.threads = threads;
+    const Tensor t = load_video(Source::memory(x264_default_clip()), eight);
+    ASSERT_EQ(t.dim(0), 8);
+    for (int i = 0; i < 8; ++i) {
+      const std::int64_t idx = std::lround(i * 59.0 / 7);
+      EXPECT_TRUE(same_frame(t, i, all, idx)) << "threads " << threads << " index " << idx;
+    }
+  }
+  // Every frame of the first mini-GOPs (P, referenced B, unreferenced b), times
+  // between frames, repeats and the last frame.
+  std::vector<double> times;
+  std::vector<std::int64_t> expected;
+  for (int k = 1; k <= 13; ++k) {
+    times.push_back(k / 30.0);
+    expected.push_back(k);
+  }
+  for (double f : {33.5, 20.6, 33.5, 46.2, 59.0}) {
+    times.push_back(f / 30.0);
+    expected.push_back(std::int64_t(f));
+  }
+  const Tensor at =
+      load_video(Source::memory(x264_default_clip()), pick(FrameSelection::at(times)));
+  for (std::size_t i = 0; i < times.size(); ++i)
+    EXPECT_TRUE(same_frame(at, std::int64_t(i), all, expected[i])) << "time " << times[i];
+  const Tensor sampled =
+      load_video(Source::memory(x264_default_clip()), pick(FrameSelection::range(0.5, 1.5, 10)));
+  ASSERT_EQ(sampled.dim(0), 10);
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(same_frame(sampled, i, all, 15 + 3 * i)) << i;
+}
+
+TEST(Video, SkipsUnselectedNonReferenceFramesAndTheTail) {
+  DecodeStats all_stats, stats, early;
+  VideoOptions all = pick(FrameSelection::all_frames());
+  all.stats = &all_stats;
+  load_video(Source::memory(x264_default_clip()), all);
+  EXPECT_EQ(all_stats.packets, 60);
+  EXPECT_EQ(all_stats.frames, 60);
+  EXPECT_EQ(all_stats.packets_skippable, 0);
+  VideoOptions eight = pick(FrameSelection::evenly_spaced(8));
+  eight.stats = &stats;
+  load_video(Source::memory(x264_default_clip()), eight);
+  EXPECT_EQ(stats.seeks, 0);  // no keyframe to seek to
+  EXPECT_EQ(stats.packets, 60);
+  // About half the frames are unreferenced B-frames: all but the selected
+  // ones are skipped, the referenced B-frames are not.
+  EXPECT_GE(stats.packets_skippable, 40);
+  EXPECT_LE(stats.frames, 40);
+  EXPECT_GE(stats.frames, 8);
+  EXPECT_LT(stats.frames, stats.packets - 20);
+  VideoOptions one = pick(FrameSelection::at({0.5}));
+  one.stats = &early;
+  load_video(Source::memory(x264_default_clip()), one);
+  EXPECT_LT(early.packets, 30);  // stops reading after frame 15
+}
+
 TEST(Video, TimestampsSelectTheDisplayedFrame) {
   Tensor t = load_video(Source::memory(h264_clip()),
                         pick(FrameSelection::at({1.0, 0.5, 0.5, 0.02, 1.99})));

@@ -15,13 +15,23 @@ extern "C" {
 
 namespace brigade::media::detail {
 
+FilterGraph::FilterGraph(const char* source, const std::string& args, const char* sink,
+                         std::string_view description, const std::string& tail,
+                         std::string_view input)
+    : graph_(avfilter_graph_alloc()), input_(input) {
+  if (!graph_) throw std::bad_alloc();
+  graph_->nb_threads = 1;
+  check_averror(avfilter_graph_create_filter(&src_, avfilter_get_by_name(source), "in",
+                                             args.c_str(), nullptr, graph_.get()),
+                input, "while creating the filter source");
+  check_averror(avfilter_graph_create_filter(&sink_, avfilter_get_by_name(sink), "out", nullptr,
+                                             nullptr, graph_.get()),
+                input, "while creating the filter sink");
+  connect(description, tail);
+}
+
 FilterGraph FilterGraph::video(std::string_view description, const AVFrame* first,
                                AVRational time_base, AVPixelFormat out, std::string_view input) {
-  FilterGraph g;
-  g.input_ = std::string(input);
-  g.graph_.reset(avfilter_graph_alloc());
-  if (!g.graph_) throw std::bad_alloc();
-  g.graph_->nb_threads = 1;
   AVRational sar =
       first->sample_aspect_ratio.num > 0 ? first->sample_aspect_ratio : AVRational{1, 1};
   std::string args = "video_size=" + std::to_string(first->width) + "x" +
@@ -29,18 +39,11 @@ FilterGraph FilterGraph::video(std::string_view description, const AVFrame* firs
                      ":time_base=" + std::to_string(time_base.num) + "/" +
                      std::to_string(time_base.den) + ":pixel_aspect=" + std::to_string(sar.num) +
                      "/" + std::to_string(sar.den);
-  check_averror(avfilter_graph_create_filter(&g.src_, avfilter_get_by_name("buffer"), "in",
-                                             args.c_str(), nullptr, g.graph_.get()),
-                input, "while creating the filter source");
-  check_averror(avfilter_graph_create_filter(&g.sink_, avfilter_get_by_name("buffersink"), "out",
-                                             nullptr, nullptr, g.graph_.get()),
-                input, "while creating the filter sink");
-  g.connect(description, std::string(",format=pix_fmts=") + av_get_pix_fmt_name(out), input);
-  return g;
+  return FilterGraph("buffer", args, "buffersink", description,
+                     std::string(",format=pix_fmts=") + av_get_pix_fmt_name(out), input);
 }
 
-void FilterGraph::connect(std::string_view description, const std::string& tail,
-                          std::string_view input) {
+void FilterGraph::connect(std::string_view description, const std::string& tail) {
   FilterInOutPtr outputs(avfilter_inout_alloc());
   FilterInOutPtr inputs(avfilter_inout_alloc());
   if (!outputs || !inputs) throw std::bad_alloc();
@@ -59,13 +62,12 @@ void FilterGraph::connect(std::string_view description, const std::string& tail,
     throw MediaError(
         averror_code(ret) == ErrorCode::unsupported ? ErrorCode::unsupported
                                                     : ErrorCode::invalid_argument,
-        std::string(input),
-        "bad filter description '" + std::string(description) + "': " + averror_text(ret));
+        input_, "bad filter description '" + std::string(description) + "': " + averror_text(ret));
   }
   ret = avfilter_graph_config(graph_.get(), nullptr);
   if (ret < 0) {
     throw MediaError(
-        ErrorCode::invalid_argument, std::string(input),
+        ErrorCode::invalid_argument, input_,
         "cannot configure filter graph '" + std::string(description) + "': " + averror_text(ret));
   }
 }
@@ -73,11 +75,6 @@ void FilterGraph::connect(std::string_view description, const std::string& tail,
 FilterGraph FilterGraph::audio(std::string_view description, const AVFrame* first,
                                AVSampleFormat out, int out_rate, int out_channels,
                                std::string_view input) {
-  FilterGraph g;
-  g.input_ = std::string(input);
-  g.graph_.reset(avfilter_graph_alloc());
-  if (!g.graph_) throw std::bad_alloc();
-  g.graph_->nb_threads = 1;
   char layout[128] = {};
   if (first->ch_layout.order == AV_CHANNEL_ORDER_UNSPEC) {
     AVChannelLayout def{};
@@ -90,22 +87,15 @@ FilterGraph FilterGraph::audio(std::string_view description, const AVFrame* firs
                      ":sample_rate=" + std::to_string(first->sample_rate) + ":sample_fmt=" +
                      av_get_sample_fmt_name(static_cast<AVSampleFormat>(first->format)) +
                      ":channel_layout=" + layout;
-  check_averror(avfilter_graph_create_filter(&g.src_, avfilter_get_by_name("abuffer"), "in",
-                                             args.c_str(), nullptr, g.graph_.get()),
-                input, "while creating the audio filter source");
-  check_averror(avfilter_graph_create_filter(&g.sink_, avfilter_get_by_name("abuffersink"), "out",
-                                             nullptr, nullptr, g.graph_.get()),
-                input, "while creating the audio filter sink");
   AVChannelLayout out_layout{};
   av_channel_layout_default(&out_layout, out_channels);
   char out_desc[128] = {};
   av_channel_layout_describe(&out_layout, out_desc, sizeof(out_desc));
-  g.connect(description,
-            ",aresample=" + std::to_string(out_rate) +
-                ",aformat=sample_fmts=" + av_get_sample_fmt_name(out) +
-                ":sample_rates=" + std::to_string(out_rate) + ":channel_layouts=" + out_desc,
-            input);
-  return g;
+  return FilterGraph("abuffer", args, "abuffersink", description,
+                     ",aresample=" + std::to_string(out_rate) + ",aformat=sample_fmts=" +
+                         av_get_sample_fmt_name(out) + ":sample_rates=" + std::to_string(out_rate) +
+                         ":channel_layouts=" + out_desc,
+                     input);
 }
 
 AVRational FilterGraph::output_time_base() const { return av_buffersink_get_time_base(sink_); }

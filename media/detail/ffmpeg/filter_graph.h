@@ -36,12 +36,15 @@ class FilterGraph {
   bool pull(AVFrame* out);
 
  private:
-  FilterGraph() = default;
-  void connect(std::string_view description, const std::string& tail, std::string_view input);
+  // The one setup of every graph: `source` (buffer/abuffer) made with `args`
+  // -> description + tail -> `sink`.
+  FilterGraph(const char* source, const std::string& args, const char* sink,
+              std::string_view description, const std::string& tail, std::string_view input);
+  void connect(std::string_view description, const std::string& tail);
   FilterGraphPtr graph_;
+  std::string input_;
   AVFilterContext* src_ = nullptr;
   AVFilterContext* sink_ = nullptr;
-  std::string input_;
 };
 
 }  // namespace brigade::media::detail

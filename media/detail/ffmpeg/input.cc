@@ -20,8 +20,6 @@ extern "C" {
 namespace brigade::media::detail {
 namespace {
 
-constexpr int kIOBufferSize = 32768;
-
 void log_callback(void* avcl, int level, const char* fmt, va_list vl) {
   if (level > av_log_get_level()) return;
   char line[1024];
@@ -44,58 +42,14 @@ void init_ffmpeg_logging() {
 
 Input::Input(const Source& source, bool find_stream_info) : name_(source.name()) {
   init_ffmpeg_logging();
+  if (!source.is_file()) {
+    if (source.bytes().empty()) throw MediaError(ErrorCode::bad_data, name_, "empty input");
+    memory_.emplace(source.bytes());
+  }
   AVFormatContext* fmt = avformat_alloc_context();
   if (fmt == nullptr) throw std::bad_alloc();
-  if (!source.is_file()) {
-    if (source.bytes().empty()) {
-      avformat_free_context(fmt);
-      throw MediaError(ErrorCode::bad_data, name_, "empty input");
-    }
-    reader_ = std::make_unique<MemoryReader>(MemoryReader{source.bytes(), 0});
-    auto* buffer = static_cast<std::uint8_t*>(av_malloc(kIOBufferSize));
-    if (buffer == nullptr) {
-      avformat_free_context(fmt);
-      throw std::bad_alloc();
-    }
-    io_.reset(avio_alloc_context(
-        buffer, kIOBufferSize, 0, reader_.get(),
-        [](void* opaque, std::uint8_t* buf, int size) -> int {
-          auto* r = static_cast<MemoryReader*>(opaque);
-          std::int64_t left = static_cast<std::int64_t>(r->bytes.size()) - r->pos;
-          if (left <= 0) return AVERROR_EOF;
-          int n = static_cast<int>(std::min<std::int64_t>(left, size));
-          std::memcpy(buf, r->bytes.data() + r->pos, n);
-          r->pos += n;
-          return n;
-        },
-        nullptr,
-        [](void* opaque, std::int64_t offset, int whence) -> std::int64_t {
-          auto* r = static_cast<MemoryReader*>(opaque);
-          const auto size = static_cast<std::int64_t>(r->bytes.size());
-          switch (whence & ~AVSEEK_FORCE) {
-            case AVSEEK_SIZE:
-              return size;
-            case SEEK_SET:
-              break;
-            case SEEK_CUR:
-              offset += r->pos;
-              break;
-            case SEEK_END:
-              offset += size;
-              break;
-            default:
-              return AVERROR(EINVAL);
-          }
-          if (offset < 0 || offset > size) return AVERROR(EINVAL);
-          r->pos = offset;
-          return offset;
-        }));
-    if (!io_) {
-      av_free(buffer);
-      avformat_free_context(fmt);
-      throw std::bad_alloc();
-    }
-    fmt->pb = io_.get();
+  if (memory_) {
+    fmt->pb = memory_->get();
     fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
   }
   // avformat_open_input frees fmt on failure.
@@ -103,10 +57,32 @@ Input::Input(const Source& source, bool find_stream_info) : name_(source.name())
                                 nullptr);
   check_averror(ret, name_, "while opening the input");
   fmt_.reset(fmt);
-  if (find_stream_info) {
-    check_averror(avformat_find_stream_info(fmt, nullptr), name_,
-                  "while reading stream information");
+  if (find_stream_info) this->find_stream_info();
+}
+
+void Input::find_stream_info() {
+  check_averror(avformat_find_stream_info(fmt_.get(), nullptr), name_,
+                "while reading stream information");
+}
+
+bool Input::header_describes_video() const {
+  // MP4's sample tables give every packet's timing, its stsd the picture
+  // size; other containers (Matroska without a frame count, raw streams) or
+  // codecs without a size in the header (MPEG-4 part 2) need the probe.
+  if (std::strncmp(fmt_->iformat->name, "mov,", 4) != 0) return false;
+  const AVStream* video = nullptr;
+  for (unsigned i = 0; i < fmt_->nb_streams; ++i) {
+    const AVStream* st = fmt_->streams[i];
+    if (st->codecpar->codec_type != AVMEDIA_TYPE_VIDEO ||
+        (st->disposition & AV_DISPOSITION_ATTACHED_PIC))
+      continue;
+    if (video != nullptr) return false;  // which is best is find_stream_info's call
+    video = st;
   }
+  return video != nullptr && video->codecpar->codec_id != AV_CODEC_ID_NONE &&
+         video->codecpar->width > 0 && video->codecpar->height > 0 && video->nb_frames > 0 &&
+         video->avg_frame_rate.num > 0 && video->avg_frame_rate.den > 0 &&
+         video->start_time != AV_NOPTS_VALUE && video->duration > 0;
 }
 
 Input::~Input() = default;

@@ -1,15 +1,14 @@
 #pragma once
 // Demuxing from a Source: a file path, or memory through a custom AVIOContext.
 
-#include <cstdint>
-#include <memory>
-#include <span>
+#include <optional>
 #include <string>
 
 extern "C" {
 #include <libavformat/avformat.h>
 }
 
+#include "media/detail/ffmpeg/memory_io.h"
 #include "media/detail/ffmpeg/wrappers.h"
 #include "media/source.h"
 
@@ -33,15 +32,17 @@ class Input {
   const std::string& name() const { return name_; }
   // The best stream of `type`; MediaError(unsupported) naming the input if none.
   int find_stream(AVMediaType type) const;
+  // Reads packets (and decodes a few) until every stream's parameters are
+  // known: avformat_find_stream_info. Once, before reading packets.
+  void find_stream_info();
+  // Whether the container's header alone describes its one video stream as
+  // find_stream_info would (MP4/MOV with size, frame count and rate, read
+  // from the moov atom): find_stream_info would only cost a decode.
+  bool header_describes_video() const;
 
  private:
-  struct MemoryReader {
-    std::span<const std::uint8_t> bytes;
-    std::int64_t pos = 0;
-  };
   std::string name_;
-  std::unique_ptr<MemoryReader> reader_;
-  IOContextPtr io_;
+  std::optional<MemoryIO> memory_;  // for memory sources; outlives fmt_
   InputFormatContextPtr fmt_;
 };
 

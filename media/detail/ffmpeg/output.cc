@@ -1,68 +1,22 @@
 #include "media/detail/ffmpeg/output.h"
 
-#include <cstring>
-
 extern "C" {
 #include <libavcodec/avcodec.h>
-#include <libavutil/mem.h>
 }
 
 #include "media/detail/ffmpeg/error.h"
 #include "media/detail/ffmpeg/input.h"
 
 namespace brigade::media::detail {
-namespace {
-
-constexpr int kIOBufferSize = 65536;
-
-int write_packet(void* opaque, std::uint8_t* buf, int size) {
-  auto* v = static_cast<OutputBuffer*>(opaque);
-  const auto end = static_cast<std::size_t>(v->pos) + static_cast<std::size_t>(size);
-  if (v->data.size() < end) v->data.resize(end);
-  std::memcpy(v->data.data() + v->pos, buf, static_cast<std::size_t>(size));
-  v->pos += size;
-  return size;
-}
-
-std::int64_t seek(void* opaque, std::int64_t offset, int whence) {
-  auto* v = static_cast<OutputBuffer*>(opaque);
-  const auto size = static_cast<std::int64_t>(v->data.size());
-  switch (whence & ~AVSEEK_FORCE) {
-    case AVSEEK_SIZE:
-      return size;
-    case SEEK_SET:
-      break;
-    case SEEK_CUR:
-      offset += v->pos;
-      break;
-    case SEEK_END:
-      offset += size;
-      break;
-    default:
-      return AVERROR(EINVAL);
-  }
-  if (offset < 0) return AVERROR(EINVAL);
-  v->pos = offset;
-  return offset;
-}
-
-}  // namespace
 
 MemoryOutput::MemoryOutput(const char* format, std::string name)
-    : name_(std::move(name)), buffer_(std::make_unique<OutputBuffer>()), packet_(make_packet()) {
+    : name_(std::move(name)), packet_(make_packet()) {
   init_ffmpeg_logging();
   AVFormatContext* fmt = nullptr;
   check_averror(avformat_alloc_output_context2(&fmt, nullptr, format, nullptr), name_,
                 "while creating the muxer");
   fmt_.reset(fmt);
-  auto* buf = static_cast<std::uint8_t*>(av_malloc(kIOBufferSize));
-  if (buf == nullptr) throw std::bad_alloc();
-  io_.reset(avio_alloc_context(buf, kIOBufferSize, 1, buffer_.get(), nullptr, write_packet, seek));
-  if (!io_) {
-    av_free(buf);
-    throw std::bad_alloc();
-  }
-  fmt_->pb = io_.get();
+  fmt_->pb = memory_.get();
   fmt_->flags |= AVFMT_FLAG_CUSTOM_IO | AVFMT_FLAG_BITEXACT;
 }
 
@@ -102,8 +56,7 @@ void MemoryOutput::encode(AVCodecContext* encoder, AVStream* stream, const AVFra
 
 std::vector<std::uint8_t> MemoryOutput::finish() {
   check_averror(av_write_trailer(fmt_.get()), name_, "while writing the trailer");
-  avio_flush(io_.get());
-  return std::move(buffer_->data);
+  return memory_.take();
 }
 
 }  // namespace brigade::media::detail

@@ -1,10 +1,7 @@
 #pragma once
-// Muxing into memory (for the synthetic media generator): a growable byte
-// buffer behind a seekable custom AVIOContext, so that MP4's moov atom can be
-// written after the samples.
+// Muxing into memory (for the synthetic media generator), through MemoryIO.
 
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,14 +9,10 @@ extern "C" {
 #include <libavformat/avformat.h>
 }
 
+#include "media/detail/ffmpeg/memory_io.h"
 #include "media/detail/ffmpeg/wrappers.h"
 
 namespace brigade::media::detail {
-
-struct OutputBuffer {
-  std::vector<std::uint8_t> data;
-  std::int64_t pos = 0;
-};
 
 class MemoryOutput {
  public:
@@ -43,8 +36,7 @@ class MemoryOutput {
 
  private:
   std::string name_;
-  std::unique_ptr<OutputBuffer> buffer_;
-  IOContextPtr io_;
+  MemoryIO memory_;  // outlives fmt_
   OutputFormatContextPtr fmt_;
   PacketPtr packet_;
 };

@@ -53,6 +53,11 @@ double frame_time(const AVFrame* frame, const StreamTiming& timing) {
   return double(frame->pts - timing.start_pts) * av_q2d(timing.time_base);
 }
 
+double packet_time(const AVPacket* packet, const StreamTiming& timing) {
+  if (packet->pts == AV_NOPTS_VALUE) return std::numeric_limits<double>::quiet_NaN();
+  return double(packet->pts - timing.start_pts) * av_q2d(timing.time_base);
+}
+
 double FrameClock::time_of(const AVFrame* frame) {
   double t = frame_time(frame, timing_);
   if (std::isnan(t)) t = have_last_ ? last_ + timing_.frame_duration : 0;
@@ -70,7 +75,11 @@ const std::vector<std::int64_t>& FrameWriter::prepare(AVFrame* frame) {
   if (frame->width <= 0 || frame->height <= 0)
     throw MediaError(ErrorCode::bad_data, name_, "zero frame dimensions");
   if (options_.filter_desc.empty()) {
+    if (!shape_.empty() && frame->width == geometry_w_ && frame->height == geometry_h_)
+      return shape_;
     geometry_ = plan_geometry(options_, frame->width, frame->height, name_);
+    geometry_w_ = frame->width;
+    geometry_h_ = frame->height;
     shape = image_shape(options_.format, geometry_.out_w, geometry_.out_h);
   } else {
     if (!graph_) {

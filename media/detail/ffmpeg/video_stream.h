@@ -30,6 +30,8 @@ StreamTiming stream_timing(const AVFormatContext* fmt, int index);
 VideoInfo video_info(const AVFormatContext* fmt, int index);
 // Seconds from the stream start; NaN when the frame has no timestamp.
 double frame_time(const AVFrame* frame, const StreamTiming& timing);
+// Presentation time in seconds from the stream start; NaN without a pts.
+double packet_time(const AVPacket* packet, const StreamTiming& timing);
 
 // Frame times: from timestamps where frames have them, else counted from the
 // first frame at 1/fps each (raw streams carry no timestamps).
@@ -48,6 +50,8 @@ class FrameClock {
 // Writes frames into tensors with `options` (resize + format, or filter).
 // The first frame fixes the output shape; a later frame that would give
 // another shape throws bad_data. Use: prepare(frame), then write(dst).
+// Without a filter, frames of the same size as the last reuse its geometry:
+// no allocation per frame.
 class FrameWriter {
  public:
   FrameWriter(ImageOptions options, std::string name);
@@ -67,6 +71,8 @@ class FrameWriter {
   FramePtr filtered_;
   AVFrame* pending_ = nullptr;
   Geometry geometry_;
+  int geometry_w_ = 0;  // the frame size geometry_ was planned for
+  int geometry_h_ = 0;
 };
 
 }  // namespace brigade::media::detail
