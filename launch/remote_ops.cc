@@ -8,6 +8,7 @@
 
 #include "media/errors.h"
 #include "transport/detail/wire.h"
+#include "transport/detail/wire_messages.h"
 #include "transport/remote.capnp.h"
 
 namespace brigade::launch {
@@ -15,9 +16,7 @@ namespace {
 
 namespace wire = transport::wire;
 using transport::RemoteError;
-using transport::detail::checked_read;
 using transport::detail::to_bytes;
-using transport::detail::WireReader;
 
 std::size_t sample_bytes(const DecodeSpec& spec) {
   std::size_t n = 1;
@@ -40,29 +39,22 @@ struct DecodedTask {
 };
 
 DecodedTask read_task(std::span<const char> bytes) {
-  WireReader reader(bytes);
-  auto task = reader.root<wire::DecodeTask>();
-  return checked_read([&] {
-    DecodedTask t;
-    if (task.getKind() > 1 || task.getLayout() > 1)
-      throw RemoteError("a task of unknown kind or layout");
-    t.spec.kind = task.getKind() == 1 ? MediaKind::video : MediaKind::image;
-    t.spec.layout = task.getLayout() == 1 ? Layout::nchw : Layout::nhwc;
-    if (task.getSide() == 0 || task.getSide() > 4096)
-      throw RemoteError("a task's side must be 1-4096");
-    if (task.getClipFrames() > 1024) throw RemoteError("a task's clip frames must be at most 1024");
-    t.spec.side = static_cast<int>(task.getSide());
-    t.spec.clip_frames = static_cast<int>(task.getClipFrames());
-    if (t.spec.kind == MediaKind::video && t.spec.clip_frames == 0)
-      throw RemoteError("a video task needs clip frames");
-    t.spec.seed = task.getSeed();
-    t.spec.epoch = task.getEpoch();
-    const auto samples = task.getSamples();
-    if (samples.size() > static_cast<unsigned>(kMaxBatchSize))
-      throw RemoteError("a task of too many samples");
-    for (auto s : samples) t.samples.push_back({.id = s.getId(), .path = s.getPath()});
-    return t;
-  });
+  const auto task =
+      transport::detail::read_decode_task(bytes, static_cast<std::size_t>(kMaxBatchSize));
+  DecodedTask t;
+  if (task.kind > 1 || task.layout > 1) throw RemoteError("a task of unknown kind or layout");
+  t.spec.kind = task.kind == 1 ? MediaKind::video : MediaKind::image;
+  t.spec.layout = task.layout == 1 ? Layout::nchw : Layout::nhwc;
+  if (task.side == 0 || task.side > 4096) throw RemoteError("a task's side must be 1-4096");
+  if (task.clip_frames > 1024) throw RemoteError("a task's clip frames must be at most 1024");
+  t.spec.side = static_cast<int>(task.side);
+  t.spec.clip_frames = static_cast<int>(task.clip_frames);
+  if (t.spec.kind == MediaKind::video && t.spec.clip_frames == 0)
+    throw RemoteError("a video task needs clip frames");
+  t.spec.seed = task.seed;
+  t.spec.epoch = task.epoch;
+  for (const auto& s : task.samples) t.samples.push_back({.id = s.id, .path = s.path});
+  return t;
 }
 
 // The worker's operation: read + decode into the result message's own Data (no copy
@@ -115,57 +107,44 @@ std::vector<char> run_decode(std::span<const char> bytes, const std::vector<std:
 
 // A result checked against its task (CHECKS in remote_ops.h).
 struct Part {
-  std::vector<char> bytes;  // owns the rows
-  std::unique_ptr<WireReader> reader;
+  std::vector<char> bytes;                // owns the rows (with `keep`)
   std::vector<const std::uint8_t*> rows;  // per task sample: its row, or null if failed
   std::vector<SampleFailure> failures;    // index: in the task
-  std::shared_ptr<void> keep;             // or: owns the rows (decoded here)
+  std::shared_ptr<void> keep;             // the reader, or the tensor decoded here
 };
 
 Part check_result(std::vector<char> bytes, const DecodeSpec& spec,
                   std::span<const EncodedSample> task) {
   Part part;
   part.bytes = std::move(bytes);
-  part.reader = std::make_unique<WireReader>(part.bytes);
-  auto result = part.reader->root<wire::DecodeResult>();
-  checked_read([&] {
-    const auto ids = result.getIds();
-    const auto shape = result.getShape();
-    const auto data = result.getData();
-    const auto row = sample_bytes(spec);
-    auto want = sample_shape(spec);
-    want.insert(want.begin(), static_cast<std::int64_t>(ids.size()));
-    if (shape.size() != want.size()) throw RemoteError("a result of another shape");
-    for (unsigned i = 0; i < shape.size(); ++i)
-      if (shape[i] != want[i]) throw RemoteError("a result of another shape");
-    if (data.size() != ids.size() * row) {
-      throw RemoteError(fmt::format("a result of {} bytes for {} samples of {} bytes", data.size(),
-                                    ids.size(), row));
+  const auto r = transport::detail::read_decode_result(part.bytes, part.keep);
+  const auto row = sample_bytes(spec);
+  auto want = sample_shape(spec);
+  want.insert(want.begin(), static_cast<std::int64_t>(r.ids.size()));
+  if (r.shape != want) throw RemoteError("a result of another shape");
+  if (r.data.size() != r.ids.size() * row) {
+    throw RemoteError(fmt::format("a result of {} bytes for {} samples of {} bytes", r.data.size(),
+                                  r.ids.size(), row));
+  }
+  part.rows.assign(task.size(), nullptr);
+  std::vector<bool> seen(task.size());
+  std::size_t next = 0;
+  for (std::size_t i = 0; i < r.ids.size(); ++i) {
+    while (next < task.size() && task[next].id != r.ids[i]) ++next;
+    if (next == task.size())
+      throw RemoteError("a result with samples not in its task, or out of order");
+    part.rows[next] = r.data.data() + i * row;
+    seen[next++] = true;
+  }
+  for (const auto& f : r.failures) {
+    if (f.index >= task.size() || task[f.index].id != f.id || seen[f.index]) {
+      throw RemoteError("a result whose failures do not match its task");
     }
-    part.rows.assign(task.size(), nullptr);
-    std::vector<bool> seen(task.size());
-    std::size_t next = 0;
-    for (unsigned i = 0; i < ids.size(); ++i) {
-      while (next < task.size() && task[next].id != ids[i]) ++next;
-      if (next == task.size())
-        throw RemoteError("a result with samples not in its task, or out of order");
-      part.rows[next] = data.begin() + i * row;
-      seen[next++] = true;
-    }
-    for (auto f : result.getFailures()) {
-      const auto index = f.getIndex();
-      if (index >= task.size() || task[index].id != f.getId() || seen[index]) {
-        throw RemoteError("a result whose failures do not match its task");
-      }
-      seen[index] = true;
-      part.failures.push_back(
-          {index, f.getId(), f.getMessage(), restore_code(f.getCategory(), f.getCode())});
-    }
-    for (std::size_t i = 0; i < task.size(); ++i)
-      if (!seen[i])
-        throw RemoteError(fmt::format("a result that leaves out sample {}", task[i].id));
-    return 0;
-  });
+    seen[f.index] = true;
+    part.failures.push_back({f.index, f.id, f.message, restore_code(f.category, f.code)});
+  }
+  for (std::size_t i = 0; i < task.size(); ++i)
+    if (!seen[i]) throw RemoteError(fmt::format("a result that leaves out sample {}", task[i].id));
   return part;
 }
 
@@ -201,20 +180,17 @@ void register_decode_operations(transport::OperationRegistry& registry,
 
 std::vector<char> encode_decode_task(const DecodeSpec& spec,
                                      std::span<const EncodedSample> samples) {
-  capnp::MallocMessageBuilder message;
-  auto task = message.initRoot<wire::DecodeTask>();
-  task.setKind(spec.kind == MediaKind::video ? 1 : 0);
-  task.setLayout(spec.layout == Layout::nchw ? 1 : 0);
-  task.setSide(static_cast<std::uint32_t>(spec.side));
-  task.setClipFrames(static_cast<std::uint32_t>(spec.clip_frames));
-  task.setSeed(spec.seed);
-  task.setEpoch(spec.epoch);
-  auto list = task.initSamples(static_cast<unsigned>(samples.size()));
-  for (unsigned i = 0; i < list.size(); ++i) {
-    list[i].setId(samples[i].id);
-    list[i].setPath(samples[i].path);
-  }
-  return to_bytes(message);
+  transport::detail::DecodeTaskFields task{
+      .kind = static_cast<std::uint8_t>(spec.kind == MediaKind::video ? 1 : 0),
+      .layout = static_cast<std::uint8_t>(spec.layout == Layout::nchw ? 1 : 0),
+      .side = static_cast<std::uint32_t>(spec.side),
+      .clip_frames = static_cast<std::uint32_t>(spec.clip_frames),
+      .seed = spec.seed,
+      .epoch = spec.epoch,
+      .samples = {}};
+  task.samples.reserve(samples.size());
+  for (const auto& s : samples) task.samples.push_back({s.id, s.path});
+  return transport::detail::write_decode_task(task);
 }
 
 std::optional<DecodedBatch> remote_decode_batch(transport::RemotePool& pool, const DecodeSpec& spec,

@@ -33,12 +33,15 @@ if [ "${BRIGADE_SKIP_SANITIZERS:-0}" != 1 ]; then
       ctest -L tsan ${tsan_skip:+-E "^($tsan_skip)\$"} -j"$jobs" --timeout 300 --output-on-failure)
   log "ThreadSanitizer: $((SECONDS - tsan_start)) s (CAF, build, tests)"
 
-  log "AddressSanitizer + UBSan build (media): decoding, random mutations"
+  log "AddressSanitizer + UBSan build (media, the remote protocol's decoders): random mutations"
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRIGADE_SANITIZE=address \
-    -DBRIGADE_MODULES=media -DBRIGADE_BUILD_BENCH=OFF >/dev/null
-  cmake --build build-asan -j"$jobs" --target media_tests
+    -DBRIGADE_MODULES="actors;media;transport" -DBRIGADE_BUILD_BENCH=OFF >/dev/null
+  cmake --build build-asan -j"$jobs" --target media_tests transport_tests
   ASAN_OPTIONS="detect_leaks=1 abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \
     build-asan/tests/media/media_tests --gtest_brief=1
+  ASAN_OPTIONS="detect_leaks=1 abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \
+    build-asan/tests/transport/transport_tests --gtest_brief=1 --gtest_filter='Wire*:Checkpoint*'
+
 fi
 
 log "Release build (-O3, -Werror) and every test"

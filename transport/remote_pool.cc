@@ -12,7 +12,7 @@
 #include <set>
 
 #include "transport/detail/remote_protocol.h"
-#include "transport/remote.capnp.h"
+#include "transport/detail/wire_messages.h"
 #include "transport/remote.h"
 
 namespace brigade::transport {
@@ -211,22 +211,16 @@ void connect_link(Dispatcher* self, std::size_t index) {
               return;
             }
             l.trainer_key = random_key();
-            capnp::MallocMessageBuilder message;
-            auto hello = message.initRoot<wire::Hello>();
-            hello.setProtocol(kProtocolVersion);
-            hello.setBuildId(std::string(build_id()));
-            hello.setToken(as_data(sh.options.security.token));
-            auto ops = hello.initOps(static_cast<unsigned>(sh.options.operations.size()));
-            for (unsigned i = 0; i < ops.size(); ++i) {
-              ops[i].setName(sh.options.operations[i].name);
-              ops[i].setVersion(sh.options.operations[i].version);
-            }
-            hello.setFingerprint(sh.options.fingerprint);
-            hello.setTrainerKey(as_data(l.trainer_key));
-            hello.setName(sh.options.name);
+            const auto hello = write_hello({.protocol = kProtocolVersion,
+                                            .build_id = std::string(build_id()),
+                                            .token = sh.options.security.token,
+                                            .trainer_key = l.trainer_key,
+                                            .name = sh.options.name,
+                                            .operations = sh.options.operations,
+                                            .fingerprint = sh.options.fingerprint});
             l.phase = Link::Phase::hello;
             l.hello_sent = Clock::now();
-            self->send(gate, hello_atom::value, to_bytes(message));
+            self->send(gate, hello_atom::value, hello);
           },
           [self, index](const caf::error& e) {
             auto& sh = *self->state.shared;
@@ -264,11 +258,8 @@ void subscribe(Dispatcher* self) {
     auto& st = self->state;
     st.directory = dir;
     self->monitor(dir);
-    capnp::MallocMessageBuilder message;
-    auto sub = message.initRoot<wire::Subscribe>();
-    sub.setToken(as_data(st.shared->options.security.token));
-    sub.setName(st.shared->options.name);
-    self->send(dir, subscribe_atom::value, to_bytes(message));
+    self->send(dir, subscribe_atom::value,
+               write_subscribe({st.shared->options.security.token, st.shared->options.name}));
   };
   const auto at = *sh.options.directory;
   auto mm = network_actor(self->home_system(), sh.options.security);
@@ -401,13 +392,9 @@ caf::behavior dispatcher_actor(Dispatcher* self, std::shared_ptr<Shared> shared)
         });
         if (l == sh.links.end() || !session) return drop_unknown(self, "an unexpected welcome");
         try {
-          WireReader reader(bytes);
-          auto w = reader.root<wire::Welcome>();
-          checked_read([&] {
-            l->worker_key = to_string(w.getSessionKey());
-            l->window = std::max<std::uint32_t>(1, w.getWindow());
-            return 0;
-          });
+          const auto w = read_welcome(bytes);
+          l->worker_key = w.session_key;
+          l->window = std::max<std::uint32_t>(1, w.window);
         } catch (const RemoteError& e) {
           l->phase = Link::Phase::idle;
           l->last_error = e.what();
@@ -462,16 +449,11 @@ caf::behavior dispatcher_actor(Dispatcher* self, std::shared_ptr<Shared> shared)
         }
         std::vector<Endpoint> endpoints;
         try {
-          WireReader reader(bytes);
-          auto list = reader.root<wire::WorkerList>();
-          checked_read([&] {
-            const auto key = to_string(list.getDirectoryKey());
-            if (st.directory_key.empty()) st.directory_key = key;
-            if (!same_secret(key, st.directory_key)) throw RemoteError("a wrong directory key");
-            for (auto e : list.getEndpoints())
-              endpoints.push_back(parse_endpoint(e.cStr(), "directory"));
-            return 0;
-          });
+          const auto list = read_worker_list(bytes);
+          if (st.directory_key.empty()) st.directory_key = list.directory_key;
+          if (!same_secret(list.directory_key, st.directory_key))
+            throw RemoteError("a wrong directory key");
+          for (const auto& e : list.endpoints) endpoints.push_back(parse_endpoint(e, "directory"));
         } catch (const std::exception& e) {
           return drop_unknown(self, fmt::format("a bad worker list ({})", e.what()));
         }
@@ -500,15 +482,9 @@ struct DirectoryState {
 using Directory = caf::stateful_actor<DirectoryState>;
 
 std::vector<char> worker_list(const DirectoryState& st) {
-  capnp::MallocMessageBuilder message;
-  auto list = message.initRoot<wire::WorkerList>();
-  list.setDirectoryKey(as_data(st.key));
   std::set<std::string> unique;
   for (const auto& [a, e] : st.workers) unique.insert(e);
-  auto out = list.initEndpoints(static_cast<unsigned>(unique.size()));
-  unsigned i = 0;
-  for (const auto& e : unique) out.set(i++, e);
-  return to_bytes(message);
+  return write_worker_list({st.key, {unique.begin(), unique.end()}});
 }
 
 void refuse_peer(Directory* self, const std::string& why) {
@@ -544,14 +520,9 @@ caf::behavior directory_actor(Directory* self, std::string token) {
         auto sender = caf::actor_cast<caf::actor>(self->current_sender());
         std::string endpoint;
         try {
-          WireReader reader(bytes);
-          auto join = reader.root<wire::Join>();
-          checked_read([&] {
-            if (!same_secret(to_string(join.getToken()), self->state.token))
-              throw RemoteError("a wrong job token");
-            endpoint = join.getEndpoint();
-            return 0;
-          });
+          const auto join = read_join(bytes);
+          if (!same_secret(join.token, self->state.token)) throw RemoteError("a wrong job token");
+          endpoint = join.endpoint;
           parse_endpoint(endpoint, "join");
         } catch (const std::exception& e) {
           return refuse_peer(self, fmt::format("a join ({})", e.what()));
@@ -566,13 +537,8 @@ caf::behavior directory_actor(Directory* self, std::string token) {
       [self](subscribe_atom, const std::vector<char>& bytes) {
         auto sender = caf::actor_cast<caf::actor>(self->current_sender());
         try {
-          WireReader reader(bytes);
-          auto sub = reader.root<wire::Subscribe>();
-          checked_read([&] {
-            if (!same_secret(to_string(sub.getToken()), self->state.token))
-              throw RemoteError("a wrong job token");
-            return 0;
-          });
+          if (!same_secret(read_subscribe(bytes).token, self->state.token))
+            throw RemoteError("a wrong job token");
         } catch (const std::exception& e) {
           return refuse_peer(self, fmt::format("a subscription ({})", e.what()));
         }

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "transport/detail/remote_protocol.h"
-#include "transport/remote.capnp.h"
+#include "transport/detail/wire_messages.h"
 #include "transport/remote.h"
 
 namespace brigade::transport {
@@ -245,39 +245,37 @@ struct GateState {
 };
 
 // Why a hello is refused, naming both sides; empty when it is accepted.
-std::string check_hello(const Core& core, wire::Hello::Reader hello) {
+std::string check_hello(const Core& core, const HelloFields& hello) {
   const auto& o = core.options;
-  if (hello.getProtocol() != kProtocolVersion) {
-    return fmt::format("protocol version {} (trainer) differs from {} (worker {})",
-                       hello.getProtocol(), kProtocolVersion, core.name);
+  if (hello.protocol != kProtocolVersion) {
+    return fmt::format("protocol version {} (trainer) differs from {} (worker {})", hello.protocol,
+                       kProtocolVersion, core.name);
   }
-  if (!same_secret(to_string(hello.getToken()), o.security.token)) {
+  if (!same_secret(hello.token, o.security.token)) {
     return fmt::format("the job token differs from worker {}'s", core.name);
   }
-  const std::string build = hello.getBuildId();
-  if (build != build_id()) {
-    return fmt::format("build '{}' (trainer) differs from '{}' (worker {})", build, build_id(),
-                       core.name);
+  if (hello.build_id != build_id()) {
+    return fmt::format("build '{}' (trainer) differs from '{}' (worker {})", hello.build_id,
+                       build_id(), core.name);
   }
-  for (auto op : hello.getOps()) {
-    const std::string wanted = op.getName();
+  for (const auto& op : hello.operations) {
     std::uint32_t have = 0;
     for (const auto& v : core.operations.list())
-      if (v.name == wanted) have = v.version;
+      if (v.name == op.name) have = v.version;
     if (have == 0) {
-      return fmt::format("operation '{}' version {} (trainer) is not on worker {}", wanted,
-                         op.getVersion(), core.name);
+      return fmt::format("operation '{}' version {} (trainer) is not on worker {}", op.name,
+                         op.version, core.name);
     }
-    if (have != op.getVersion()) {
+    if (have != op.version) {
       return fmt::format("operation '{}' version {} (trainer) differs from version {} (worker {})",
-                         wanted, op.getVersion(), have, core.name);
+                         op.name, op.version, have, core.name);
     }
   }
-  if (o.fingerprint != 0 && hello.getFingerprint() != o.fingerprint) {
+  if (o.fingerprint != 0 && hello.fingerprint != o.fingerprint) {
     return fmt::format("dataset fingerprint {:016x} (trainer) differs from {:016x} (worker {})",
-                       hello.getFingerprint(), o.fingerprint, core.name);
+                       hello.fingerprint, o.fingerprint, core.name);
   }
-  if (hello.getTrainerKey().size() != 16) return "a trainer key of 16 bytes is required";
+  if (hello.trainer_key.size() != 16) return "a trainer key of 16 bytes is required";
   return {};
 }
 
@@ -302,14 +300,10 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<C
         auto sender = caf::actor_cast<caf::actor>(self->current_sender());
         std::string why, trainer_key, name;
         try {
-          WireReader reader(bytes);
-          auto hello = reader.root<wire::Hello>();
-          checked_read([&] {
-            why = check_hello(core, hello);
-            trainer_key = to_string(hello.getTrainerKey());
-            name = hello.getName();
-            return 0;
-          });
+          const auto hello = read_hello(bytes);
+          why = check_hello(core, hello);
+          trainer_key = hello.trainer_key;
+          name = hello.name;
         } catch (const RemoteError& e) {
           why = e.what();
         }
@@ -339,16 +333,15 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<C
           ++core.stats.sessions_opened;
           ++core.stats.sessions_open;
         }
-        capnp::MallocMessageBuilder message;
-        auto welcome = message.initRoot<wire::Welcome>();
-        welcome.setProtocol(kProtocolVersion);
-        welcome.setBuildId(std::string(build_id()));
-        welcome.setSessionKey(as_data(session->key));
-        welcome.setWindow(core.window);
-        welcome.setThreads(static_cast<std::uint32_t>(core.options.threads));
-        welcome.setName(core.name);
+        const auto welcome =
+            write_welcome({.protocol = kProtocolVersion,
+                           .build_id = std::string(build_id()),
+                           .session_key = session->key,
+                           .name = core.name,
+                           .window = core.window,
+                           .threads = static_cast<std::uint32_t>(core.options.threads)});
         spdlog::info("brigade worker: session opened for {}", name);
-        self->send(sender, welcome_atom::value, trainer_key, to_bytes(message), actor);
+        self->send(sender, welcome_atom::value, trainer_key, welcome, actor);
       },
   };
 }
@@ -375,11 +368,8 @@ caf::behavior joiner_actor(caf::stateful_actor<JoinerState>* self, std::shared_p
               }
               self->state.directory = dir;
               self->monitor(dir);
-              capnp::MallocMessageBuilder message;
-              auto join = message.initRoot<wire::Join>();
-              join.setToken(as_data(core->options.security.token));
-              join.setEndpoint(advertise);
-              self->send(dir, join_atom::value, to_bytes(message));
+              self->send(dir, join_atom::value,
+                         write_join({core->options.security.token, advertise}));
             },
             [self](const caf::error&) {
               self->delayed_send(self, std::chrono::seconds(1), tick_atom::value);

@@ -1,5 +1,7 @@
 // Worker nodes and the trainer's pool in one process: two (or more) CAF actor systems
 // talking over real TCP sockets on 127.0.0.1.
+#include "transport/remote.h"
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -11,8 +13,6 @@
 #include <mutex>
 #include <random>
 #include <thread>
-
-#include "transport/remote.h"
 
 namespace brigade::transport {
 namespace {
@@ -120,7 +120,8 @@ TEST(Remote, ADatasetOfAnotherFingerprintIsRefused) {
   WorkerNode worker(wo, upper_ops());
   auto o = pool_for(worker);
   o.fingerprint = 0x9999;
-  expect_refused(worker, o, "dataset fingerprint 0000000000009999 (trainer) differs from 0000000000001234");
+  expect_refused(worker, o,
+                 "dataset fingerprint 0000000000009999 (trainer) differs from 0000000000001234");
 }
 
 TEST(Remote, AnOperationThatThrowsFailsTheCallWithItsMessage) {
@@ -234,7 +235,8 @@ TEST(Remote, ATaskPastItsDeadlineIsLostAndCancelledOnTheWorker) {
   EXPECT_EQ(r.status, CallStatus::lost);
   EXPECT_NE(r.reason.find("deadline of 300 ms"), std::string::npos) << r.reason;
   EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);
-  for (int i = 0; i < 100 && worker.stats().tasks_cancelled == 0; ++i) std::this_thread::sleep_for(20ms);
+  for (int i = 0; i < 100 && worker.stats().tasks_cancelled == 0; ++i)
+    std::this_thread::sleep_for(20ms);
   EXPECT_EQ(worker.stats().tasks_cancelled, 1u);
   EXPECT_EQ(pool.live_workers(), 1u);  // the worker itself is not lost
 }
@@ -251,7 +253,8 @@ TEST(Remote, ACancelledAttemptsResultIsNeverSent) {
   RemotePool pool(o);
   ASSERT_TRUE(pool.wait_for_worker(5s, {}));
   EXPECT_EQ(pool.call("slow", bytes_of("x"), {}).status, CallStatus::lost);
-  for (int i = 0; i < 100 && worker.stats().tasks_cancelled == 0; ++i) std::this_thread::sleep_for(20ms);
+  for (int i = 0; i < 100 && worker.stats().tasks_cancelled == 0; ++i)
+    std::this_thread::sleep_for(20ms);
   EXPECT_EQ(worker.stats().tasks_cancelled, 1u);
   EXPECT_EQ(worker.stats().tasks_done, 0u);
   EXPECT_EQ(pool.stats().done, 0u);
