@@ -616,7 +616,11 @@ CallResult RemotePool::call(std::string_view operation, std::vector<char> task,
   if (!call->finished) {
     // Stopped: forget the attempt (a result that still comes is dropped as late).
     std::erase(sh.pending, call);
-    if (sh.outstanding.erase(call->id)) sh.links[call->link].outstanding.erase(call->id);
+    if (sh.outstanding.erase(call->id)) {
+      auto& l = sh.links[call->link];
+      l.outstanding.erase(call->id);
+      if (l.session) caf::anon_send(l.session, cancel_atom::value, l.worker_key, call->id);
+    }
     return {CallStatus::stopped, {}, call->result.worker, "stopped"};
   }
   return std::move(call->result);
