@@ -22,7 +22,7 @@ cleanup() {
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null; done
   local l r
   for l in "${links[@]}"; do ip link del "$l" 2>/dev/null; done
-  for r in "${ns_blackholes[@]}"; do ip netns exec ${r% *} ip route del blackhole ${r#* } 2>/dev/null; done
+  for r in "${ns_blackholes[@]}"; do ip -n "${r% *}" route del blackhole "${r#* }" 2>/dev/null; done
   for r in "${blackholes[@]}"; do ip route del blackhole "$r" 2>/dev/null; done
   for l in "${namespaces[@]}"; do ip netns del "$l" 2>/dev/null; done
   rm -rf "$tmp"
@@ -76,7 +76,7 @@ ffmpeg -loglevel error -f lavfi -i testsrc=size=640x480:rate=25 -frames:v 96 -q:
 for n in 1 2; do
   ip netns exec "$p-w$n" "$brigade" worker --listen "${ns[n]}:0" --threads 1 \
     --token-file "$tmp/token" >"$tmp/worker$n.out" 2>"$tmp/worker$n.log" &
-  pids+=($!)
+  pids+=("$!")
 done
 addr=()
 for n in 1 2; do
@@ -116,7 +116,7 @@ sessions=$(grep -c 'session opened' "$tmp/worker1.log")
 run 45 "$brigade" run "${common[@]}" "${remote[@]}" --ids-out "$tmp/p2.ids" \
   --digests-out "$tmp/p2.digests" >"$tmp/p2.json" 2>"$tmp/p2.err" &
 trainer=$!
-pids+=($trainer)
+pids+=("$trainer")
 for _ in $(seq 200); do
   [ "$(grep -c 'session opened' "$tmp/worker1.log")" -gt "$sessions" ] && break
   sleep 0.025
