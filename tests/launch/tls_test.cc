@@ -154,10 +154,10 @@ class TlsTest : public ::testing::Test {
     return s;
   }
 
-  std::unique_ptr<WorkerProcess> start_worker() {
+  std::unique_ptr<WorkerProcess> start_worker(const std::string& cert = "worker") {
     std::vector<std::string> args{"--listen", "127.0.0.1:0",  "--threads",
                                   "2",        "--token-file", (root_ / "token").string()};
-    const auto t = tls("worker", "job-ca");
+    const auto t = tls(cert, "job-ca");
     args.insert(args.end(), t.begin(), t.end());
     auto w = std::make_unique<WorkerProcess>(args, dir_ / "worker.log");
     EXPECT_FALSE(w->address().empty()) << w->log();
@@ -235,6 +235,18 @@ TEST_F(TlsTest, PlainTrainerIsRefusedByATlsWorker) {
       << plain.err;
   EXPECT_EQ(worker->log().find("session opened"), std::string::npos) << worker->log();
   EXPECT_TRUE(worker->running()) << worker->log();
+}
+
+TEST_F(TlsTest, TrainerRefusesAWorkerOfAnotherCa) {
+  // The trainer checks the worker too: a worker whose certificate the rogue CA signed
+  // (it trusts the job CA, so only the trainer's check can refuse it) gets no task.
+  auto worker = start_worker("rogue");
+  const auto r = run("trainer", "--on-no-workers fail --workers " + worker->address() +
+                                    joined(tls("trainer", "job-ca")));
+  EXPECT_EQ(r.code, 1) << r.err << "\nworker:\n" << worker->log();
+  EXPECT_TRUE(file("trainer.ids").empty());
+  EXPECT_NE(r.err.find("handshake"), std::string::npos) << r.err;
+  EXPECT_EQ(worker->log().find("session opened"), std::string::npos) << worker->log();
 }
 
 }  // namespace
