@@ -12,6 +12,7 @@ pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libfuse3-dev fuse3
+  openssl iproute2  # the TLS test makes certificates; the netns test makes hosts
 )
 missing=()
 for p in "${pkgs[@]}"; do
