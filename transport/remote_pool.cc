@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <unordered_map>
 
 #include "transport/detail/remote_protocol.h"
 #include "transport/detail/wire_messages.h"
@@ -33,6 +34,7 @@ struct Call {
   Clock::time_point sent{};
   bool finished = false;
   CallResult result;
+  std::condition_variable_any done;  // its caller waits here (with Shared::mutex)
 };
 
 // One worker endpoint and its session, if any.
@@ -59,10 +61,11 @@ constexpr std::size_t kLatencies = 4096;
 struct Shared {
   PoolOptions options;
   mutable std::mutex mutex;
-  std::condition_variable_any changed;  // a call finished, a worker came or went
+  std::condition_variable_any changed;  // a worker came or went
   std::deque<std::shared_ptr<Call>> pending;
   std::map<std::uint64_t, std::shared_ptr<Call>> outstanding;
   std::vector<Link> links;
+  std::unordered_map<std::string, std::size_t> by_key;  // trainer key → link (hello, live)
   std::uint64_t next_id = 1;
   bool stopping = false;
   std::size_t live = 0;
@@ -77,7 +80,19 @@ struct Shared {
     call->result.status = status;
     call->result.reason = std::move(reason);
     call->result.bytes = std::move(bytes);
-    changed.notify_all();
+    call->done.notify_one();
+  }
+
+  // The link whose session (or hello) `key` names, in `phase`; null for none.
+  Link* find(const std::string& key, Link::Phase phase) {
+    auto it = by_key.find(key);
+    if (it == by_key.end()) return nullptr;
+    auto& l = links[it->second];
+    return l.phase == phase && same_secret(l.trainer_key, key) ? &l : nullptr;
+  }
+  void forget_key(Link& l) {
+    by_key.erase(l.trainer_key);
+    l.trainer_key.clear();  // late results of this session no longer match
   }
 };
 
@@ -107,7 +122,7 @@ void lose(Dispatcher* self, Shared& sh, std::size_t index, const std::string& re
   l.session = {};
   l.phase = Link::Phase::idle;
   l.next_attempt = Clock::now() + sh.options.reconnect_interval;
-  l.trainer_key.clear();  // late results of this session no longer match
+  sh.forget_key(l);
   for (auto id : l.outstanding) {
     auto it = sh.outstanding.find(id);
     if (it == sh.outstanding.end()) continue;
@@ -158,10 +173,8 @@ void accept_reply(Dispatcher* self, const std::string& tkey, std::uint64_t id, C
                   std::string reason, std::vector<char> bytes) {
   auto& sh = *self->state.shared;
   std::lock_guard lock(sh.mutex);
-  auto link = std::find_if(sh.links.begin(), sh.links.end(), [&](const Link& l) {
-    return l.phase == Link::Phase::live && same_secret(l.trainer_key, tkey);
-  });
-  if (link == sh.links.end() || !link->outstanding.count(id)) {
+  auto* link = sh.find(tkey, Link::Phase::live);
+  if (!link || !link->outstanding.count(id)) {
     ++sh.stats.late_dropped;  // a lost attempt's late result, or a forgery
     return;
   }
@@ -211,6 +224,7 @@ void connect_link(Dispatcher* self, std::size_t index) {
               return;
             }
             l.trainer_key = random_key();
+            sh.by_key[l.trainer_key] = index;
             const auto hello = write_hello({.protocol = kProtocolVersion,
                                             .build_id = std::string(build_id()),
                                             .token = sh.options.security.token,
@@ -300,6 +314,7 @@ void tick_locked(Dispatcher* self) {
           l.phase = Link::Phase::idle;
           l.last_error = "no answer to the hello within 5 s";
           l.next_attempt = now + sh.options.reconnect_interval;
+          sh.forget_key(l);
         }
         break;
       case Link::Phase::live:
@@ -387,10 +402,8 @@ caf::behavior dispatcher_actor(Dispatcher* self, std::shared_ptr<Shared> shared)
              caf::actor session) {
         auto& sh = *self->state.shared;
         std::lock_guard lock(sh.mutex);
-        auto l = std::find_if(sh.links.begin(), sh.links.end(), [&](const Link& l) {
-          return l.phase == Link::Phase::hello && same_secret(l.trainer_key, tkey);
-        });
-        if (l == sh.links.end() || !session) return drop_unknown(self, "an unexpected welcome");
+        auto* l = sh.find(tkey, Link::Phase::hello);
+        if (!l || !session) return drop_unknown(self, "an unexpected welcome");
         try {
           const auto w = read_welcome(bytes);
           l->worker_key = w.session_key;
@@ -399,6 +412,7 @@ caf::behavior dispatcher_actor(Dispatcher* self, std::shared_ptr<Shared> shared)
           l->phase = Link::Phase::idle;
           l->last_error = e.what();
           l->next_attempt = Clock::now() + sh.options.reconnect_interval;
+          sh.forget_key(*l);
           return;
         }
         l->session = session;
@@ -416,13 +430,14 @@ caf::behavior dispatcher_actor(Dispatcher* self, std::shared_ptr<Shared> shared)
       [self](refuse_atom, const std::string& tkey, const std::string& why) {
         auto& sh = *self->state.shared;
         std::lock_guard lock(sh.mutex);
-        for (auto& l : sh.links) {
-          if (l.phase != Link::Phase::hello || !same_secret(l.trainer_key, tkey)) continue;
-          if (l.last_error != why)
-            spdlog::error("brigade: worker {} refused this trainer: {}", l.name, why);
-          l.last_error = "refused: " + why;
-          l.phase = Link::Phase::idle;
-          l.next_attempt = Clock::now() + 5 * sh.options.reconnect_interval;
+        if (auto* l = sh.find(tkey, Link::Phase::hello)) {
+          const auto error = "refused: " + why;
+          if (l->last_error != error)
+            spdlog::error("brigade: worker {} refused this trainer: {}", l->name, why);
+          l->last_error = error;
+          l->phase = Link::Phase::idle;
+          l->next_attempt = Clock::now() + 5 * sh.options.reconnect_interval;
+          sh.forget_key(*l);
         }
       },
       [self](refuse_atom, const std::string& tkey, std::uint64_t id, const std::string& why) {
@@ -437,9 +452,7 @@ caf::behavior dispatcher_actor(Dispatcher* self, std::shared_ptr<Shared> shared)
       [self](pong_atom, const std::string& tkey) {
         auto& sh = *self->state.shared;
         std::lock_guard lock(sh.mutex);
-        for (auto& l : sh.links)
-          if (l.phase == Link::Phase::live && same_secret(l.trainer_key, tkey))
-            l.last_heard = Clock::now();
+        if (auto* l = sh.find(tkey, Link::Phase::live)) l->last_heard = Clock::now();
       },
       [self](workers_atom, const std::vector<char>& bytes) {
         auto& st = self->state;
@@ -612,7 +625,7 @@ CallResult RemotePool::call(std::string_view operation, std::vector<char> task,
   ++sh.stats.calls;
   sh.pending.push_back(call);
   caf::anon_send(sh.dispatcher, kick_atom::value);
-  sh.changed.wait(lock, stop, [&] { return call->finished; });
+  call->done.wait(lock, stop, [&] { return call->finished; });
   if (!call->finished) {
     // Stopped: forget the attempt (a result that still comes is dropped as late).
     std::erase(sh.pending, call);

@@ -25,7 +25,8 @@ const transport::Security kSecurity{.token = "remote ops test"};
 class RemoteOps : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() / ("brigade-remote-ops-" + std::to_string(std::random_device{}()));
+    root_ = fs::temp_directory_path() /
+            ("brigade-remote-ops-" + std::to_string(std::random_device{}()));
     fs::create_directories(root_);
     for (int i = 0; i < 6; ++i) {
       auto bytes = media::make_image(media::ImageCodec::jpeg, 120 + 10 * i, 90 + 4 * i, i);
@@ -163,7 +164,8 @@ TEST_F(RemoteOps, MutatedResultsAreEitherConsistentOrRejected) {
   transport::WorkerNode worker(worker_options(), lying([&](std::vector<char> b) {
                                  std::lock_guard lock(mutex);
                                  const int flips = 1 + random() % 4;
-                                 for (int i = 0; i < flips; ++i) b[random() % b.size()] ^= char(1 << (random() % 8));
+                                 for (int i = 0; i < flips; ++i)
+                                   b[random() % b.size()] ^= char(1 << (random() % 8));
                                  return b;
                                }));
   transport::RemotePool pool(pool_options(worker));
@@ -212,16 +214,17 @@ TEST_F(RemoteOps, APoisonSampleIsFailedAfterMaxAttemptsAndTheOthersDelivered) {
   auto real = *truth.find(kDecodeImages.name);
   auto poison = samples_[3].path;
   transport::OperationRegistry r;
-  r.add(kDecodeImages, [real, poison](std::span<const char> task, const transport::OperationContext& c) {
-    if (std::string_view(task.data(), task.size()).find(poison) != std::string_view::npos) {
-      std::mutex m;
-      std::condition_variable_any cv;
-      std::unique_lock lock(m);
-      cv.wait(lock, c.stop, [] { return false; });
-      throw std::runtime_error("cancelled");
-    }
-    return real(task, c);
-  });
+  r.add(kDecodeImages,
+        [real, poison](std::span<const char> task, const transport::OperationContext& c) {
+          if (std::string_view(task.data(), task.size()).find(poison) != std::string_view::npos) {
+            std::mutex m;
+            std::condition_variable_any cv;
+            std::unique_lock lock(m);
+            cv.wait(lock, c.stop, [] { return false; });
+            throw std::runtime_error("cancelled");
+          }
+          return real(task, c);
+        });
   transport::WorkerNode worker(worker_options(), std::move(r));
   auto o = pool_options(worker);
   o.task_timeout = 300ms;
@@ -256,7 +259,8 @@ TEST_F(RemoteOps, WithoutWorkersTheBatchIsDecodedHereOrWaits) {
     std::this_thread::sleep_for(300ms);
     stop.request_stop();
   });
-  auto waited = remote_decode_batch(pool, {}, samples_, {}, {.local_fallback = false}, stop.get_token());
+  auto waited =
+      remote_decode_batch(pool, {}, samples_, {}, {.local_fallback = false}, stop.get_token());
   stopper.join();
   EXPECT_FALSE(waited);  // stopped while waiting for a worker
 }

@@ -1,11 +1,12 @@
 // The message decoders of the remote protocol against valid, mutated, truncated and
 // random bytes: a value or a RemoteError, never a crash (run under ASan/UBSan in CI).
+#include "transport/detail/wire.h"
+
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <random>
 
-#include "transport/detail/wire.h"
 #include "transport/detail/wire_messages.h"
 #include "transport/remote.capnp.h"
 
@@ -62,7 +63,9 @@ TEST(Wire, HelloRoundTripsAndSurvivesMutations) {
   EXPECT_EQ(back.trainer_key, h.trainer_key);
   EXPECT_EQ(back.operations, h.operations);
   EXPECT_EQ(back.fingerprint, 0xfeedu);
-  EXPECT_GT(fuzz(bytes, [](auto b) { read_hello(b); }, 1), 0);
+  EXPECT_GT(fuzz(
+                bytes, [](auto b) { read_hello(b); }, 1),
+            0);
 }
 
 TEST(Wire, WelcomeJoinSubscribeAndWorkerListsSurviveMutations) {
@@ -73,20 +76,29 @@ TEST(Wire, WelcomeJoinSubscribeAndWorkerListsSurviveMutations) {
                                       .window = 4,
                                       .threads = 2});
   EXPECT_EQ(read_welcome(welcome).window, 4u);
-  EXPECT_GT(fuzz(welcome, [](auto b) { read_welcome(b); }, 2), 0);
+  EXPECT_GT(fuzz(
+                welcome, [](auto b) { read_welcome(b); }, 2),
+            0);
   const auto join = write_join({"token", "127.0.0.1:7000"});
   EXPECT_EQ(read_join(join).endpoint, "127.0.0.1:7000");
-  EXPECT_GT(fuzz(join, [](auto b) { read_join(b); }, 3), 0);
+  EXPECT_GT(fuzz(
+                join, [](auto b) { read_join(b); }, 3),
+            0);
   const auto sub = write_subscribe({"token", "rank 1"});
   EXPECT_EQ(read_subscribe(sub).name, "rank 1");
-  EXPECT_GT(fuzz(sub, [](auto b) { read_subscribe(b); }, 4), 0);
+  EXPECT_GT(fuzz(
+                sub, [](auto b) { read_subscribe(b); }, 4),
+            0);
   const auto list = write_worker_list({std::string(16, 'd'), {"a:1", "b:2"}});
   EXPECT_EQ(read_worker_list(list).endpoints, (std::vector<std::string>{"a:1", "b:2"}));
-  EXPECT_GT(fuzz(list, [](auto b) { read_worker_list(b); }, 5), 0);
+  EXPECT_GT(fuzz(
+                list, [](auto b) { read_worker_list(b); }, 5),
+            0);
 }
 
 TEST(Wire, DecodeTasksAndResultsSurviveMutations) {
-  DecodeTaskFields t{.kind = 0, .layout = 1, .side = 224, .clip_frames = 8, .seed = 3, .epoch = 2, .samples = {}};
+  DecodeTaskFields t{
+      .kind = 0, .layout = 1, .side = 224, .clip_frames = 8, .seed = 3, .epoch = 2, .samples = {}};
   for (std::uint64_t i = 0; i < 32; ++i) t.samples.push_back({i, "/data/img-" + std::to_string(i)});
   const auto task = write_decode_task(t);
   const auto back = read_decode_task(task, 1024);
@@ -94,7 +106,9 @@ TEST(Wire, DecodeTasksAndResultsSurviveMutations) {
   EXPECT_EQ(back.samples[31].path, "/data/img-31");
   EXPECT_EQ(back.side, 224u);
   EXPECT_THROW(read_decode_task(task, 31), RemoteError);  // more samples than allowed
-  EXPECT_GT(fuzz(task, [](auto b) { read_decode_task(b, 1024); }, 6), 0);
+  EXPECT_GT(fuzz(
+                task, [](auto b) { read_decode_task(b, 1024); }, 6),
+            0);
 
   // A valid result, built as a worker builds it.
   capnp::MallocMessageBuilder message;
@@ -117,16 +131,17 @@ TEST(Wire, DecodeTasksAndResultsSurviveMutations) {
   EXPECT_EQ(f.data[143], 143);
   ASSERT_EQ(f.failures.size(), 1u);
   EXPECT_EQ(f.failures[0].message, "sample 3 (x): corrupt");
-  EXPECT_GT(fuzz(result,
-                 [](auto b) {
-                   std::shared_ptr<void> k;
-                   const auto x = read_decode_result(b, k);
-                   // What it returns is readable: touch every byte the span claims.
-                   unsigned sum = 0;
-                   for (auto byte : x.data) sum += byte;
-                   (void)sum;
-                 },
-                 7),
+  EXPECT_GT(fuzz(
+                result,
+                [](auto b) {
+                  std::shared_ptr<void> k;
+                  const auto x = read_decode_result(b, k);
+                  // What it returns is readable: touch every byte the span claims.
+                  unsigned sum = 0;
+                  for (auto byte : x.data) sum += byte;
+                  (void)sum;
+                },
+                7),
             0);
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <kj/io.h>
+#include <spdlog/spdlog.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -49,6 +50,10 @@ void check_readable(const std::string& path, const char* what) {
 
 void configure_network(caf::actor_system_config& config, const Security& security,
                        std::chrono::milliseconds heartbeat_timeout) {
+  // spdlog's registry is created on first use; make that happen here, before the
+  // system's threads log (ThreadSanitizer cannot see the once-guard inside the
+  // uninstrumented libspdlog, and reported the first log line of an actor as a race).
+  spdlog::default_logger_raw();
   config.load<caf::io::middleman>();
   if (security.tls()) {
     check_readable(security.tls_cert, "tls_cert");

@@ -54,7 +54,8 @@ HelloFields read_hello(std::span<const char> bytes) {
     h.build_id = text(r.getBuildId(), "build id");
     h.token = data(r.getToken(), "token");
     if (r.getOps().size() > 256) throw RemoteError("malformed message: too many operations");
-    for (auto op : r.getOps()) h.operations.push_back({text(op.getName(), "operation"), op.getVersion()});
+    for (auto op : r.getOps())
+      h.operations.push_back({text(op.getName(), "operation"), op.getVersion()});
     h.fingerprint = r.getFingerprint();
     h.trainer_key = data(r.getTrainerKey(), "trainer key");
     h.name = text(r.getName(), "name");
@@ -83,7 +84,8 @@ WelcomeFields read_welcome(std::span<const char> bytes) {
     w.window = r.getWindow();
     w.threads = r.getThreads();
     w.name = text(r.getName(), "name");
-    if (w.session_key.size() != 16) throw RemoteError("malformed message: a session key of 16 bytes");
+    if (w.session_key.size() != 16)
+      throw RemoteError("malformed message: a session key of 16 bytes");
     return w;
   });
 }
@@ -163,7 +165,8 @@ DecodeTaskFields read_decode_task(std::span<const char> bytes, std::size_t max_s
     t.epoch = r.getEpoch();
     const auto samples = r.getSamples();
     if (samples.size() > max_samples) {
-      throw RemoteError(fmt::format("a task of {} samples (at most {})", samples.size(), max_samples));
+      throw RemoteError(
+          fmt::format("a task of {} samples (at most {})", samples.size(), max_samples));
     }
     t.samples.reserve(samples.size());
     for (auto s : samples) t.samples.push_back({s.getId(), text(s.getPath(), "path")});
