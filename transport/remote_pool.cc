@@ -282,8 +282,12 @@ void subscribe(Dispatcher* self) {
           [self, send_subscribe](const caf::node_id&, caf::strong_actor_ptr& p,
                                  const std::set<std::string>&) {
             auto dir = caf::actor_cast<caf::actor>(p);
-            self->state.subscribing = false;
-            if (!dir) return;
+            auto& st = self->state;
+            st.subscribing = false;
+            if (!dir) {  // the port answered before the directory was published there
+              st.next_subscribe = Clock::now() + st.shared->options.reconnect_interval;
+              return;
+            }
             send_subscribe(dir);
           },
           [self, at](const caf::error& e) {

@@ -106,6 +106,10 @@ struct Core {
         if (stopping) return;
         s = ring.front();
         ring.pop_front();
+        if (s->closed || s->queue.empty()) {  // ended, or its tasks were cancelled
+          s->in_ring = false;
+          continue;
+        }
         task = std::move(s->queue.front());
         s->queue.pop_front();
         if (s->queue.empty()) {

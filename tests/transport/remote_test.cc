@@ -283,6 +283,46 @@ TEST(Remote, AResultOfALostSessionIsDroppedAsLate) {
   EXPECT_GE(worker.stats().sessions_opened, 2u);  // reconnected: a new session
 }
 
+TEST(Remote, TasksCancelledOrDroppedWhileQueuedLeaveTheWorkerServing) {
+  // One thread: the first task holds it, the others wait in the session's queue.
+  Gate gate;
+  auto wo = worker_options(1);
+  wo.window = 8;
+  wo.heartbeat_timeout = 400ms;  // the worker ends a session that sends no heartbeat
+  WorkerNode worker(wo, gate.ops());
+  auto o = pool_for(worker, {{"held", 1}});
+  o.task_timeout = 300ms;  // the queued tasks are cancelled on the worker
+  RemotePool pool(o);
+  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
+  std::vector<std::thread> callers;
+  for (int i = 0; i < 4; ++i)
+    callers.emplace_back([&, i] { pool.call("held", bytes_of(std::to_string(i)), {}); });
+  for (auto& t : callers) t.join();  // all lost on their deadline, three while queued
+  EXPECT_EQ(pool.stats().lost, 4u);
+  {
+    // A trainer that stops sending heartbeats: its session ends with tasks queued.
+    auto silent = pool_for(worker, {{"held", 1}});
+    silent.heartbeat_interval = 10s;
+    silent.task_timeout = 10s;
+    RemotePool quiet(silent);
+    ASSERT_TRUE(quiet.wait_for_worker(5s, {}));
+    std::vector<std::thread> more;
+    std::vector<CallResult> results(3);
+    for (int i = 0; i < 3; ++i)
+      more.emplace_back([&, i] { results[i] = quiet.call("held", bytes_of("q"), {}); });
+    std::this_thread::sleep_for(1500ms);  // the worker has ended the silent session by now
+    gate.release();
+    for (auto& t : more) t.join();
+  }
+  EXPECT_GE(worker.stats().tasks_cancelled, 3u);
+  // The worker still serves.
+  RemotePool next(pool_for(worker, {{"held", 1}}));
+  ASSERT_TRUE(next.wait_for_worker(5s, {}));
+  auto r = next.call("held", bytes_of("after"), {});
+  ASSERT_EQ(r.status, CallStatus::done) << r.reason;
+  EXPECT_EQ(text_of(r.bytes), "after");
+}
+
 TEST(Remote, AStopTokenEndsAWaitingCall) {
   Gate gate;
   WorkerNode worker(worker_options(), gate.ops());
