@@ -333,6 +333,9 @@ TEST_F(Cluster, SigstoppedWorkerLosesItsTasksAndServesAgainAfterSigcont) {
   const bool reopened = test::wait_until(
       [&] { return occurrences(workers[0].process.err(), "session opened") >= 2; }, 6s);
   EXPECT_TRUE(reopened) << workers[0].process.err();
+  EXPECT_TRUE(workers[0].process.running())
+      << "the woken worker ended: exit " << workers[0].process.code().value_or(-1) << "\n"
+      << workers[0].process.err();
   ASSERT_TRUE(trainer.running()) << "the run is too short for this test: raise epochs";
   std::this_thread::sleep_for(1s);  // new work for it
   const bool still_running = trainer.running();
