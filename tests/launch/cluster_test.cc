@@ -1,0 +1,625 @@
+// End to end: `brigade run` decoding on remote `brigade worker` processes, all real
+// processes on 127.0.0.1 (port 0, or a free port picked here), killed, stopped and
+// interrupted mid-run. Each case checks exact outcomes: the delivered ids per epoch
+// (exactly once), batch digests against a local run, exit codes and the JSON figures.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "media/synthetic.h"
+#include "tests/launch/process.h"
+
+namespace brigade::launch {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using test::Subprocess;
+
+constexpr std::uint64_t kFiles = 96;
+constexpr const char* kToken = "cluster-test-token";
+
+struct Result {
+  int code = -1;  // -1: still running at the deadline (then killed)
+  std::string out, err;
+  nlohmann::json json() const {
+    // The last line on stdout (the summary is written on failure too).
+    auto end = out.find_last_not_of('\n');
+    if (end == std::string::npos) return nlohmann::json{};
+    const auto start = out.rfind('\n', end);
+    return nlohmann::json::parse(out.substr(start == std::string::npos ? 0 : start + 1));
+  }
+};
+
+// One line of --digests-out: "<epoch> <fnv64 hex> <ids...>".
+struct Batch {
+  std::uint64_t epoch = 0;
+  std::string digest;
+  std::vector<std::uint64_t> ids;
+  friend auto operator<=>(const Batch&, const Batch&) = default;
+};
+
+std::vector<Batch> read_batches(const fs::path& p) {
+  std::vector<Batch> batches;
+  std::istringstream in(test::read_text(p));
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line);
+    Batch b;
+    words >> b.epoch >> b.digest;
+    for (std::uint64_t id; words >> id;) b.ids.push_back(id);
+    batches.push_back(std::move(b));
+  }
+  return batches;
+}
+
+std::vector<std::uint64_t> read_ids(const fs::path& p) {
+  std::istringstream in(test::read_text(p));
+  std::vector<std::uint64_t> ids;
+  for (std::uint64_t id; in >> id;) ids.push_back(id);
+  return ids;
+}
+
+std::size_t occurrences(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+std::set<std::uint64_t> all_samples(std::uint64_t n = kFiles) {
+  std::set<std::uint64_t> s;
+  for (std::uint64_t i = 0; i < n; ++i) s.insert(i);
+  return s;
+}
+
+// Whether the batches of all `runs` together deliver `expected` exactly once in each of
+// `epochs` epochs (0 … epochs-1), naming the first sample that is missing or repeated.
+::testing::AssertionResult each_once_per_epoch(const std::vector<std::vector<Batch>>& runs,
+                                               std::uint64_t epochs,
+                                               const std::set<std::uint64_t>& expected) {
+  std::map<std::uint64_t, std::map<std::uint64_t, int>> seen;  // epoch → id → times
+  for (const auto& run : runs)
+    for (const auto& b : run)
+      for (auto id : b.ids) ++seen[b.epoch][id];
+  for (std::uint64_t e = 0; e < epochs; ++e) {
+    auto& got = seen[e];
+    for (auto id : expected) {
+      if (got[id] != 1)
+        return ::testing::AssertionFailure()
+               << "epoch " << e << ": sample " << id << " delivered " << got[id] << " times";
+    }
+    for (const auto& [id, times] : got)
+      if (!expected.count(id) && times > 0)
+        return ::testing::AssertionFailure() << "epoch " << e << ": unexpected sample " << id;
+  }
+  if (seen.size() != epochs)
+    return ::testing::AssertionFailure() << seen.size() << " epochs delivered, not " << epochs;
+  return ::testing::AssertionSuccess();
+}
+
+// The figures of `worker` in a summary's remote.workers (null when absent).
+nlohmann::json worker_figures(const nlohmann::json& summary, const std::string& worker) {
+  for (const auto& w : summary["remote"]["workers"])
+    if (w["worker"] == worker) return w;
+  return nullptr;
+}
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    throw std::runtime_error("free_port: " + std::string(std::strerror(errno)));
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+bool has_checkpoint(const fs::path& dir, const std::string& rank_of) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const auto name = e.path().filename().string();
+    if (name.rfind("gen-", 0) == 0 && name.ends_with("." + rank_of)) return true;
+  }
+  return false;
+}
+
+struct Worker {
+  Subprocess process;
+  std::string address;  // its first line: "127.0.0.1:PORT"
+};
+
+std::string joined(const std::vector<Worker>& workers, std::size_t n = SIZE_MAX) {
+  std::string s;
+  for (std::size_t i = 0; i < workers.size() && i < n; ++i)
+    s += (s.empty() ? "" : ",") + workers[i].address;
+  return s;
+}
+
+class Cluster : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ =
+        fs::temp_directory_path() / ("brigade-cluster-" + std::to_string(std::random_device{}()));
+    fs::create_directories(root_ / "data");
+    for (std::uint64_t i = 0; i < kFiles; ++i) {
+      const auto name = std::string(i < 10 ? "img-0" : "img-") + std::to_string(i) + ".jpg";
+      media::write_file((root_ / "data" / name).string(),
+                        media::make_image(media::ImageCodec::jpeg, 64 + static_cast<int>(i % 7) * 8,
+                                          48 + static_cast<int>(i % 5) * 8, i));
+    }
+  }
+  static void TearDownTestSuite() { fs::remove_all(root_); }
+
+  void SetUp() override {
+    dir_ = root_ / ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::create_directories(dir_);
+  }
+
+  fs::path file(const std::string& name) const { return dir_ / name; }
+  static std::string data_dir() { return (root_ / "data").string(); }
+
+  // The environment of every child: no launcher variables of the machine running the
+  // test, and the job token.
+  static test::Environment env(test::Environment extra = {}) {
+    test::Environment e{{"BRIGADE_TOKEN", kToken}};
+    for (const char* v :
+         {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+          "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LAUNCH_NODE_IPADDR", "SLURM_JOB_NODELIST",
+          "SLURM_JOB_ID", "SLURM_STEP_ID", "XDG_CACHE_HOME"})
+      e[v] = std::nullopt;
+    for (auto& [k, v] : extra) e[k] = v;
+    return e;
+  }
+
+  // A `brigade worker` (one operation thread by default), once it printed its address.
+  Worker start_worker(const std::string& name, std::vector<std::string> args = {},
+                      test::Environment extra = {}) {
+    std::vector<std::string> argv{BRIGADE_BINARY, "worker"};
+    if (std::find(args.begin(), args.end(), "--threads") == args.end())
+      args.insert(args.end(), {"--threads", "1"});
+    argv.insert(argv.end(), args.begin(), args.end());
+    Subprocess p(argv, env(extra), file(name + ".out"), file(name + ".err"));
+    const auto line = p.first_line(10s);
+    if (!line) throw std::runtime_error("worker " + name + " printed no address:\n" + p.err());
+    return {std::move(p), *line};
+  }
+  std::vector<Worker> start_workers(int n, std::vector<std::string> args = {}) {
+    std::vector<Worker> w;
+    for (int i = 0; i < n; ++i) w.push_back(start_worker("worker" + std::to_string(i), args));
+    return w;
+  }
+
+  // `brigade run` with its ids, digests and JSON: NAME.ids, NAME.digests, NAME.out.
+  Subprocess start_run(const std::string& name, std::vector<std::string> args,
+                       test::Environment extra = {}) {
+    std::vector<std::string> argv{BRIGADE_BINARY,
+                                  "run",
+                                  "--no-progress",
+                                  "--threads",
+                                  "2",
+                                  "--json",
+                                  "--ids-out",
+                                  file(name + ".ids").string(),
+                                  "--digests-out",
+                                  file(name + ".digests").string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return Subprocess(argv, env(extra), file(name + ".out"), file(name + ".err"));
+  }
+  static Result finish(Subprocess& p, std::chrono::milliseconds timeout = 60s) {
+    Result r;
+    r.code = p.wait_for(timeout).value_or(-1);
+    r.out = p.out();
+    r.err = p.err();
+    return r;
+  }
+  Result run(const std::string& name, std::vector<std::string> args, test::Environment extra = {}) {
+    auto p = start_run(name, std::move(args), std::move(extra));
+    return finish(p);
+  }
+  std::vector<Batch> batches(const std::string& name) const {
+    return read_batches(file(name + ".digests"));
+  }
+
+  // Waits until `run` has `workers` live workers (its log says so), then `delay` more
+  // (batches are delivered by then: the ids files are written in blocks, so they cannot
+  // tell); whether it is still running then.
+  static bool wait_mid_run(Subprocess& run, std::size_t workers,
+                           std::chrono::milliseconds delay = 500ms) {
+    test::wait_until(
+        [&] { return occurrences(run.err(), " is live (window") >= workers || !run.running(); },
+        15s);
+    std::this_thread::sleep_for(delay);
+    return run.running();
+  }
+
+  static std::vector<std::string> common(std::vector<std::string> more = {}) {
+    std::vector<std::string> a{"--data", data_dir(), "--seed", "7", "--batch-size", "6"};
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  }
+
+  static inline fs::path root_;
+  fs::path dir_;
+};
+
+// -- 1. The same batches, byte for byte -----------------------------------------------
+
+TEST_F(Cluster, RemoteBatchesAreIdenticalToLocalOnesWithOneTwoAndThreeWorkers) {
+  const auto local = run("local", common());
+  ASSERT_EQ(local.code, 0) << local.err;
+  const auto local_ids = test::read_text(file("local.ids"));
+  const auto local_digests = test::read_text(file("local.digests"));
+  ASSERT_EQ(read_ids(file("local.ids")).size(), kFiles);
+  auto workers = start_workers(3);
+  for (std::size_t n = 1; n <= 3; ++n) {
+    const auto name = "remote" + std::to_string(n);
+    const auto r = run(name, common({"--workers", joined(workers, n), "--on-no-workers", "fail"}));
+    ASSERT_EQ(r.code, 0) << name << "\n" << r.err;
+    EXPECT_EQ(test::read_text(file(name + ".ids")), local_ids) << name;
+    EXPECT_EQ(test::read_text(file(name + ".digests")), local_digests) << name;
+    const auto j = r.json();
+    EXPECT_EQ(j["remote"]["decoded_locally"], 0) << name;
+    EXPECT_EQ(j["remote"]["tasks"], j["batches"]) << name;
+    EXPECT_EQ(j["remote"]["workers"].size(), n) << name;
+  }
+  const auto c = run("completion", common({"--workers", joined(workers, 2), "--order", "completion",
+                                           "--on-no-workers", "fail"}));
+  ASSERT_EQ(c.code, 0) << c.err;
+  auto got = batches("completion"), want = batches("local");
+  std::sort(got.begin(), got.end());
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(got, want) << "the same (ids, digest) batch lines";
+  auto ids = read_ids(file("completion.ids"));
+  std::sort(ids.begin(), ids.end());
+  const auto samples = all_samples();
+  EXPECT_EQ(ids, std::vector<std::uint64_t>(samples.begin(), samples.end()))
+      << "every sample once, none twice";
+}
+
+// -- 2.–4. Workers lost mid-run ---------------------------------------------------------
+
+TEST_F(Cluster, SigkilledWorkerIsReplacedAndEverySampleIsDeliveredOnce) {
+  auto workers = start_workers(3);
+  const std::uint64_t epochs = 20;
+  auto trainer =
+      start_run("run", common({"--workers", joined(workers), "--epochs", std::to_string(epochs)}));
+  ASSERT_TRUE(wait_mid_run(trainer, 3)) << "the run ended before the kill";
+  ASSERT_TRUE(workers[1].process.signal(SIGKILL));
+  const auto r = finish(trainer);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(each_once_per_epoch({batches("run")}, epochs, all_samples()));
+  EXPECT_EQ(read_ids(file("run.ids")).size(), epochs * kFiles);
+  const auto j = r.json();
+  const auto killed = worker_figures(j, workers[1].address);
+  ASSERT_FALSE(killed.is_null()) << j.dump();
+  EXPECT_FALSE(killed["live"].get<bool>());
+  EXPECT_GT(killed["tasks"].get<int>(), 0) << "killed after it did work";
+  EXPECT_GE(killed["lost"].get<int>() + j["remote"]["redispatched"].get<int>(), 1) << j.dump();
+  EXPECT_EQ(j["remote"]["workers_live"], 2);
+  EXPECT_EQ(j["remote"]["decoded_locally"], 0) << "the two others took over";
+}
+
+TEST_F(Cluster, SigstoppedWorkerLosesItsTasksAndServesAgainAfterSigcont) {
+  auto workers = start_workers(2);
+  const std::uint64_t epochs = 100;  // 9 s or more: 4 s stopped, 2 s to notice, 1 s to reconnect
+  auto trainer = start_run("run", common({"--workers", joined(workers), "--epochs",
+                                          std::to_string(epochs), "--order", "completion"}));
+  ASSERT_TRUE(wait_mid_run(trainer, 2));
+  ASSERT_TRUE(workers[0].process.signal(SIGSTOP));
+  std::this_thread::sleep_for(4s);
+  ASSERT_TRUE(workers[0].process.signal(SIGCONT));
+  // The trainer opens a new session with it within about a second of waking.
+  const bool reopened = test::wait_until(
+      [&] { return occurrences(workers[0].process.err(), "session opened") >= 2; }, 6s);
+  EXPECT_TRUE(reopened) << workers[0].process.err();
+  EXPECT_TRUE(workers[0].process.running())
+      << "the woken worker ended: exit " << workers[0].process.code().value_or(-1) << "\n"
+      << workers[0].process.err();
+  ASSERT_TRUE(trainer.running()) << "the run is too short for this test: raise epochs";
+  std::this_thread::sleep_for(1s);  // new work for it
+  const bool still_running = trainer.running();
+  const auto r = finish(trainer);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(each_once_per_epoch({batches("run")}, epochs, all_samples()));
+  const auto j = r.json();
+  const auto stopped = worker_figures(j, workers[0].address);
+  ASSERT_FALSE(stopped.is_null()) << j.dump();
+  EXPECT_GE(stopped["lost"].get<int>(), 1) << j.dump();
+  EXPECT_GE(stopped["sessions"].get<int>(), 2) << j.dump();
+  EXPECT_TRUE(stopped["live"].get<bool>()) << j.dump();
+  EXPECT_TRUE(still_running) << "the run is too short for this test: raise epochs";
+}
+
+TEST_F(Cluster, AllWorkersKilledFallsBackToLocalDecoding) {
+  auto workers = start_workers(2);
+  const std::uint64_t epochs = 20;
+  auto trainer = start_run("run", common({"--workers", joined(workers), "--epochs",
+                                          std::to_string(epochs), "--on-no-workers", "local"}));
+  ASSERT_TRUE(wait_mid_run(trainer, 2));
+  for (auto& w : workers) ASSERT_TRUE(w.process.signal(SIGKILL));
+  const auto r = finish(trainer);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(each_once_per_epoch({batches("run")}, epochs, all_samples()));
+  const auto j = r.json();
+  EXPECT_GT(j["remote"]["decoded_locally"].get<int>(), 0) << j.dump();
+  EXPECT_EQ(j["remote"]["workers_live"], 0) << j.dump();
+}
+
+TEST_F(Cluster, AllWorkersKilledFailsWithinTenSecondsNamingThem) {
+  auto workers = start_workers(2);
+  auto trainer = start_run(
+      "run", common({"--workers", joined(workers), "--epochs", "1000", "--on-no-workers", "fail"}));
+  ASSERT_TRUE(wait_mid_run(trainer, 2));
+  for (auto& w : workers) ASSERT_TRUE(w.process.signal(SIGKILL));
+  const auto killed = std::chrono::steady_clock::now();
+  const auto code = trainer.wait_for(15s);
+  const auto seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  const auto r = finish(trainer, 1s);
+  ASSERT_TRUE(code.has_value()) << "still running 15 s after the kill\n" << r.err;
+  EXPECT_EQ(*code, 1) << r.err;
+  EXPECT_LT(seconds, 10.0);
+  // The failure itself names every lost worker (not only the pool's warnings).
+  const auto j = r.json();
+  ASSERT_TRUE(j.contains("failure")) << r.out;
+  const auto failure = j["failure"].get<std::string>();
+  for (const auto& w : workers) {
+    EXPECT_NE(failure.find(w.address), std::string::npos) << failure;
+    EXPECT_NE(r.err.find("brigade: " + failure), std::string::npos) << r.err;
+  }
+}
+
+// -- 5. Directory -------------------------------------------------------------------
+
+TEST_F(Cluster, WorkerJoiningLateThroughTheDirectoryGetsWork) {
+  const auto directory = "127.0.0.1:" + std::to_string(free_port());
+  const std::uint64_t epochs = 40;
+  auto trainer =
+      start_run("run", common({"--directory", directory, "--epochs", std::to_string(epochs),
+                               "--order", "completion", "--on-no-workers", "fail"}));
+  auto first = start_worker("worker0", {"--join", directory});
+  ASSERT_TRUE(wait_mid_run(trainer, 1, 1s)) << trainer.err();
+  auto second = start_worker("worker1", {"--join", directory});
+  ASSERT_TRUE(test::wait_until(
+      [&] { return second.process.err().find("joined the directory") != std::string::npos; }, 5s))
+      << second.process.err();
+  const bool joined_mid_run = trainer.running();
+  const auto r = finish(trainer);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(joined_mid_run) << "the run is too short for this test";
+  EXPECT_TRUE(each_once_per_epoch({batches("run")}, epochs, all_samples()));
+  const auto j = r.json();
+  const auto late = worker_figures(j, second.address);
+  ASSERT_FALSE(late.is_null()) << j.dump();
+  EXPECT_GT(late["tasks"].get<int>(), 0) << j.dump();
+  EXPECT_GT(worker_figures(j, first.address)["tasks"].get<int>(), 0) << j.dump();
+  EXPECT_EQ(j["remote"]["decoded_locally"], 0);
+}
+
+// -- 6. Security ----------------------------------------------------------------------
+
+TEST_F(Cluster, WrongTokenIsRefusedAndTheWorkerStillServesTheRightOne) {
+  auto worker = start_worker("worker0");
+  const auto wrong = run("wrong", common({"--workers", worker.address, "--on-no-workers", "fail"}),
+                         {{"BRIGADE_TOKEN", "not-the-token"}});
+  EXPECT_EQ(wrong.code, 1) << wrong.err;
+  EXPECT_NE(wrong.err.find("token"), std::string::npos) << wrong.err;
+  EXPECT_TRUE(read_ids(file("wrong.ids")).empty());
+  const auto log = worker.process.err();
+  EXPECT_NE(log.find("refused a hello from 127.0.0.1"), std::string::npos) << log;
+  EXPECT_NE(log.find("token"), std::string::npos) << log;
+  const auto right = run("right", common({"--workers", worker.address, "--on-no-workers", "fail"}));
+  ASSERT_EQ(right.code, 0) << right.err;
+  EXPECT_TRUE(each_once_per_epoch({batches("right")}, 1, all_samples()));
+  EXPECT_EQ(right.json()["remote"]["decoded_locally"], 0);
+}
+
+// -- 7.–8. Trainers ending mid-run --------------------------------------------------
+
+TEST_F(Cluster, WorkerServesANewTrainerAfterOneWasKilledMidRun) {
+  auto worker = start_worker("worker0", {"--threads", "2"});
+  auto killed = start_run("killed", common({"--workers", worker.address, "--epochs", "1000"}));
+  ASSERT_TRUE(wait_mid_run(killed, 1));
+  ASSERT_TRUE(killed.signal(SIGKILL));
+  EXPECT_EQ(killed.wait_for(5s), 137);
+  const auto r = run(
+      "next", common({"--workers", worker.address, "--epochs", "2", "--on-no-workers", "fail"}));
+  ASSERT_EQ(r.code, 0) << r.err << "\nworker:\n" << worker.process.err();
+  EXPECT_TRUE(each_once_per_epoch({batches("next")}, 2, all_samples()));
+  const auto j = r.json();
+  EXPECT_EQ(j["remote"]["decoded_locally"], 0);
+  EXPECT_EQ(j["remote"]["tasks"], j["batches"]);
+  EXPECT_TRUE(worker.process.running());
+}
+
+TEST_F(Cluster, SigintWithTasksOutstandingCheckpointsAndResumesLocallyAndAtTwoRanks) {
+  auto workers = start_workers(2);
+  const auto ckpt = file("ckpt").string();
+  const std::vector<std::string> job = {"--epochs", "8", "--checkpoint-dir", ckpt};
+  auto with = [&](std::vector<std::string> more) {
+    auto a = common(job);
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  auto first = start_run("first", with({"--workers", joined(workers)}));
+  ASSERT_TRUE(wait_mid_run(first, 2, 300ms));
+  ASSERT_TRUE(first.signal(SIGINT));
+  const auto sent = std::chrono::steady_clock::now();
+  const auto code = first.wait_for(5s);
+  const auto seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  ASSERT_TRUE(code.has_value()) << first.err();
+  EXPECT_EQ(*code, 130) << first.err();
+  EXPECT_LT(seconds, 2.0);
+  const auto ids_text = test::read_text(file("first.ids"));
+  ASSERT_FALSE(ids_text.empty());
+  EXPECT_EQ(ids_text.back(), '\n');
+  EXPECT_LT(read_ids(file("first.ids")).size(), 8 * kFiles) << "interrupted before the end";
+  EXPECT_TRUE(has_checkpoint(file("ckpt"), "rank-0-of-1.ckpt")) << first.err();
+
+  // Locally, a few batches more; then the rest remotely at two ranks.
+  const auto local = run("local", with({"--resume-from", ckpt, "--stop-after-batches", "3"}));
+  ASSERT_EQ(local.code, 0) << local.err;
+  EXPECT_FALSE(local.json().contains("remote"));
+  auto rank0 = start_run("rank0", with({"--resume-from", ckpt, "--workers", joined(workers),
+                                        "--rank", "0", "--world-size", "2"}));
+  auto rank1 = start_run("rank1", with({"--resume-from", ckpt, "--workers", joined(workers),
+                                        "--rank", "1", "--world-size", "2"}));
+  const auto r0 = finish(rank0), r1 = finish(rank1);
+  ASSERT_EQ(r0.code, 0) << r0.err;
+  ASSERT_EQ(r1.code, 0) << r1.err;
+  EXPECT_EQ(r0.json()["remote"]["decoded_locally"], 0);
+  EXPECT_EQ(r1.json()["remote"]["decoded_locally"], 0);
+  EXPECT_TRUE(each_once_per_epoch(
+      {batches("first"), batches("local"), batches("rank0"), batches("rank1")}, 8, all_samples()));
+  // The ids files say the same as the digests (flushed on SIGINT).
+  std::size_t lines = 0;
+  for (const char* n : {"first", "local", "rank0", "rank1"})
+    lines += read_ids(file(std::string(n) + ".ids")).size();
+  EXPECT_EQ(lines, 8 * kFiles);
+}
+
+// -- 9. A poison sample ---------------------------------------------------------------
+
+// A read that never returns on the workers (a FUSE file system whose reads never
+// answer): the batch's attempt passes --task-timeout, its samples are sent again one by
+// one, and the stuck one is failed after --max-attempts; the workers keep serving.
+TEST_F(Cluster, StuckSampleIsFailedAfterMaxAttemptsAndWorkersKeepServing) {
+#ifndef BRIGADE_HUNG_FS
+  GTEST_SKIP() << "built without libfuse3 (no hung_fs helper)";
+#else
+  const auto mnt = file("mnt");
+  fs::create_directories(mnt);
+  struct Unmount {
+    fs::path mnt;
+    ~Unmount() { (void)std::system(("umount -l '" + mnt.string() + "' 2>/dev/null").c_str()); }
+  } unmount{mnt};
+  // Destroyed in reverse: the FUSE server first (the workers' blocked reads then end),
+  // then the workers, then the mount.
+  std::vector<Worker> workers;
+  Subprocess hung({BRIGADE_HUNG_FS, mnt.string(), file("read-started").string()}, {},
+                  file("fs.out"), file("fs.err"));
+  if (!test::wait_until([&] { return fs::exists(mnt / "hung.jpg"); }, 5s))
+    GTEST_SKIP() << "cannot mount a FUSE file system here: " << hung.err();
+  constexpr std::uint64_t kStuck = 5, kListed = 12;
+  {
+    std::ofstream list(file("list.txt"));
+    for (std::uint64_t i = 0; i < kListed; ++i) {
+      if (i == kStuck) {
+        list << (mnt / "hung.jpg").string() << "\n";
+      } else {
+        list << (root_ / "data" / ((i < 10 ? "img-0" : "img-") + std::to_string(i) + ".jpg"))
+                    .string()
+             << "\n";
+      }
+    }
+  }
+  workers = start_workers(2, {"--threads", "3"});
+  const auto r = run("poison", {"--list", file("list.txt").string(), "--no-shuffle", "--batch-size",
+                                "4", "--task-timeout", "1", "--max-attempts", "2", "--max-failures",
+                                "1", "--workers", joined(workers)});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(file("read-started"))) << "the workers read the stuck file";
+  const auto j = r.json();
+  EXPECT_EQ(j["failed"], 1) << j.dump();
+  EXPECT_EQ(j["samples"], kListed - 1) << j.dump();
+  std::vector<std::uint64_t> expected;
+  for (std::uint64_t i = 0; i < kListed; ++i)
+    if (i != kStuck) expected.push_back(i);
+  EXPECT_EQ(read_ids(file("poison.ids")), expected);
+  const auto cause = "sample " + std::to_string(kStuck) + " (" + (mnt / "hung.jpg").string() + ")";
+  const auto at = r.err.find(cause);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const auto line = r.err.substr(at, r.err.find('\n', at) - at);
+  EXPECT_NE(line.find("lost on 2 attempts"), std::string::npos) << line;
+  EXPECT_GE(j["remote"]["redispatched"].get<int>(), 2) << j.dump();
+
+  const auto after =
+      run("after", common({"--workers", joined(workers), "--on-no-workers", "fail"}));
+  ASSERT_EQ(after.code, 0) << after.err;
+  EXPECT_TRUE(each_once_per_epoch({batches("after")}, 1, all_samples()));
+  EXPECT_EQ(after.json()["remote"]["decoded_locally"], 0);
+  for (auto& w : workers) EXPECT_TRUE(w.process.running());
+#endif
+}
+
+// -- 10. Launchers ---------------------------------------------------------------------
+
+// Two ranks of one launch (the launcher's variables), with --directory auto: rank 0 hosts
+// the directory at MASTER_PORT + 1, both workers join it, both ranks use both workers.
+class ClusterLaunch : public Cluster {
+ protected:
+  void run_two_ranks(const std::string& tag,
+                     const std::function<test::Environment(int rank, int master_port)>& launcher) {
+    const int directory_port = free_port();
+    const int master_port = directory_port - 1;
+    const auto directory = "127.0.0.1:" + std::to_string(directory_port);
+    auto w0 = start_worker(tag + "-worker0", {"--join", directory});
+    auto w1 = start_worker(tag + "-worker1", {"--join", directory});
+    const std::uint64_t epochs = 6;
+    std::vector<Subprocess> ranks;  // started together, as a launcher does
+    for (int rank = 0; rank < 2; ++rank) {
+      ranks.push_back(start_run(tag + "-rank" + std::to_string(rank),
+                                common({"--directory", "auto", "--epochs", std::to_string(epochs),
+                                        "--on-no-workers", "fail"}),
+                                launcher(rank, master_port)));
+    }
+    std::vector<std::vector<Batch>> all;
+    for (int rank = 0; rank < 2; ++rank) {
+      const auto r = finish(ranks[static_cast<std::size_t>(rank)]);
+      ASSERT_EQ(r.code, 0) << tag << " rank " << rank << "\n" << r.err;
+      EXPECT_NE(r.err.find("rank " + std::to_string(rank) + " of 2"), std::string::npos) << r.err;
+      const auto j = r.json();
+      EXPECT_EQ(j["remote"]["decoded_locally"], 0) << tag << " rank " << rank;
+      EXPECT_EQ(j["remote"]["workers"].size(), 2u) << tag << " rank " << rank << j.dump();
+      EXPECT_EQ(j["samples"], epochs * kFiles / 2);
+      all.push_back(batches(tag + "-rank" + std::to_string(rank)));
+    }
+    EXPECT_TRUE(each_once_per_epoch(all, epochs, all_samples())) << tag;
+    EXPECT_NE(
+        test::read_text(file(tag + "-rank0.err")).find("the directory listens on " + directory),
+        std::string::npos);
+  }
+};
+
+TEST_F(ClusterLaunch, TorchrunRanksShareWorkersThroughTheDirectory) {
+  run_two_ranks("torchrun", [](int rank, int master_port) {
+    return test::Environment{{"RANK", std::to_string(rank)},
+                             {"WORLD_SIZE", "2"},
+                             {"MASTER_ADDR", "127.0.0.1"},
+                             {"MASTER_PORT", std::to_string(master_port)}};
+  });
+}
+
+TEST_F(ClusterLaunch, SlurmRanksShareWorkersThroughTheDirectory) {
+  run_two_ranks("slurm", [](int rank, int master_port) {
+    return test::Environment{{"SLURM_PROCID", std::to_string(rank)},
+                             {"SLURM_NTASKS", "2"},
+                             {"SLURM_LAUNCH_NODE_IPADDR", "127.0.0.1"},
+                             {"MASTER_PORT", std::to_string(master_port)}};
+  });
+}
+
+}  // namespace
+}  // namespace brigade::launch
