@@ -433,7 +433,12 @@ struct Job::Impl {
     for (const auto& w : pool->lost_workers()) lost += (lost.empty() ? "" : ", ") + w;
     throw actors::PipelineFailure(
         fmt::format("no remote worker live for {} s (on_no_workers = fail): {}",
-                    kNoWorkerGrace.count(), lost.empty() ? "none was ever reached" : lost),
+                    kNoWorkerGrace.count(),
+                    !lost.empty()         ? lost
+                    : c.directory.empty() ? std::string("none was ever reached")
+                                          : fmt::format("the directory at {} listed none that "
+                                                        "could be reached",
+                                                        c.directory)),
         {});
   }
 
