@@ -390,13 +390,18 @@ TEST(Remote, RandomBytesOnTheWorkersPortDoNotHurtIt) {
   EXPECT_EQ(text_of(r.bytes), "STILL HERE");
 }
 
-TEST(Remote, AWorkerJoinsTheDirectoryAndTheTrainerFindsIt) {
+// Rank 0's pool: hosts a directory on a free port.
+PoolOptions directory_host() {
   PoolOptions o;
   o.directory = Endpoint{"127.0.0.1", 0};
   o.host_directory = true;
   o.security = kSecurity;
   o.operations = {{"upper", 1}};
-  RemotePool pool(o);
+  return o;
+}
+
+TEST(Remote, AWorkerJoinsTheDirectoryAndTheTrainerFindsIt) {
+  RemotePool pool(directory_host());
   ASSERT_TRUE(pool.directory_address());
   EXPECT_NE(pool.directory_address()->port, 0);
   EXPECT_EQ(pool.call("upper", bytes_of("x"), {}).status, CallStatus::no_workers);
@@ -412,12 +417,7 @@ TEST(Remote, AWorkerJoinsTheDirectoryAndTheTrainerFindsIt) {
 }
 
 TEST(Remote, TheDirectoryRefusesAWrongToken) {
-  PoolOptions o;
-  o.directory = Endpoint{"127.0.0.1", 0};
-  o.host_directory = true;
-  o.security = kSecurity;
-  o.operations = {{"upper", 1}};
-  RemotePool pool(o);
+  RemotePool pool(directory_host());
   auto wo = worker_options();
   wo.join = *pool.directory_address();
   wo.security.token = "not the job's";
