@@ -11,11 +11,13 @@ cd "$(dirname "$0")/.."
 brigade=build/launch/brigade
 if [ ! -x "$brigade" ]; then
   bash scripts/install-deps.sh
-  export CCACHE_DIR=${CCACHE_DIR:-$PWD/.cache/ccache}
+  # One compiler cache per user, shared by every checkout (see scripts/test.sh).
+  export CCACHE_DIR=${CCACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/brigade/ccache}
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBRIGADE_MODULES="actors;media;transport;launch" >/dev/null
   cmake --build build -j"${JOBS:-$(nproc)}" --target brigade
 fi
-demo="${XDG_CACHE_HOME:-$HOME/.cache}/brigade/demo"
+demo="${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/brigade/demo"
 if [ ! -f "$demo/.complete" ]; then
   echo "cluster-demo: generating the demo dataset in $demo" >&2
   "$brigade" run --stop-after-batches 1 --no-progress >/dev/null

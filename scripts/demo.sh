@@ -5,7 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-export CCACHE_DIR=${CCACHE_DIR:-$PWD/.cache/ccache}
+# One compiler cache per user, shared by every checkout of the project on the machine
+# (paths inside the checkout are hashed relative to it), like CAF's TSan build.
+export CCACHE_DIR=${CCACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/brigade/ccache}
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBRIGADE_MODULES="actors;media;transport;launch" >/dev/null
 cmake --build build -j"${JOBS:-$(nproc)}" --target brigade
 exec build/launch/brigade run "$@"

@@ -8,7 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 jobs=${JOBS:-$(nproc)}
-export CCACHE_DIR=${CCACHE_DIR:-$PWD/.cache/ccache}
+# One compiler cache per user, shared by every checkout of the project on the machine
+# (paths inside the checkout are hashed relative to it), like CAF's TSan build.
+export CCACHE_DIR=${CCACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/brigade/ccache}
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 
 log() { printf '\n== %s\n' "$*" >&2; }
 
