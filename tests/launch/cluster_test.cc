@@ -315,7 +315,9 @@ TEST_F(Cluster, SigkilledWorkerIsReplacedAndEverySampleIsDeliveredOnce) {
   ASSERT_FALSE(killed.is_null()) << j.dump();
   EXPECT_FALSE(killed["live"].get<bool>());
   EXPECT_GT(killed["tasks"].get<int>(), 0) << "killed after it did work";
-  EXPECT_GE(killed["lost"].get<int>() + j["remote"]["redispatched"].get<int>(), 1) << j.dump();
+  // Whatever it held at the kill (often a batch, sometimes nothing: it may die between
+  // tasks) is exactly what was sent again: no other worker lost anything.
+  EXPECT_EQ(killed["lost"].get<int>(), j["remote"]["redispatched"].get<int>()) << j.dump();
   EXPECT_EQ(j["remote"]["workers_live"], 2);
   EXPECT_EQ(j["remote"]["decoded_locally"], 0) << "the two others took over";
 }
