@@ -281,7 +281,18 @@ std::optional<DecodedBatch> remote_decode_batch(transport::RemotePool& pool, con
   for (std::size_t i = 0; i < n; ++i) good += (rows[i] && !failed[i]) ? 1 : 0;
   auto shape = sample_shape(spec);
   shape.insert(shape.begin(), good);
-  batch.data = media::Tensor::empty(media::DType::uint8, shape, allocator);
+  try {
+    batch.data = media::Tensor::empty(media::DType::uint8, shape, allocator);
+  } catch (const std::bad_alloc&) {
+    // As decode_task does locally: every sample of the batch fails, counted one by one.
+    for (std::size_t i = 0; i < n; ++i) {
+      if (failed[i] || !rows[i]) continue;
+      fail(i, fmt::format("out of memory allocating a batch of {} × {} bytes", good, row),
+           std::make_error_code(std::errc::not_enough_memory));
+    }
+    shape[0] = 0;
+    batch.data = media::Tensor::empty(media::DType::uint8, shape, {});
+  }
   auto* out = static_cast<std::uint8_t*>(batch.data.data());
   for (std::size_t i = 0; i < n; ++i) {
     if (failed[i]) {
