@@ -2,7 +2,8 @@
 //
 //   bench_decode [--kind image|video] [--list FILE] [--threads N] [--seconds S]
 //                [--video-profile fast|x264-default] [--width W] [--height H]
-//                [--clip-seconds S] [--fps F] [--clips N]
+//                [--clip-seconds S] [--fps F] [--clips N] [--write DIR]
+//                [--only-brigade]
 //
 // Image: decode + ImageNet eval transform (shorter side 256, center crop 224,
 // RGB). Rows: "brigade" (load_image), "turbojpeg" (TurboJPEG full RGB decode
@@ -29,6 +30,11 @@
 // (profile, size, fps, frames per clip); the brigade row adds load_video's
 // DecodeStats summed over one pass (packets, packets_skippable,
 // frames_decoded, seeks).
+//
+// --write DIR writes the synthetic inputs (the clips of the profile, or the 48
+// JPEGs) into DIR as files (clipN.mp4, imageN.jpg) and exits without measuring:
+// bench/e2e.py uses it to run every loader on such files. --only-brigade runs
+// the image brigade row alone (no references: e.g. to profile it).
 #include <sys/resource.h>
 #include <turbojpeg.h>
 #include <unistd.h>
@@ -74,6 +80,8 @@ struct Args {
   double clip_seconds = 0;
   int fps = 0;
   int clips = 6;
+  std::string write_dir;  // --write: only write the synthetic inputs there
+  bool only_brigade = false;  // --only-brigade: no reference rows (e.g. to profile it alone)
 };
 
 Args parse(int argc, char** argv) {
@@ -107,15 +115,27 @@ Args parse(int argc, char** argv) {
       a.fps = std::atoi(value().c_str());
     else if (k == "--clips")
       a.clips = std::atoi(value().c_str());
+    else if (k == "--write")
+      a.write_dir = value();
+    else if (k == "--only-brigade")
+      a.only_brigade = true;
     else {
       std::fprintf(stderr,
                    "usage: bench_decode [--kind image|video] [--list FILE] [--threads N] "
                    "[--seconds S]\n"
                    "                    [--video-profile fast|x264-default] [--width W] "
                    "[--height H]\n"
-                   "                    [--clip-seconds S] [--fps F] [--clips N]\n");
+                   "                    [--clip-seconds S] [--fps F] [--clips N] [--write DIR]\n");
       std::exit(2);
     }
+  }
+  if (!a.write_dir.empty() && !a.list.empty()) {
+    std::fprintf(stderr, "--write writes the synthetic inputs: not with --list\n");
+    std::exit(2);
+  }
+  if (a.only_brigade && a.kind != "image") {
+    std::fprintf(stderr, "--only-brigade: images only\n");
+    std::exit(2);
   }
   if ((a.kind != "image" && a.kind != "video") || a.threads <= 0) {
     std::fprintf(stderr, "bad --kind or --threads\n");
@@ -314,6 +334,12 @@ int bench_images(const Args& a) {
                             {500, 400}, {640, 480}, {500, 500}, {400, 300}};
     for (int i = 0; i < 48; ++i)
       files.push_back(bm::make_image(bm::ImageCodec::jpeg, sizes[i % 8][0], sizes[i % 8][1], i));
+    if (!a.write_dir.empty()) {
+      std::filesystem::create_directories(a.write_dir);
+      for (std::size_t i = 0; i < files.size(); ++i)
+        bm::write_file(a.write_dir + "/image" + std::to_string(i) + ".jpg", files[i]);
+      return 0;
+    }
   } else {
     for (const auto& p : read_list(a.list)) files.push_back(bm::read_file(p));
   }
@@ -337,7 +363,7 @@ int bench_images(const Args& a) {
                                     eval, out_for_thread());
                               },
                               files.size()}};
-  if (!jpegs.empty()) {
+  if (!jpegs.empty() && !a.only_brigade) {
     impls.push_back({[&](std::size_t i) {
                        turbojpeg_eval224(files[jpegs[i]], out_for_thread().data_as<std::uint8_t>());
                      },
@@ -469,7 +495,9 @@ int bench_videos(const Args& a) {
         ",\"video_profile\":\"" + a.video_profile + "\",\"width\":" + std::to_string(spec.width) +
         ",\"height\":" + std::to_string(spec.height) + ",\"fps\":" + std::to_string(spec.fps) +
         ",\"clip_frames\":" + std::to_string(spec.frames);
-    tmp = std::filesystem::temp_directory_path() / ("bench_decode_" + std::to_string(getpid()));
+    tmp = a.write_dir.empty() ? std::filesystem::temp_directory_path() /
+                                    ("bench_decode_" + std::to_string(getpid()))
+                              : std::filesystem::path(a.write_dir);
     std::filesystem::create_directories(tmp);
     for (int i = 0; i < a.clips; ++i) {
       spec.seed = std::uint64_t(i);
@@ -477,6 +505,7 @@ int bench_videos(const Args& a) {
       paths.push_back((tmp / ("clip" + std::to_string(i) + ".mp4")).string());
       bm::write_file(paths.back(), clip);
     }
+    if (!a.write_dir.empty()) return 0;
   } else {
     paths = read_list(a.list);
   }

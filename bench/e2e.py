@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/e2e: `brigade run` against PyTorch's DataLoader on the same files, same run.
 
-    python3 bench/e2e.py [--data DIR] [--kind image|video] [--brigade build/launch/brigade]
+    python3 bench/e2e.py [--data DIR | --varied | --video-profile x264-default]
+                         [--kind image|video] [--brigade build/launch/brigade]
 
 Image: a map-style Dataset decoding with PIL, Resize(256) + CenterCrop(224) +
 PILToTensor (uint8, as Brigade's batches), batch 32, shuffled, num_workers 0, 1, 2;
@@ -20,6 +21,11 @@ batch. One JSON line per configuration on stdout, a table on stderr.
 
 --epochs N runs every loader over the files N times (PyTorch with persistent workers).
 
+Data shaped like users' (instead of the demo set): --varied makes (once) JPEGs of
+random sides 300-1200 px and qscale 2-12 (bench/scaleout.py's set); --video-profile
+x264-default makes (once, with bench_decode --write) 2 s 640x360 30 fps clips encoded
+with x264's defaults (one keyframe per 250 frames, B-pyramid), --clips of them.
+
 Needs Debian's python3-torch python3-torchvision python3-pil python3-av; they are
 installed on first use (bench/ is not part of CI, so CI does not install them).
 """
@@ -27,6 +33,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -148,6 +155,15 @@ def measure(cmd):
             "peak_pss_mb": peak / 1024, "time_to_first_batch_s": result["time_to_first_batch_s"]}
 
 
+def median_of(runs):
+    """Each numeric field's median over the runs (the first run's for the rest)."""
+    out = dict(runs[0])
+    for k, v in runs[0].items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[k] = statistics.median(r[k] for r in runs)
+    return out
+
+
 def native_reference(bench_decode, list_file, kind):
     """bench_decode's rows (2 threads, files in memory): its references and load_image."""
     out = subprocess.run([bench_decode, "--kind", kind, "--list", list_file, "--threads", "2",
@@ -175,6 +191,14 @@ def main():
     ap.add_argument("--epochs", type=int, default=0,
                     help="epochs over the files for every loader (default: 1 for images, 8 for "
                          "video, whose 32 demo clips alone are over in a third of a second)")
+    ap.add_argument("--varied", action="store_true", help="varied JPEGs (made once)")
+    ap.add_argument("--varied-count", type=int, default=400)
+    ap.add_argument("--video-profile", choices=["demo", "x264-default"], default="demo",
+                    help="x264-default: clips encoded with x264's defaults (made once)")
+    ap.add_argument("--clips", type=int, default=32, help="clips made for --video-profile")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run brigade and the native loop N times, alternately, and report the "
+                         "median of each (a loaded machine moves single runs by 30%%)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--list-file", help=argparse.SUPPRESS)
     ap.add_argument("--t0", help=argparse.SUPPRESS)
@@ -188,6 +212,17 @@ def main():
         ensure_packages()
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
     data = args.data or os.path.join(cache, "brigade", "demo", "images" if args.kind == "image" else "videos")
+    if args.varied and not args.data:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from scaleout import make_varied
+        data = os.path.join(cache, "brigade", "scaleout", "varied")
+        make_varied(data, args.varied_count)
+    if args.kind == "video" and args.video_profile != "demo" and not args.data:
+        data = os.path.join(cache, "brigade", "e2e", f"{args.video_profile}-{args.clips}")
+        if not os.path.isdir(data) or len(os.listdir(data)) < args.clips:
+            print(f"e2e: making {args.clips} {args.video_profile} clips in {data}", file=sys.stderr)
+            subprocess.run([args.bench_decode, "--kind", "video", "--video-profile", args.video_profile,
+                            "--clips", str(args.clips), "--write", data], check=True)
     exts = (".jpg", ".jpeg", ".png", ".webp", ".bmp") if args.kind == "image" else (".mp4", ".mkv", ".webm", ".avi", ".mov")
     files = sorted(os.path.join(d, f) for d, _, fs in os.walk(data) for f in fs if f.lower().endswith(exts))
     if not files:
@@ -196,15 +231,23 @@ def main():
     with open(list_file, "w") as f:
         f.write("\n".join(files) + "\n")
     rows = []
-    b = measure([args.brigade, "run", "--kind", args.kind, "--list", list_file, "--json", "--no-progress",
-                 "--threads", str(args.threads), "--epochs", str(args.epochs)])
-    rows.append({"loader": "brigade", **b})
+    brigade_runs, native_runs = [], []
+    for _ in range(max(1, args.repeat)):
+        brigade_runs.append(measure([args.brigade, "run", "--kind", args.kind, "--list", list_file, "--json",
+                                     "--no-progress", "--threads", str(args.threads), "--epochs",
+                                     str(args.epochs)]))
+        if os.path.exists(args.bench_decode):
+            native_runs.append(native_reference(args.bench_decode, list_file, args.kind))
+    b = median_of(brigade_runs)
+    rows.append({"loader": "brigade", **b, "runs": len(brigade_runs)})
     for w in [int(x) for x in args.workers.split(",") if x.strip() and x != "none"]:
         r = measure([PYTHON, os.path.abspath(__file__), "--child", "--kind", args.kind, "--workers", str(w),
                      "--list-file", list_file, "--t0", "{t0}", "--epochs", str(args.epochs)])
         rows.append({"loader": f"pytorch-{w}w", **r})
-    if os.path.exists(args.bench_decode):
-        rows += native_reference(args.bench_decode, list_file, args.kind)
+    if native_runs:
+        for k, row in enumerate(native_runs[0]):
+            rows.append({**median_of([run[k] for run in native_runs]), "loader": row["loader"],
+                         "runs": len(native_runs)})
     os.unlink(list_file)
     torch_rows = [r for r in rows if r["loader"].startswith("pytorch")]
     best = max(torch_rows, key=lambda r: r["samples_per_s"]) if torch_rows else None
