@@ -80,7 +80,7 @@ struct Args {
   double clip_seconds = 0;
   int fps = 0;
   int clips = 6;
-  std::string write_dir;  // --write: only write the synthetic inputs there
+  std::string write_dir;      // --write: only write the synthetic inputs there
   bool only_brigade = false;  // --only-brigade: no reference rows (e.g. to profile it alone)
 };
 
