@@ -103,8 +103,8 @@ detail::AxisPlan scaled_axis(detail::AxisPlan a, int denom, int scaled_size) {
 
 void resample_whole(const std::uint8_t* rgb, std::ptrdiff_t stride, const Plan& p,
                     std::uint8_t* dst) {
-  detail::resample_rgb(rgb, stride, 0, 0, detail::make_taps(p.x), detail::make_taps(p.y),
-                       p.flip, dst);
+  detail::resample_rgb(rgb, stride, 0, 0, detail::make_taps(p.x), detail::make_taps(p.y), p.flip,
+                       dst);
 }
 
 // `src` (w x h, stored) turned upright as EXIF orientation `o` says, into `dst`.
@@ -118,14 +118,34 @@ void orient(const std::uint8_t* src, std::ptrdiff_t stride, int w, int h, int o,
     for (int x = 0; x < ow; ++x) {
       int sx = x, sy = y;
       switch (o) {
-        case 2: sx = w - 1 - x; break;
-        case 3: sx = w - 1 - x; sy = h - 1 - y; break;
-        case 4: sy = h - 1 - y; break;
-        case 5: sx = y; sy = x; break;
-        case 6: sx = y; sy = h - 1 - x; break;
-        case 7: sx = w - 1 - y; sy = h - 1 - x; break;
-        case 8: sx = w - 1 - y; sy = x; break;
-        default: break;
+        case 2:
+          sx = w - 1 - x;
+          break;
+        case 3:
+          sx = w - 1 - x;
+          sy = h - 1 - y;
+          break;
+        case 4:
+          sy = h - 1 - y;
+          break;
+        case 5:
+          sx = y;
+          sy = x;
+          break;
+        case 6:
+          sx = y;
+          sy = h - 1 - x;
+          break;
+        case 7:
+          sx = w - 1 - y;
+          sy = h - 1 - x;
+          break;
+        case 8:
+          sx = w - 1 - y;
+          sy = x;
+          break;
+        default:
+          break;
       }
       std::memcpy(&dst[(std::size_t(y) * ow + x) * 3], src + sy * stride + sx * 3, 3);
     }
@@ -154,10 +174,9 @@ bool transform_jpeg(std::span<const std::uint8_t> bytes, const TransformOptions&
   const detail::Taps tx = detail::make_taps(scaled_axis(p.x, denom, sw));
   const detail::Taps ty = detail::make_taps(scaled_axis(p.y, denom, sh));
   const bool roi = o.roi_decode && o.kind != TransformKind::none;
-  const detail::JpegRegion r =
-      roi ? decoder.decode(denom, tx.lo() - kMargin, ty.lo() - kMargin, tx.hi() + kMargin,
-                           ty.hi() + kMargin)
-          : decoder.decode(1, 0, 0, w, h);
+  const detail::JpegRegion r = roi ? decoder.decode(denom, tx.lo() - kMargin, ty.lo() - kMargin,
+                                                    tx.hi() + kMargin, ty.hi() + kMargin)
+                                   : decoder.decode(1, 0, 0, w, h);
   detail::thread_jpeg_figures() = decoder.figures();
   detail::resample_rgb(r.data, r.stride, r.x0, r.y0, tx, ty, p.flip, dst);
   return true;
@@ -202,8 +221,7 @@ void check_transform_options(const TransformOptions& o) {
   require(std::isfinite(o.ratio_min) && std::isfinite(o.ratio_max) && o.ratio_min > 0 &&
               o.ratio_min <= o.ratio_max,
           "ratio must satisfy 0 < min <= max");
-  require(o.flip_probability >= 0 && o.flip_probability <= 1,
-          "flip probability must be in [0, 1]");
+  require(o.flip_probability >= 0 && o.flip_probability <= 1, "flip probability must be in [0, 1]");
 }
 
 std::vector<std::int64_t> transform_output_shape(const TransformOptions& o) {
@@ -270,8 +288,8 @@ EvalGeometry eval_geometry(const TransformOptions& o, int width, int height) {
   return g;
 }
 
-void load_transformed_into(const Source& source, const TransformOptions& options,
-                           std::uint64_t id, const Tensor& out) {
+void load_transformed_into(const Source& source, const TransformOptions& options, std::uint64_t id,
+                           const Tensor& out) {
   check_transform_options(options);
   if (out.dtype() != DType::uint8 || !out.is_contiguous() ||
       out.shape() != transform_output_shape(options)) {
@@ -303,8 +321,9 @@ void normalize_into(const Tensor& in, const Normalization& n, const Tensor& out)
   std::vector<std::int64_t> want(s.begin(), s.end() - 3);
   const std::int64_t h = s[s.size() - 3], w = s[s.size() - 2];
   want.insert(want.end(), {3, h, w});
-  if (out.dtype() != DType::float32 || !out.is_contiguous() || out.shape() != want)
-    fail("output must be a contiguous float32 tensor of [..., 3, H, W]");
+  const bool hwc = out.shape() == s;
+  if (out.dtype() != DType::float32 || !out.is_contiguous() || (out.shape() != want && !hwc))
+    fail("output must be a contiguous float32 tensor of [..., 3, H, W] or [..., H, W, 3]");
   float scale[3], bias[3];
   for (int c = 0; c < 3; ++c) {
     if (!(n.stddev[c] != 0.0f) || !std::isfinite(n.stddev[c]) || !std::isfinite(n.mean[c]))
@@ -315,6 +334,11 @@ void normalize_into(const Tensor& in, const Normalization& n, const Tensor& out)
   const std::int64_t plane = h * w, images = in.numel() / (plane * 3);
   const auto* src = in.data_as<std::uint8_t>();
   auto* dst = out.data_as<float>();
+  if (hwc) {
+    for (std::int64_t p = 0; p < images * plane * 3; p += 3)
+      for (int c = 0; c < 3; ++c) dst[p + c] = float(src[p + c]) * scale[c] + bias[c];
+    return;
+  }
   for (std::int64_t i = 0; i < images; ++i, src += plane * 3, dst += plane * 3) {
     for (int c = 0; c < 3; ++c) {
       float* o = dst + c * plane;

@@ -69,9 +69,9 @@ struct TransformOptions {
   TransformKind kind = TransformKind::eval;
   int size = 224;    // output height = width
   int resize = 256;  // eval: the shorter side before the center crop (>= size)
-  double scale_min = 0.08, scale_max = 1.0;          // train: area fraction range
+  double scale_min = 0.08, scale_max = 1.0;             // train: area fraction range
   double ratio_min = 3.0 / 4.0, ratio_max = 4.0 / 3.0;  // train: aspect (w / h) range
-  double flip_probability = 0.5;                     // train
+  double flip_probability = 0.5;                        // train
   bool exif_orientation = false;
   bool roi_decode = true;
   std::uint64_t seed = 0, epoch = 0;
@@ -109,8 +109,8 @@ EvalGeometry eval_geometry(const TransformOptions& options, int width, int heigh
 /// Decodes sample `id` (its bytes in `source`) and applies the transform, into `out`: a
 /// contiguous uint8 tensor of transform_output_shape() (else invalid_argument, before
 /// decoding). Errors are MediaErrors naming the source; on error `out` is unspecified.
-void load_transformed_into(const Source& source, const TransformOptions& options,
-                           std::uint64_t id, const Tensor& out);
+void load_transformed_into(const Source& source, const TransformOptions& options, std::uint64_t id,
+                           const Tensor& out);
 Tensor load_transformed(const Source& source, const TransformOptions& options, std::uint64_t id,
                         const Allocator& allocator = {});
 
@@ -122,8 +122,9 @@ struct Normalization {
 Normalization imagenet_normalization();
 
 /// `in`: contiguous uint8 [..., H, W, 3] (HWC images, a leading batch dimension or
-/// none); `out`: contiguous float32 [..., 3, H, W] of the same leading dimensions.
-/// Throws MediaError(invalid_argument) for other shapes or dtypes, or a stddev of 0.
+/// none); `out`: contiguous float32 [..., 3, H, W] (channels moved) or [..., H, W, 3]
+/// (kept) of the same leading dimensions. Throws MediaError(invalid_argument) for other
+/// shapes or dtypes, or a stddev of 0.
 void normalize_into(const Tensor& in, const Normalization& normalization, const Tensor& out);
 
 }  // namespace brigade::media

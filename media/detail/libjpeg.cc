@@ -1,14 +1,14 @@
 #include "media/detail/libjpeg.h"
 
 // jpeglib.h needs FILE and size_t declared before it.
+#include <jpeglib.h>
+
 #include <algorithm>
 #include <csetjmp>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <vector>
-
-#include <jpeglib.h>
 
 #include "media/errors.h"
 #include "media/image.h"
@@ -153,14 +153,15 @@ JpegDecoder::JpegDecoder(std::span<const std::uint8_t> bytes, std::string_view i
   const std::int64_t pixels = std::int64_t(info_.width) * info_.height;
   const std::string size = std::to_string(info_.width) + "x" + std::to_string(info_.height);
   if (pixels > kMaxPixels) {
-    throw MediaError(ErrorCode::unsupported, input_, "image of " + size + " exceeds the pixel limit");
+    throw MediaError(ErrorCode::unsupported, input_,
+                     "image of " + size + " exceeds the pixel limit");
   }
   // Every 8x8 luma block costs at least one bit, even in a flat image: a header claiming
   // far more pixels than the bytes can hold is corrupt, and must not make us allocate.
   if (pixels > 2048 * std::int64_t(bytes.size()) + (1 << 20)) {
-    throw MediaError(ErrorCode::bad_data, input_,
-                     "JPEG header claims " + size + " in " + std::to_string(bytes.size()) +
-                         " bytes");
+    throw MediaError(
+        ErrorCode::bad_data, input_,
+        "JPEG header claims " + size + " in " + std::to_string(bytes.size()) + " bytes");
   }
   for (jpeg_saved_marker_ptr m = c.marker_list; m != nullptr; m = m->next) {
     if (m->marker != JPEG_APP0 + 1) continue;
@@ -203,10 +204,10 @@ JpegRegion JpegDecoder::decode(int denom, int x0, int y0, int x1, int y1) {
   s.out = scratch(s.stride * s.rows + 64);
   if (!call(s, Step::read)) fail("while decoding JPEG");
   figures_ = {std::int64_t(sw) * sh, std::int64_t(s.width) * s.rows,
-              static_cast<std::int64_t>(s.bytes.size()),
-              static_cast<std::int64_t>(s.bytes_unread), denom};
-  return {s.out, static_cast<std::ptrdiff_t>(s.stride), static_cast<int>(s.xoffset), y0,
-          static_cast<int>(s.xoffset + s.width), y1};
+              static_cast<std::int64_t>(s.bytes.size()), static_cast<std::int64_t>(s.bytes_unread),
+              denom};
+  return {s.out, static_cast<std::ptrdiff_t>(s.stride), static_cast<int>(s.xoffset),
+          y0,    static_cast<int>(s.xoffset + s.width), y1};
 }
 
 }  // namespace brigade::media::detail

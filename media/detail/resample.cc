@@ -60,9 +60,8 @@ Taps make_taps(const AxisPlan& p) {
     for (int x = 0; x < n; ++x) total += k[x] = triangle((x + lo - center + 0.5) / filterscale);
     for (int x = 0; x < n; ++x) {
       const double w = total != 0.0 ? k[x] / total : 0.0;
-      t.weights[std::size_t(i) * t.width + x] =
-          static_cast<std::int32_t>(w < 0 ? -0.5 + w * (1 << kPrecisionBits)
-                                          : 0.5 + w * (1 << kPrecisionBits));
+      t.weights[std::size_t(i) * t.width + x] = static_cast<std::int32_t>(
+          w < 0 ? -0.5 + w * (1 << kPrecisionBits) : 0.5 + w * (1 << kPrecisionBits));
     }
     t.first[i] = lo;
     t.count[i] = n;

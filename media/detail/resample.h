@@ -36,7 +36,7 @@ struct AxisPlan {
 struct Taps {
   std::vector<int> first, count;
   std::vector<std::int32_t> weights;
-  int width = 0;  // taps per output pixel (the largest count)
+  int width = 0;   // taps per output pixel (the largest count)
   int lo() const;  // the first input pixel any output reads
   int hi() const;  // one past the last
 };

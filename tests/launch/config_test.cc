@@ -243,6 +243,11 @@ TEST(Config, EveryFlagIsAccepted) {
                               : f.flag == "--workers"         ? "h:1"
                               : f.flag == "--directory"       ? "auto"
                               : f.flag == "--on-no-workers"   ? "fail"
+                              : f.flag == "--transform"       ? "train"
+                              : f.flag == "--scale"           ? "0.5,1"
+                              : f.flag == "--ratio"           ? "0.5,2"
+                              : f.flag == "--normalize-mean"  ? "0.5,0.5,0.5"
+                              : f.flag == "--normalize-std"   ? "0.2,0.2,0.2"
                               : f.takes_value                 ? "1"
                                                               : "";
     EXPECT_NO_THROW(apply_flag(c, f.flag, value)) << f.flag;

@@ -25,7 +25,8 @@ double mae(const std::uint8_t* a, const std::uint8_t* b, std::size_t n) {
 }
 double mae(const Tensor& a, const Tensor& b) {
   EXPECT_EQ(a.nbytes(), b.nbytes());
-  return mae(a.data_as<std::uint8_t>(), b.data_as<std::uint8_t>(), std::min(a.nbytes(), b.nbytes()));
+  return mae(a.data_as<std::uint8_t>(), b.data_as<std::uint8_t>(),
+             std::min(a.nbytes(), b.nbytes()));
 }
 
 struct Rgb {
@@ -74,8 +75,9 @@ std::vector<double> pil_axis(const std::vector<double>& in, int w, int h, const 
         double acc = 0;
         for (int x = xmin; x < xmax; ++x) {
           const int s = a.lo + x;
-          acc += k[x - xmin] * in[horizontal ? (std::size_t(o) * w + s) * 3 + c
-                                              : (std::size_t(s) * w + o) * 3 + c];
+          acc +=
+              k[x - xmin] *
+              in[horizontal ? (std::size_t(o) * w + s) * 3 + c : (std::size_t(s) * w + o) * 3 + c];
         }
         out[horizontal ? (std::size_t(o) * ow + i) * 3 + c : (std::size_t(i) * ow + o) * 3 + c] =
             acc / total;
@@ -136,7 +138,7 @@ struct Sample {
 };
 std::vector<Sample> varied_set() {
   std::vector<Sample> set;
-  const std::pair<int, int> sizes[] = {{500, 375}, {375, 500}, {333, 250}, {640, 480},
+  const std::pair<int, int> sizes[] = {{500, 375},  {375, 500}, {333, 250}, {640, 480},
                                        {1024, 683}, {257, 256}, {800, 1200}};
   int k = 0;
   for (auto [w, h] : sizes) {
@@ -271,7 +273,8 @@ TEST(Transform, TrainIsAPureFunctionOfSeedEpochAndId) {
   o.seed = 42;
   o.epoch = 3;
   std::vector<Tensor> first;
-  for (std::uint64_t id = 0; id < 6; ++id) first.push_back(load_transformed(Source::memory(jpeg), o, id));
+  for (std::uint64_t id = 0; id < 6; ++id)
+    first.push_back(load_transformed(Source::memory(jpeg), o, id));
   // In another order, on other threads: byte-identical.
   std::vector<Tensor> again(6);
   std::vector<std::thread> threads;
@@ -484,10 +487,10 @@ Rgb upright(const Rgb& s, int o) {
       if (o == 2) sx = s.w - 1 - x;
       if (o == 3) sx = s.w - 1 - x, sy = s.h - 1 - y;
       if (o == 4) sy = s.h - 1 - y;
-      if (o == 5) sx = y, sy = x;                       // transpose
-      if (o == 6) sx = y, sy = s.h - 1 - x;             // 90 degrees clockwise
-      if (o == 7) sx = s.w - 1 - y, sy = s.h - 1 - x;   // transverse
-      if (o == 8) sx = s.w - 1 - y, sy = x;             // 90 degrees counter-clockwise
+      if (o == 5) sx = y, sy = x;                      // transpose
+      if (o == 6) sx = y, sy = s.h - 1 - x;            // 90 degrees clockwise
+      if (o == 7) sx = s.w - 1 - y, sy = s.h - 1 - x;  // transverse
+      if (o == 8) sx = s.w - 1 - y, sy = x;            // 90 degrees counter-clockwise
       std::memcpy(&r.px[(std::size_t(y) * r.w + x) * 3], &s.px[(std::size_t(sy) * s.w + sx) * 3],
                   3);
     }
@@ -522,16 +525,23 @@ TEST(Transform, NormalizeGivesFloatChw) {
   for (int i = 0; i < 12; ++i) in.data_as<std::uint8_t>()[i] = std::uint8_t(i * 20);
   Tensor out = Tensor::empty(DType::float32, {3, 2, 2});
   normalize_into(in, imagenet_normalization(), out);
-  const Normalization n = imagenet_normalization();
+  Normalization n = imagenet_normalization();
   for (int c = 0; c < 3; ++c) {
     for (int p = 0; p < 4; ++p) {
-      const float want = (float(in.data_as<std::uint8_t>()[p * 3 + c]) / 255.0f - n.mean[c]) /
-                         n.stddev[c];
+      const float want =
+          (float(in.data_as<std::uint8_t>()[p * 3 + c]) / 255.0f - n.mean[c]) / n.stddev[c];
       EXPECT_NEAR(out.data_as<float>()[c * 4 + p], want, 1e-5);
     }
   }
-  Tensor wrong = Tensor::empty(DType::float32, {2, 2, 3});
+  Tensor hwc = Tensor::empty(DType::float32, {2, 2, 3});
+  normalize_into(in, n, hwc);
+  for (int p = 0; p < 4; ++p)
+    for (int c = 0; c < 3; ++c)
+      EXPECT_EQ(hwc.data_as<float>()[p * 3 + c], out.data_as<float>()[c * 4 + p]);
+  Tensor wrong = Tensor::empty(DType::float32, {3, 2, 3});
   EXPECT_THROW(normalize_into(in, n, wrong), MediaError);
+  n.stddev[1] = 0;
+  EXPECT_THROW(normalize_into(in, n, out), MediaError);
 }
 
 }  // namespace
