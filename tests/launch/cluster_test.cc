@@ -355,7 +355,7 @@ TEST_F(Cluster, SigstoppedWorkerLosesItsTasksAndServesAgainAfterSigcont) {
 
 TEST_F(Cluster, AllWorkersKilledFallsBackToLocalDecoding) {
   auto workers = start_workers(2);
-  const std::uint64_t epochs = 20;
+  const std::uint64_t epochs = 40;  // long enough to be mid-run when the workers die
   auto trainer = start_run("run", common({"--workers", joined(workers), "--epochs",
                                           std::to_string(epochs), "--on-no-workers", "local"}));
   ASSERT_TRUE(wait_mid_run(trainer, 2));
