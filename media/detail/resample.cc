@@ -77,6 +77,14 @@ void accumulate_rows(const std::uint8_t* rows, std::size_t row_stride, int first
   }
 }
 
+constexpr int kBand = 16;
+
+inline void copy3(std::uint8_t* to, const std::uint8_t* from) {
+  to[0] = from[0];
+  to[1] = from[1];
+  to[2] = from[2];
+}
+
 // Scratch buffers of this thread, reused.
 struct Scratch {
   std::vector<std::uint8_t> columns, htmp, tmp;
@@ -102,14 +110,16 @@ void resample_rgb(const std::uint8_t* src, std::ptrdiff_t stride, int src_x0, in
   s.htmp.resize(column * out_w + 1);
   s.tmp.resize(tmp_stride * rows + 1);
   s.acc.resize(std::max(column, tmp_stride) + 1);
-  // The region, transposed: column x is rows * 3 contiguous bytes.
-  for (int r = 0; r < rows; ++r) {
-    const std::uint8_t* in = src + (row0 + r - src_y0) * stride + (col0 - src_x0) * 3;
-    std::uint8_t* out = s.columns.data() + r * 3;
-    for (int x = 0; x < cols; ++x, in += 3, out += column) {
-      out[0] = in[0];
-      out[1] = in[1];
-      out[2] = in[2];
+  // The region, transposed: column x is rows * 3 contiguous bytes. In bands of kBand
+  // rows, so that each column's writes stay contiguous.
+  for (int r0 = 0; r0 < rows; r0 += kBand) {
+    const int band = std::min(kBand, rows - r0);
+    const std::uint8_t* line[kBand];
+    for (int r = 0; r < band; ++r)
+      line[r] = src + (row0 + r0 + r - src_y0) * stride + (col0 - src_x0) * 3;
+    for (int x = 0; x < cols; ++x) {
+      std::uint8_t* out = s.columns.data() + std::size_t(x) * column + std::size_t(r0) * 3;
+      for (int r = 0; r < band; ++r, out += 3) copy3(out, line[r] + x * 3);
     }
   }
   // Horizontal pass: output column i from the columns its taps read.
@@ -118,14 +128,13 @@ void resample_rgb(const std::uint8_t* src, std::ptrdiff_t stride, int src_x0, in
                     &tx.weights[std::size_t(i) * tx.width], column, s.acc.data(),
                     s.htmp.data() + std::size_t(flip ? out_w - 1 - i : i) * column);
   }
-  // Back to rows.
-  for (int i = 0; i < out_w; ++i) {
-    const std::uint8_t* in = s.htmp.data() + std::size_t(i) * column;
-    std::uint8_t* out = s.tmp.data() + std::size_t(i) * 3;
-    for (int r = 0; r < rows; ++r, in += 3, out += tmp_stride) {
-      out[0] = in[0];
-      out[1] = in[1];
-      out[2] = in[2];
+  // Back to rows, in bands of kBand output columns.
+  for (int i0 = 0; i0 < out_w; i0 += kBand) {
+    const int band = std::min(kBand, out_w - i0);
+    for (int r = 0; r < rows; ++r) {
+      std::uint8_t* out = s.tmp.data() + std::size_t(r) * tmp_stride + std::size_t(i0) * 3;
+      const std::uint8_t* in = s.htmp.data() + std::size_t(i0) * column + std::size_t(r) * 3;
+      for (int i = 0; i < band; ++i, out += 3, in += column) copy3(out, in);
     }
   }
   // Vertical pass: output row j from the intermediate rows its taps read.
