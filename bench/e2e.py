@@ -2,13 +2,18 @@
 """bench/e2e: `brigade run` against PyTorch's DataLoader on the same files, same run.
 
     python3 bench/e2e.py [--data DIR | --varied | --video-profile x264-default]
-                         [--kind image|video] [--brigade build/launch/brigade]
+                         [--kind image|video] [--transform eval|train]
+                         [--brigade build/launch/brigade] [--repeat N]
 
 Image: a map-style Dataset decoding with PIL, Resize(256) + CenterCrop(224) +
 PILToTensor (uint8, as Brigade's batches), batch 32, shuffled, num_workers 0, 1, 2;
 against `brigade run --kind image`. Video: PyAV decoding each clip, 8 evenly spaced
 frames at 224x224 (shorter side 224, center crop), batch 8, in a DataLoader; against
-`brigade run --kind video`. With a bench_decode binary (--bench-decode), its native
+`brigade run --kind video`. --transform train (images): RandomResizedCrop(224) +
+RandomHorizontalFlip() + PILToTensor on PIL ("pytorch-pil-Nw"), and the same
+transforms on the uint8 tensors of torchvision.io.decode_jpeg ("pytorch-tvio-Nw"),
+against `brigade run --transform train`; bench_decode's row is then --op train224.
+With a bench_decode binary (--bench-decode), its native
 2-thread decode + eval224 reference row over the same files in memory is measured
 in the same run.
 
@@ -61,10 +66,27 @@ def child_torch(args):
     from torch.utils.data import DataLoader, Dataset
     files = [l for l in open(args.list_file).read().splitlines() if l]
 
-    if args.kind == "image":
+    if args.kind == "image" and args.decoder == "tvio":
+        from torchvision import transforms
+        from torchvision.io import ImageReadMode, decode_jpeg, read_file
+        tf = transforms.Compose([transforms.RandomResizedCrop(224, antialias=True),
+                                 transforms.RandomHorizontalFlip()])
+
+        class TensorImages(Dataset):
+            def __len__(self):
+                return len(files)
+
+            def __getitem__(self, i):
+                return tf(decode_jpeg(read_file(files[i]), mode=ImageReadMode.RGB))
+        ds, batch = TensorImages(), 32
+    elif args.kind == "image":
         from PIL import Image
         from torchvision import transforms
-        tf = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.PILToTensor()])
+        if args.transform == "train":
+            tf = transforms.Compose([transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(),
+                                     transforms.PILToTensor()])
+        else:
+            tf = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.PILToTensor()])
 
         class Images(Dataset):
             def __len__(self):
@@ -164,10 +186,11 @@ def median_of(runs):
     return out
 
 
-def native_reference(bench_decode, list_file, kind):
+def native_reference(bench_decode, list_file, kind, transform):
     """bench_decode's rows (2 threads, files in memory): its references and load_image."""
+    op = ["--op", "train224"] if transform == "train" else []
     out = subprocess.run([bench_decode, "--kind", kind, "--list", list_file, "--threads", "2",
-                          "--seconds", "3"], capture_output=True, text=True, check=True).stdout
+                          "--seconds", "3"] + op, capture_output=True, text=True, check=True).stdout
     rows = []
     for line in out.splitlines():
         if not line.startswith("{"):
@@ -184,6 +207,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", help="folder of media (default: the demo dataset)")
     ap.add_argument("--kind", choices=["image", "video"], default="image")
+    ap.add_argument("--transform", choices=["eval", "train"], default="eval",
+                    help="images: the eval (Resize + CenterCrop) or train (RandomResizedCrop + flip) transform")
+    ap.add_argument("--decoder", choices=["pil", "tvio"], default="pil", help=argparse.SUPPRESS)
     ap.add_argument("--brigade", default="build/launch/brigade")
     ap.add_argument("--bench-decode", default="build/bench/bench_decode")
     ap.add_argument("--workers", default="0,1,2")
@@ -205,6 +231,8 @@ def main():
     args, _ = ap.parse_known_args()
     if not args.epochs:
         args.epochs = 1 if args.kind == "image" else 8
+    if args.kind == "video" and args.transform != "eval":
+        raise SystemExit("e2e: clips take only the eval transform")
     if args.child:
         args.workers = int(args.workers)
         return child_torch(args)
@@ -235,15 +263,19 @@ def main():
     for _ in range(max(1, args.repeat)):
         brigade_runs.append(measure([args.brigade, "run", "--kind", args.kind, "--list", list_file, "--json",
                                      "--no-progress", "--threads", str(args.threads), "--epochs",
-                                     str(args.epochs)]))
+                                     str(args.epochs), "--transform", args.transform]))
         if os.path.exists(args.bench_decode):
-            native_runs.append(native_reference(args.bench_decode, list_file, args.kind))
+            native_runs.append(native_reference(args.bench_decode, list_file, args.kind, args.transform))
     b = median_of(brigade_runs)
     rows.append({"loader": "brigade", **b, "runs": len(brigade_runs)})
-    for w in [int(x) for x in args.workers.split(",") if x.strip() and x != "none"]:
-        r = measure([PYTHON, os.path.abspath(__file__), "--child", "--kind", args.kind, "--workers", str(w),
-                     "--list-file", list_file, "--t0", "{t0}", "--epochs", str(args.epochs)])
-        rows.append({"loader": f"pytorch-{w}w", **r})
+    decoders = ["pil", "tvio"] if args.transform == "train" else ["pil"]
+    for decoder in decoders:
+        for w in [int(x) for x in args.workers.split(",") if x.strip() and x != "none"]:
+            r = measure([PYTHON, os.path.abspath(__file__), "--child", "--kind", args.kind, "--workers", str(w),
+                         "--list-file", list_file, "--t0", "{t0}", "--epochs", str(args.epochs),
+                         "--transform", args.transform, "--decoder", decoder])
+            name = f"pytorch-{w}w" if args.transform == "eval" else f"pytorch-{decoder}-{w}w"
+            rows.append({"loader": name, **r})
     if native_runs:
         for k, row in enumerate(native_runs[0]):
             rows.append({**median_of([run[k] for run in native_runs]), "loader": row["loader"],
@@ -259,10 +291,12 @@ def main():
     # The pipeline's overhead: brigade run against media's own 2-thread decode loop over
     # the same files held in memory (bench_decode's "brigade" row).
     native = [r for r in rows if r["loader"].startswith("native-2t brigade")]
+    if args.transform == "train":
+        native = [r for r in rows if r["loader"].startswith("native-2t brigade-roi")]
     if native:
         b["ratio_rate_vs_native_decode_loop"] = b["samples_per_s"] / native[0]["samples_per_s"]
     for r in rows:
-        print(json.dumps({"kind": args.kind, **r}))
+        print(json.dumps({"kind": args.kind, "transform": args.transform, **r}))
     print(f"{'loader':<26}{'samples/s':>10}{'cpu ms/sample':>15}{'peak PSS MB':>13}{'first batch s':>15}", file=sys.stderr)
     for r in rows:
         print(f"{r['loader']:<26}{r['samples_per_s']:>10.1f}{r.get('cpu_ms_per_sample', float('nan')):>15.2f}"
