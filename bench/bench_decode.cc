@@ -419,8 +419,9 @@ int bench_images(const Args& a) {
                    files.size()});
   const std::vector<Result> results = run(impls, a.threads, a.seconds);
   const Result ours = results[0];
-  const Result ref = jpegs.empty() ? Result{} : results[1];
-  const Result mjpeg = jpegs.empty() ? Result{} : results[2];
+  const bool refs = !jpegs.empty() && !a.only_brigade;
+  const Result ref = refs ? results[1] : Result{};
+  const Result mjpeg = refs ? results[2] : Result{};
   const Result tr = results.back();
   auto vs_ref = [&](const Result& r) {
     if (jpegs.size() != files.size() || ref.items == 0) return 0.0;

@@ -289,8 +289,12 @@ def main():
         b["ratio_cpu_vs_best_pytorch"] = b["cpu_ms_per_sample"] / best["cpu_ms_per_sample"]
         b["ratio_pss_vs_best_pytorch"] = b["peak_pss_mb"] / best["peak_pss_mb"]
     # The pipeline's overhead: brigade run against media's own 2-thread decode loop over
-    # the same files held in memory (bench_decode's "brigade" row).
-    native = [r for r in rows if r["loader"].startswith("native-2t brigade")]
+    # the same files held in memory: the row that runs what `brigade run` runs (images:
+    # media/transform.h's load_transformed, bench_decode's "brigade-transform" row; clips:
+    # load_video, its "brigade" row).
+    native = [r for r in rows if r["loader"] == "native-2t brigade (bench_decode)"]
+    if args.kind == "image":
+        native = [r for r in rows if r["loader"].startswith("native-2t brigade-transform")]
     if args.transform == "train":
         native = [r for r in rows if r["loader"].startswith("native-2t brigade-roi")]
     if native:
