@@ -374,6 +374,14 @@ const std::vector<Key>& keys() {
        [](RunConfig& c, const Value& v) { c.exif_orientation = std::get<bool>(v); },
        0,
        true},
+      {"clip_stride",
+       "--clip-stride",
+       Type::positive,
+       "clips, train: frames between a clip's 8 frames, from a random first frame (default 4; "
+       "a clip shorter than the span gives 8 evenly spaced frames; at most 1024)",
+       {},
+       [](RunConfig& c, const Value& v) { c.clip_stride = as_count(v); },
+       1024},
       {"normalize_dtype",
        "--normalize-dtype",
        Type::choice,
@@ -1259,11 +1267,10 @@ void resolve_transform(RunConfig& config) {
     throw ConfigError(fmt::format("resize {}: eval's shorter side must be at least size {}",
                                   *config.resize, config.size));
   }
-  if (config.kind == MediaKind::video && config.transform != "eval") {
-    throw ConfigError(fmt::format(
-        "transform {}: clips (kind video) take only the eval transform for now (each frame's "
-        "shorter side to size, center crop)",
-        config.transform));
+  if (config.kind == MediaKind::video && config.transform == "none") {
+    throw ConfigError(
+        "transform none: clips (kind video) take eval (evenly spaced frames, center crop) or "
+        "train (frames at clip_stride from a random first frame, a random crop and flip)");
   }
 }
 

@@ -16,7 +16,7 @@
 //   stop_after_batches, json, progress (--no-progress), layout, checkpoint_dir,
 //   keep_checkpoints, launch_id, resume_from, device, normalize, normalize_dtype,
 //   normalize_mean, normalize_std, transform, size, resize, scale, ratio,
-//   flip_probability, exif_orientation,
+//   flip_probability, exif_orientation, clip_stride,
 //   [remote] workers, directory, on_no_workers, token_file, tls_cert, tls_key, tls_ca,
 //   task_timeout, max_attempts, inflight (--remote-inflight). Relative paths in a TOML
 //   file resolve against the file's folder. [remote] workers is an array of "HOST:PORT"
@@ -150,8 +150,9 @@ struct RunConfig {
   // The image transform (media/transform.h): "eval" (resize the shorter side to `resize`,
   // center crop size x size), "train" (RandomResizedCrop(size, scale, ratio) + flip with
   // flip_probability, drawn from seed, epoch and sample id) or "none" (decode only; every
-  // image must be size x size). Clips (kind video) take eval only: resolve() refuses the
-  // others.
+  // image must be size x size). Clips (kind video) take eval (8 evenly spaced frames,
+  // center crop) or train (8 frames at clip_stride from a random first frame, one random
+  // crop and flip for the clip: launch/decode.h); resolve() refuses none.
   std::string transform = "eval";
   int size = 224;                          // output height = width (images and clip frames)
   std::optional<int> resize{};             // eval's shorter side; default size * 256 / 224
@@ -159,6 +160,7 @@ struct RunConfig {
   std::array<double, 2> ratio{3.0 / 4.0, 4.0 / 3.0};  // train: aspect ratio range
   double flip_probability = 0.5;                      // train
   bool exif_orientation = false;  // JPEG: turn images upright first (off: as PIL loaders)
+  int clip_stride = 4;            // clips, train: frames between a clip's selected frames
   // Remote decode workers (REMOTE DECODE above).
   // --workers HOST:PORT,HOST:PORT ; [remote] workers = ["h:p", ...] (an array of strings,
   // or one comma-separated string)

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -26,6 +27,41 @@ media::ImageOptions image_options(const DecodeSpec& spec) {
   return image;
 }
 
+// What load_video decodes of clip `id`: eval's evenly spaced frames and center crop, or
+// the train transform's frames and crop (decode.h DecodeSpec).
+media::VideoOptions clip_options(const DecodeSpec& spec, const media::ImageOptions& image,
+                                 const media::TransformOptions& transform,
+                                 const media::Source& source, std::uint64_t id) {
+  media::VideoOptions clip{.frames = media::FrameSelection::evenly_spaced(spec.clip_frames),
+                           .image = image};
+  if (spec.transform != media::TransformKind::train) return clip;
+  const media::VideoInfo info = media::probe_video(source);
+  if (info.fps <= 0) {
+    throw media::MediaError(media::ErrorCode::unsupported, source.name(),
+                            "the train transform needs the clip's frame rate");
+  }
+  // Frame i is displayed from i / fps: ask for the middle of its interval, never past
+  // the last frame the duration holds.
+  const double last = info.duration > 0 ? info.duration - 0.5 / info.fps : 0;
+  std::vector<double> at;
+  for (const std::int64_t i :
+       media::train_clip_frames(transform, info.frames, spec.clip_frames, spec.clip_stride, id)) {
+    const double t = (double(i) + 0.5) / info.fps;
+    at.push_back(info.duration > 0 ? std::max(0.0, std::min(t, last)) : t);
+  }
+  clip.frames = media::FrameSelection::at(std::move(at));
+  const media::CropWindow crop = media::train_crop(transform, info.width, info.height, id);
+  clip.image = {};
+  clip.image.resize = media::ResizeMode::stretch;
+  clip.image.width = clip.image.height = spec.side;
+  clip.image.crop_x = crop.x;
+  clip.image.crop_y = crop.y;
+  clip.image.crop_width = crop.width;
+  clip.image.crop_height = crop.height;
+  clip.image.flip = crop.flip;
+  return clip;
+}
+
 // Decodes one sample into `out` (its slot of the batch, a contiguous uint8 tensor of
 // sample_shape(spec)).
 void decode_into(const DecodeSpec& spec, const media::ImageOptions& image,
@@ -33,8 +69,8 @@ void decode_into(const DecodeSpec& spec, const media::ImageOptions& image,
                  const media::Tensor& out) {
   const auto source = media::Source::memory(sample.bytes, sample.path);
   const bool video = spec.kind == MediaKind::video;
-  const media::VideoOptions clip{.frames = media::FrameSelection::evenly_spaced(spec.clip_frames),
-                                 .image = image};
+  const media::VideoOptions clip =
+      video ? clip_options(spec, image, transform, source, sample.id) : media::VideoOptions{};
   if (spec.layout == Layout::nhwc) {
     if (!video) return media::load_transformed_into(source, transform, sample.id, out);
     // The clip's frames go straight into the slot through the allocator hook.
@@ -83,7 +119,8 @@ DecodeSpec decode_spec(const RunConfig& config, std::uint64_t epoch) {
           .ratio_min = config.ratio[0],
           .ratio_max = config.ratio[1],
           .flip_probability = config.flip_probability,
-          .exif_orientation = config.exif_orientation};
+          .exif_orientation = config.exif_orientation,
+          .clip_stride = config.clip_stride};
 }
 
 media::TransformOptions transform_options(const DecodeSpec& spec) {
@@ -145,10 +182,11 @@ DecodedBatch decode_batch(const DecodeSpec& spec, std::span<EncodedSample> sampl
   if (spec.side <= 0 || (spec.kind == MediaKind::video && spec.clip_frames <= 0)) {
     throw std::invalid_argument("decode_batch: the spec's side and clip_frames must be positive");
   }
-  if (spec.kind == MediaKind::video && spec.transform != media::TransformKind::eval) {
-    throw std::invalid_argument(
-        fmt::format("decode_batch: clips take only the eval transform, not {}",
-                    media::to_string(spec.transform)));
+  if (spec.kind == MediaKind::video && spec.transform == media::TransformKind::none) {
+    throw std::invalid_argument("decode_batch: clips take the eval or train transform, not none");
+  }
+  if (spec.kind == MediaKind::video && (spec.clip_stride < 1 || spec.clip_stride > 1024)) {
+    throw std::invalid_argument("decode_batch: the spec's clip_stride must be 1-1024");
   }
   const auto transform = transform_options(spec);
   try {

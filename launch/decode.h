@@ -43,17 +43,21 @@ struct DecodeSpec {
   MediaKind kind = MediaKind::image;
   Layout layout = Layout::nhwc;
   int side = 224;           // output height = width
-  int clip_frames = 8;      // video: evenly spaced frames per clip
+  int clip_frames = 8;      // video: frames per clip (eval: evenly spaced over the clip)
   std::uint64_t seed = 0;   // the job's seed (random transforms draw from seed, epoch, id)
   std::uint64_t epoch = 0;  // the epoch the batch belongs to
-  // Images: the transform of media/transform.h and its parameters. Clips take eval
-  // only (each frame's shorter side to `side`, center crop; `resize` unused).
+  // The transform of media/transform.h and its parameters. Clips: eval = clip_frames
+  // evenly spaced frames, each frame's shorter side to `side` and a center crop
+  // (`resize` unused); train = media::train_clip_frames (clip_frames at clip_stride from
+  // a random first frame) and one train_crop for the whole clip, resized to side x side
+  // (swscale's bilinear, as eval's clips); none is refused.
   media::TransformKind transform = media::TransformKind::eval;
   int resize = 256;  // eval: the shorter side before the crop
   double scale_min = 0.08, scale_max = 1.0;
   double ratio_min = 3.0 / 4.0, ratio_max = 4.0 / 3.0;
   double flip_probability = 0.5;
   bool exif_orientation = false;
+  int clip_stride = 4;  // video, train: frames between a clip's selected frames
 };
 
 /// The media options of `spec`'s image transform (seed and epoch included).

@@ -57,8 +57,11 @@ DecodedTask read_task(std::span<const char> bytes) {
   t.spec.transform = task.transform == 1   ? media::TransformKind::train
                      : task.transform == 2 ? media::TransformKind::none
                                            : media::TransformKind::eval;
-  if (t.spec.kind == MediaKind::video && t.spec.transform != media::TransformKind::eval)
-    throw RemoteError("a video task takes only the eval transform");
+  if (t.spec.kind == MediaKind::video && t.spec.transform == media::TransformKind::none)
+    throw RemoteError("a video task takes the eval or train transform");
+  if (t.spec.kind == MediaKind::video && (task.clip_stride < 1 || task.clip_stride > 1024))
+    throw RemoteError("a video task's clip stride must be 1-1024");
+  t.spec.clip_stride = static_cast<int>(task.clip_stride);
   if (task.resize > 65536) throw RemoteError("a task's resize must be at most 65536");
   t.spec.resize = static_cast<int>(task.resize);
   t.spec.scale_min = task.scale_min;
@@ -218,6 +221,7 @@ std::vector<char> encode_decode_task(const DecodeSpec& spec,
       .ratio_max = spec.ratio_max,
       .flip_probability = spec.flip_probability,
       .exif_orientation = spec.exif_orientation,
+      .clip_stride = static_cast<std::uint32_t>(spec.clip_stride),
       .samples = {}};
   task.samples.reserve(samples.size());
   for (const auto& s : samples) task.samples.push_back({s.id, s.path});

@@ -43,9 +43,10 @@ namespace brigade::launch {
 
 // Version 2 of the images operation: the task carries the image transform and its
 // parameters (a version 1 worker would ignore them and decode eval pixels, so the hello
-// refuses it). Clips still take only eval, decoded as by version 1.
+// refuses it). Version 2 of the clips operation: clips take eval or train, and the task
+// carries clip_stride (a version 1 worker would refuse train tasks).
 inline const transport::OperationVersion kDecodeImages{"brigade.decode.images", 2};
-inline const transport::OperationVersion kDecodeClips{"brigade.decode.clips", 1};
+inline const transport::OperationVersion kDecodeClips{"brigade.decode.clips", 2};
 
 /// How long `on_no_workers = fail` waits without a live worker before the job fails.
 inline constexpr std::chrono::seconds kNoWorkerGrace{5};

@@ -18,6 +18,7 @@ namespace {
 constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
 constexpr std::uint64_t kSeedTag = 0x7472616e73666f72ULL;  // "transfor"
 constexpr std::uint64_t kFlipCounter = 40;
+constexpr std::uint64_t kClipStartCounter = 64;
 constexpr int kAttempts = 10;
 // Pixels decoded around the taps' reach, so that the decoder's own edge handling
 // (chroma upsampling at a crop's border) never touches a pixel the taps read.
@@ -273,6 +274,29 @@ CropWindow train_crop(const TransformOptions& o, int width, int height, std::uin
   c.width = w;
   c.height = h;
   return c;
+}
+
+std::vector<std::int64_t> train_clip_frames(const TransformOptions& o, std::int64_t frames,
+                                            int count, int stride, std::uint64_t id) {
+  require(count >= 1, "a clip needs at least one frame");
+  require(stride >= 1, "a clip's frame stride must be at least 1");
+  std::vector<std::int64_t> out(static_cast<std::size_t>(count), 0);
+  if (frames <= 1) return out;
+  const std::int64_t span = std::int64_t(count - 1) * stride + 1;
+  if (span > frames) {
+    for (int k = 0; k < count; ++k) {
+      out[std::size_t(k)] =
+          count == 1 ? 0 : std::llround(double(k) * double(frames - 1) / double(count - 1));
+    }
+    return out;
+  }
+  const std::uint64_t key = transform_key(o.seed, o.epoch, id);
+  __extension__ typedef unsigned __int128 U128;
+  const auto starts = static_cast<U128>(frames - span) + 1;
+  const auto first = static_cast<std::int64_t>(
+      (static_cast<U128>(transform_draw(key, kClipStartCounter)) * starts) >> 64);
+  for (int k = 0; k < count; ++k) out[std::size_t(k)] = first + std::int64_t(k) * stride;
+  return out;
 }
 
 EvalGeometry eval_geometry(const TransformOptions& o, int width, int height) {

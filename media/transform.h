@@ -100,6 +100,18 @@ struct CropWindow {
 /// (torchvision's RandomResizedCrop.get_params, then the flip), as DETERMINISM says.
 CropWindow train_crop(const TransformOptions& options, int width, int height, std::uint64_t id);
 
+/// CLIPS (train). A clip's frames and crop are drawn from the same key as an image's:
+/// `count` frames at a stride of `stride` frames from a random first frame — frames
+/// first + k * stride, k = 0 … count - 1, with first = integer in [0, frames - span]
+/// from counter 64, span = (count - 1) * stride + 1 — or, when the clip has fewer than
+/// span frames, `count` frames evenly spaced over the whole clip (round(k * (frames - 1)
+/// / (count - 1)), as eval's evenly spaced selection); and one train_crop (crop and
+/// flip) on the frame size for every frame of the clip alike. `frames` is the container's
+/// count or the estimated one (media/video.h VideoInfo::frames); with 1 or fewer every
+/// index is 0. Throws MediaError (invalid_argument) for count or stride < 1.
+std::vector<std::int64_t> train_clip_frames(const TransformOptions& options, std::int64_t frames,
+                                            int count, int stride, std::uint64_t id);
+
 /// The eval transform's geometry: the resized size and the crop's offset in it.
 struct EvalGeometry {
   int resized_width = 0, resized_height = 0, left = 0, top = 0;

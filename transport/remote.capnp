@@ -64,7 +64,7 @@ struct DecodeTask {
   samples @6 :List(TaskSample);
   # The image transform (media/transform.h) and its parameters; since
   # brigade.decode.images version 2 (version 1 workers would ignore them).
-  transform @7 :UInt8;        # 0 eval, 1 train, 2 none; clips: 0 only
+  transform @7 :UInt8;        # 0 eval, 1 train, 2 none; clips: 0 or 1
   resize @8 :UInt32;          # eval: the shorter side before the crop
   scaleMin @9 :Float64;       # train: area fraction range
   scaleMax @10 :Float64;
@@ -72,6 +72,8 @@ struct DecodeTask {
   ratioMax @12 :Float64;
   flipProbability @13 :Float64;
   exifOrientation @14 :Bool;
+  # Since brigade.decode.clips version 2: clips take eval or train.
+  clipStride @15 :UInt32;     # clips, train: frames between the selected frames
 }
 
 struct TaskSample {

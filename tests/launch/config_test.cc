@@ -10,6 +10,8 @@
 #include <map>
 #include <string>
 
+#include "launch/decode.h"
+
 namespace brigade::launch {
 namespace {
 
@@ -311,10 +313,19 @@ TEST(Config, BadTransformValuesNameTheKey) {
             "resize 200: eval's shorter side must be at least size 224");
   RunConfig video;
   apply_flag(video, "--kind", "video");
-  apply_flag(video, "--transform", "train");
+  apply_flag(video, "--transform", "none");
   EXPECT_EQ(error_of([&] { resolve(video, env({})); }),
-            "transform train: clips (kind video) take only the eval transform for now (each "
-            "frame's shorter side to size, center crop)");
+            "transform none: clips (kind video) take eval (evenly spaced frames, center crop) or "
+            "train (frames at clip_stride from a random first frame, a random crop and flip)");
+  RunConfig clips;
+  apply_flag(clips, "--kind", "video");
+  apply_flag(clips, "--transform", "train");
+  apply_flag(clips, "--clip-stride", "2");
+  resolve(clips, env({}));
+  EXPECT_EQ(clips.clip_stride, 2);
+  EXPECT_EQ(decode_spec(clips, 0).clip_stride, 2);
+  EXPECT_EQ(error_of([&] { apply_flag(clips, "--clip-stride", "0"); }),
+            "--clip-stride: clip_stride: expected a positive integer up to 1024, got '0'");
 }
 
 // A fresh folder under the system's temp folder, removed with its contents.

@@ -12,6 +12,7 @@
 
 #include "media/image.h"
 #include "media/synthetic.h"
+#include "media/video.h"
 
 namespace brigade::launch {
 namespace {
@@ -106,6 +107,81 @@ TEST_F(RemoteOps, ARemoteBatchIsByteIdenticalToALocalOne) {
     EXPECT_EQ(figures.attempts_lost, 0u);
     EXPECT_EQ(figures.decoded_locally, 0u);
   }
+}
+
+// Clips with the train transform: the frames and crop media/transform.h documents, the
+// same on a worker; eval and other epochs give other pixels.
+TEST_F(RemoteOps, TrainClipsAreTheDocumentedFramesAndCropHereAndOnAWorker) {
+  std::vector<EncodedSample> clips;
+  for (int i = 0; i < 3; ++i) {
+    const auto bytes = media::make_video({.codec = media::VideoCodec::h264,
+                                          .width = 160 + 16 * i,
+                                          .height = 120,
+                                          .frames = 60,
+                                          .fps = 30,
+                                          .gop = 30,
+                                          .b_frames = 2,
+                                          .seed = std::uint64_t(i)});
+    const auto path = root_ / ("clip-" + std::to_string(i) + ".mp4");
+    media::write_file(path.string(), bytes);
+    clips.push_back({.id = std::uint64_t(20 + i), .path = path.string()});
+  }
+  DecodeSpec spec{.kind = MediaKind::video,
+                  .side = 64,
+                  .seed = 5,
+                  .epoch = 1,
+                  .transform = media::TransformKind::train};
+  spec.clip_stride = 3;
+  auto decode_here = [&](const DecodeSpec& s) {
+    auto copy = clips;
+    for (auto& c : copy) read_sample(c);
+    return decode_batch(s, copy, {});
+  };
+  const auto here = decode_here(spec);
+  ASSERT_TRUE(here.failures.empty()) << here.failures[0].message;
+  ASSERT_EQ(here.data.shape(), (std::vector<std::int64_t>{3, 8, 64, 64, 3}));
+  const auto t = transform_options(spec);
+  for (std::size_t i = 0; i < clips.size(); ++i) {
+    // The reference: every frame, then the documented selection and crop of each.
+    const auto all = media::load_video(media::Source::file(clips[i].path));
+    const auto frames = media::train_clip_frames(t, 60, 8, 3, clips[i].id);
+    const auto crop = media::train_crop(t, 160 + 16 * int(i), 120, clips[i].id);
+    media::ImageOptions o;
+    o.resize = media::ResizeMode::stretch;
+    o.width = o.height = 64;
+    o.crop_x = crop.x;
+    o.crop_y = crop.y;
+    o.crop_width = crop.width;
+    o.crop_height = crop.height;
+    o.flip = crop.flip;
+    media::VideoOptions v{.frames = media::FrameSelection::at({}), .image = o};
+    for (std::size_t k = 0; k < frames.size(); ++k)
+      v.frames.timestamps.push_back((double(frames[k]) + 0.5) / 30);
+    const auto want = media::load_video(media::Source::file(clips[i].path), v);
+    const auto got = here.data[std::int64_t(i)];
+    ASSERT_EQ(want.nbytes(), got.nbytes());
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), want.nbytes()), 0) << "clip " << i;
+    EXPECT_EQ(all.dim(0), 60);
+  }
+  // Two decodes agree; another epoch, and eval, do not.
+  expect_same(decode_here(spec), here);
+  DecodeSpec other = spec;
+  other.epoch = 2;
+  const auto moved = decode_here(other);
+  EXPECT_NE(std::memcmp(moved.data.data(), here.data.data(), here.data.nbytes()), 0);
+  DecodeSpec eval = spec;
+  eval.transform = media::TransformKind::eval;
+  const auto evaluated = decode_here(eval);
+  EXPECT_NE(std::memcmp(evaluated.data.data(), here.data.data(), here.data.nbytes()), 0);
+  // On a worker: byte-identical.
+  transport::WorkerNode worker(worker_options(), builtin());
+  auto o = pool_options(worker);
+  o.operations = {kDecodeClips};
+  transport::RemotePool pool(o);
+  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
+  auto remote = remote_decode_batch(pool, spec, clips, {}, {}, {});
+  ASSERT_TRUE(remote);
+  expect_same(*remote, here);
 }
 
 TEST_F(RemoteOps, AWorkerWithItsOwnListReadsItsOwnPaths) {
@@ -220,9 +296,15 @@ TEST_F(RemoteOps, MalformedTasksThrowAndNeverCrashTheWorker) {
   } catch (const transport::RemoteError& e) {
     EXPECT_NE(std::string(e.what()).find("scale"), std::string::npos) << e.what();
   }
-  const auto clip_train = encode_decode_task(
-      {.kind = MediaKind::video, .transform = media::TransformKind::train}, samples_);
-  EXPECT_THROW(ops.find(kDecodeClips.name)->operator()(clip_train, {stop.get_token()}),
+  const auto clip_none = encode_decode_task(
+      {.kind = MediaKind::video, .transform = media::TransformKind::none}, samples_);
+  EXPECT_THROW(ops.find(kDecodeClips.name)->operator()(clip_none, {stop.get_token()}),
+               transport::RemoteError);
+  DecodeSpec no_stride{.kind = MediaKind::video, .transform = media::TransformKind::train};
+  no_stride.clip_stride = 0;
+  EXPECT_THROW(ops.find(kDecodeClips.name)
+                   ->
+                   operator()(encode_decode_task(no_stride, samples_), {stop.get_token()}),
                transport::RemoteError);
 }
 

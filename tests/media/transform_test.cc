@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "media/detail/libjpeg.h"
@@ -296,6 +297,39 @@ TEST(Transform, TrainIsAPureFunctionOfSeedEpochAndId) {
     differ += train_crop(o, 640, 480, id).x != train_crop(other, 640, 480, id).x;
   }
   EXPECT_GE(differ, 4);
+}
+
+TEST(Transform, TrainClipFramesArePureStridedAndInRange) {
+  TransformOptions o;
+  o.kind = TransformKind::train;
+  o.seed = 11;
+  o.epoch = 2;
+  std::set<std::int64_t> firsts;
+  for (std::uint64_t id = 0; id < 200; ++id) {
+    const auto f = train_clip_frames(o, 60, 8, 4, id);
+    ASSERT_EQ(f.size(), 8u);
+    EXPECT_EQ(f, train_clip_frames(o, 60, 8, 4, id)) << "a pure function";
+    for (int k = 1; k < 8; ++k) ASSERT_EQ(f[std::size_t(k)] - f[std::size_t(k) - 1], 4);
+    ASSERT_GE(f.front(), 0);
+    ASSERT_LE(f.back(), 59);  // span 29: first in [0, 31]
+    firsts.insert(f.front());
+  }
+  EXPECT_GT(firsts.size(), 25u) << "the first frame is spread over its 32 possible values";
+  EXPECT_TRUE(firsts.count(0) || firsts.count(31) || firsts.size() > 28);
+  // Another epoch (or seed) moves the windows; the id alone decides within an epoch.
+  TransformOptions next = o;
+  next.epoch = 3;
+  int same = 0;
+  for (std::uint64_t id = 0; id < 50; ++id)
+    same += train_clip_frames(o, 60, 8, 4, id) == train_clip_frames(next, 60, 8, 4, id);
+  EXPECT_LT(same, 10);
+  // A clip shorter than the span: evenly spaced over the whole clip, as eval.
+  EXPECT_EQ(train_clip_frames(o, 20, 8, 4, 5),
+            (std::vector<std::int64_t>{0, 3, 5, 8, 11, 14, 16, 19}));
+  EXPECT_EQ(train_clip_frames(o, 1, 3, 4, 5), (std::vector<std::int64_t>{0, 0, 0}));
+  EXPECT_EQ(train_clip_frames(o, 29, 8, 4, 5).front(), 0);  // exactly the span: one window
+  EXPECT_THROW(train_clip_frames(o, 60, 0, 4, 5), MediaError);
+  EXPECT_THROW(train_clip_frames(o, 60, 8, 0, 5), MediaError);
 }
 
 TEST(Transform, RegionDecodeStaysCloseToFullDecode) {

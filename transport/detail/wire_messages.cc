@@ -154,6 +154,7 @@ std::vector<char> write_decode_task(const DecodeTaskFields& t) {
   task.setRatioMax(t.ratio_max);
   task.setFlipProbability(t.flip_probability);
   task.setExifOrientation(t.exif_orientation);
+  task.setClipStride(t.clip_stride);
   auto list = task.initSamples(static_cast<unsigned>(t.samples.size()));
   for (unsigned i = 0; i < list.size(); ++i) {
     list[i].setId(t.samples[i].id);
@@ -179,6 +180,7 @@ DecodeTaskFields read_decode_task(std::span<const char> bytes, std::size_t max_s
     t.ratio_max = r.getRatioMax();
     t.flip_probability = r.getFlipProbability();
     t.exif_orientation = r.getExifOrientation();
+    t.clip_stride = r.getClipStride();
     const auto samples = r.getSamples();
     if (samples.size() > max_samples) {
       throw RemoteError(

@@ -60,6 +60,7 @@ struct DecodeTaskFields {
   std::uint32_t resize = 0;
   double scale_min = 0, scale_max = 0, ratio_min = 0, ratio_max = 0, flip_probability = 0;
   bool exif_orientation = false;
+  std::uint32_t clip_stride = 0;
   struct Sample {
     std::uint64_t id = 0;
     std::string path;
