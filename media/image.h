@@ -14,6 +14,9 @@
 // upsampled afterwards and the final shrink still filters; it is opt-in
 // (`dct_scaling = true`).
 //
+// torchvision's transforms exactly (PIL's geometry and filter, RandomResizedCrop, a
+// region-of-interest JPEG decode) are media/transform.h's; `brigade run` uses those.
+//
 // Thread safety: every function may be called concurrently from any number of
 // threads; each thread keeps its own decoder and scaler state.
 
