@@ -143,6 +143,7 @@ std::uint64_t Loader::epoch() const {
 bool Loader::begin() {
   if (job_->in_epoch()) return true;
   if (!requested_epoch_ && job_->finished()) return false;
+  stop_requested_ = false;  // a stop() between epochs stops nothing
   const auto e = requested_epoch_;
   requested_epoch_.reset();
   epoch_ended_ = false;
@@ -154,6 +155,10 @@ bool Loader::begin() {
 
 std::optional<launch::JobBatch> Loader::next_job_batch() {
   for (;;) {
+    if (stop_requested_.exchange(false)) {
+      rewind();
+      return std::nullopt;
+    }
     launch::JobNext r;
     {
       py::gil_scoped_release release;
@@ -235,9 +240,14 @@ void Loader::drop_pending() {
   pending_.clear();
 }
 
-void Loader::stop() {
-  py::gil_scoped_release release;
-  job_->stop();
+void Loader::stop() { stop_requested_ = true; }
+
+void Loader::rewind() {
+  // The job's state is exact only before its pipeline stops (`brigade run` saves first,
+  // too): a job resumed from it continues the epoch where the handing out stopped.
+  const auto state = checkpoint_bytes();
+  restore({state});
+  epoch_ended_ = true;  // this iteration is over; the next one continues the epoch
 }
 
 std::uint64_t Loader::batches_in_epoch() const {

@@ -41,6 +41,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <future>
@@ -89,7 +90,10 @@ class Loader {
   /// Throws actors::PipelineFailure once the failure budget is exceeded; rethrows what
   /// the transform raised.
   pybind11::object next();
-  /// Stops the epoch in progress (any thread); the next next() reports its end.
+  /// Ends the iteration in progress (any thread, no GIL needed): the driving thread's
+  /// next() sees it within 100 ms (or at its next call), stops the job's pipeline and
+  /// reports the end; batches in the transform are dropped. The job is then rebuilt
+  /// from its state, so the next begin() continues the same epoch where it stopped.
   void stop();
 
   /// Batches the next (or current) epoch holds for this rank, at most (see __len__).
@@ -112,6 +116,7 @@ class Loader {
   std::optional<launch::JobBatch> next_job_batch();
   void fill_transform();
   void drop_pending();
+  void rewind();
 
   launch::RunConfig config_{};
   std::vector<std::string> ignored_{};
@@ -122,6 +127,7 @@ class Loader {
   std::deque<Pending> pending_;
   std::optional<actors::SamplerState> handed_out_state_;  // with a transform in flight
   launch::JobCounts handed_out_counts_{};
+  std::atomic<bool> stop_requested_{false};
   bool epoch_ended_ = false;  // the job's epoch ended; pending_ may still hold batches
   std::optional<std::uint64_t> requested_epoch_{};
 };

@@ -171,7 +171,9 @@ class Loader:
         return int(self._impl.epoch)
 
     def stop(self) -> None:
-        """Stops the epoch in progress (any thread): iteration then ends."""
+        """Ends the iteration in progress (any thread): the loop gets no more batches
+        (within 100 ms); the pipeline stops and the next iteration continues the same
+        epoch where it stopped (the state dict covers exactly what was handed out)."""
         self._impl.stop()
 
     # -- checkpoints -----------------------------------------------------------------

@@ -139,3 +139,23 @@ def test_budget_exceeded_raises_decode_error_naming_the_sample(images_with_corru
     assert e.value.causes[0]["stage"] in ("read", "decode")
     # As `brigade run` writes its checkpoint after a failure, the state is still there.
     assert loader.state_dict()["checkpoint"]
+
+
+def test_stop_from_another_thread_ends_the_iteration_and_the_next_one_continues(
+        images):
+    import threading
+    full = epoch_ids(make_loader(images, batch_size=4, seed=8))
+    loader = make_loader(images, batch_size=4, seed=8)
+    seen = []
+    for batch in loader:
+        seen.extend(int(i) for i in batch["ids"])
+        if len(seen) == 8:
+            stopper = threading.Thread(target=loader.stop)
+            stopper.start()
+            stopper.join()
+    assert seen[:8] == full[:8] and len(seen) < IMAGES
+    state = loader.state_dict()
+    assert seen + epoch_ids(loader) == full  # the next iteration continues the epoch
+    resumed = make_loader(images, batch_size=4, seed=8)
+    resumed.load_state_dict(state)
+    assert seen + epoch_ids(resumed) == full

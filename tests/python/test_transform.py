@@ -1,4 +1,8 @@
-"""A Python callable as a stage (the slow path): several threads, batch order kept."""
+"""A Python callable as a stage (the slow path): several threads, batch order kept.
+
+The loop's thread waits inside the C++ iterator while the transform threads need the
+GIL to run: these tests would deadlock (and time out) if the iterator held the GIL
+while it waits."""
 
 import threading
 import time
@@ -57,3 +61,16 @@ def test_an_exception_in_the_transform_reaches_the_loop(images):
         list(loader)
     with pytest.raises(Exception, match="transform: expected a callable"):
         make_loader(images, transform=3)
+
+
+def test_stop_drops_the_batches_in_the_transform_and_iteration_continues(images):
+    full = epoch_ids(make_loader(images, batch_size=4, seed=2))
+    loader = make_loader(images, batch_size=4, seed=2, transform=lambda b: b,
+                         transform_threads=3)
+    seen = []
+    for batch in loader:
+        seen.extend(int(i) for i in batch["ids"])
+        if len(seen) == 8:
+            loader.stop()
+    assert seen == full[:8]
+    assert seen + epoch_ids(loader) == full
