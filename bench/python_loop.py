@@ -35,6 +35,9 @@ def step(batch):
 def child(args):
     t_start = float(args.t0)
     import torch
+    # The loop's own torch work on one thread, as in bench/e2e.py: torch's intra-op
+    # threads would otherwise spin beside the loader's (2 cores).
+    torch.set_num_threads(1)
     files = [line for line in open(args.list_file).read().splitlines() if line]
     if args.loader == "brigade":
         sys.path.insert(0, args.module)
@@ -56,7 +59,6 @@ def child(args):
             def __getitem__(self, i):
                 with Image.open(files[i]) as im:
                     return tf(im.convert("RGB"))
-        torch.set_num_threads(1)
         batches = DataLoader(Images(), batch_size=32, shuffle=True, num_workers=args.workers,
                              generator=torch.Generator().manual_seed(0))
     first = last = None

@@ -159,3 +159,33 @@ def test_stop_from_another_thread_ends_the_iteration_and_the_next_one_continues(
     resumed = make_loader(images, batch_size=4, seed=8)
     resumed.load_state_dict(state)
     assert seen + epoch_ids(resumed) == full
+
+
+def test_the_gil_is_free_while_the_loader_waits(tmp_path):
+    import threading
+    import time
+    # Large JPEGs, one decode thread: the first batch takes a while to come.
+    brigade.write_synthetic_images(str(tmp_path), 16, width=800, height=600, seed=3)
+    loader = brigade.Loader(data=str(tmp_path), batch_size=16, threads=1,
+                            stages={"read": {"concurrency": 1}}, environment=NO_LAUNCHER)
+    ticks, done = [], threading.Event()
+
+    def tick():  # needs the GIL after every sleep
+        while not done.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.001)
+
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    time.sleep(0.01)
+    start = time.monotonic()
+    batch = next(iter(loader))
+    end = time.monotonic()
+    done.set()
+    ticker.join()
+    assert batch["data"].shape[0] == 16
+    during = [t for t in ticks if start <= t <= end]
+    if end - start < 0.05:
+        pytest.skip(f"the batch came in {end - start:.3f} s: too fast to tell")
+    # Held across the wait, the GIL would let the ticker run a few times at most.
+    assert len(during) >= (end - start) / 0.01, (len(during), end - start)
