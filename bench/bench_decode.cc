@@ -1,14 +1,26 @@
 // bench_decode: decode throughput of brigade::media against references.
 //
-//   bench_decode [--kind image|video] [--list FILE] [--threads N] [--seconds S]
+//   bench_decode [--kind image|video] [--op eval224|train224] [--list FILE] [--threads N]
+//                [--seconds S]
 //                [--video-profile fast|x264-default] [--width W] [--height H]
-//                [--clip-seconds S] [--fps F] [--clips N]
+//                [--clip-seconds S] [--fps F] [--clips N] [--write DIR]
+//                [--only-brigade]
 //
 // Image: decode + ImageNet eval transform (shorter side 256, center crop 224,
 // RGB). Rows: "brigade" (load_image), "turbojpeg" (TurboJPEG full RGB decode
 // with accurate DCT + swscale bilinear crop-resize, the usual recipe; the
 // reference of ratio_vs_reference) and "ffmpeg-mjpeg" (FFmpeg's MJPEG decoder +
-// the same swscale step: why load_image uses libjpeg-turbo for JPEG).
+// the same swscale step: why load_image uses libjpeg-turbo for JPEG), and
+// "brigade-transform" (media/transform.h's eval, what `brigade run` does: PIL's
+// geometry and filter, region-of-interest decode).
+// --op train224: RandomResizedCrop(224) + flip (media/transform.h, seed 0, epoch 0,
+// sample id = file index) on JPEGs of varied sizes (ImageNet-like and up to 2048x1536)
+// and qualities (75, 90, 95). Rows: "brigade-roi" (region-of-interest decode at the
+// chosen DCT scale) and "full-decode" (the same transform decoding the whole image at
+// scale 1, then cropping and resizing with the same filter: the reference). The
+// brigade-roi row adds the share of each DCT scale chosen, the share of the scaled
+// pixels not reconstructed, and the share of compressed bytes never entropy-decoded
+// (after the crop's last row), over one pass.
 // Video: 8 evenly spaced frames per clip at 224x224 RGB. Rows: "brigade"
 // (load_video), "libav-sequential" (libavcodec decoding every frame, as a
 // player would, converting the 8 selected) and "ffmpeg-cli" (the ffmpeg
@@ -29,6 +41,11 @@
 // (profile, size, fps, frames per clip); the brigade row adds load_video's
 // DecodeStats summed over one pass (packets, packets_skippable,
 // frames_decoded, seeks).
+//
+// --write DIR writes the synthetic inputs (the clips of the profile, or the 48
+// JPEGs) into DIR as files (clipN.mp4, imageN.jpg) and exits without measuring:
+// bench/e2e.py uses it to run every loader on such files. --only-brigade runs
+// the image brigade row alone (no references: e.g. to profile it).
 #include <sys/resource.h>
 #include <turbojpeg.h>
 #include <unistd.h>
@@ -52,9 +69,11 @@ extern "C" {
 #include <libswscale/swscale.h>
 }
 
+#include "media/detail/libjpeg.h"
 #include "media/errors.h"
 #include "media/image.h"
 #include "media/synthetic.h"
+#include "media/transform.h"
 #include "media/video.h"
 
 namespace {
@@ -64,6 +83,7 @@ namespace bm = brigade::media;
 
 struct Args {
   std::string kind = "image";
+  std::string op = "eval224";
   std::string list;
   int threads = 1;
   double seconds = 3.0;
@@ -74,6 +94,8 @@ struct Args {
   double clip_seconds = 0;
   int fps = 0;
   int clips = 6;
+  std::string write_dir;      // --write: only write the synthetic inputs there
+  bool only_brigade = false;  // --only-brigade: no reference rows (e.g. to profile it alone)
 };
 
 Args parse(int argc, char** argv) {
@@ -89,6 +111,8 @@ Args parse(int argc, char** argv) {
     };
     if (k == "--kind")
       a.kind = value();
+    else if (k == "--op")
+      a.op = value();
     else if (k == "--list")
       a.list = value();
     else if (k == "--threads")
@@ -107,18 +131,31 @@ Args parse(int argc, char** argv) {
       a.fps = std::atoi(value().c_str());
     else if (k == "--clips")
       a.clips = std::atoi(value().c_str());
+    else if (k == "--write")
+      a.write_dir = value();
+    else if (k == "--only-brigade")
+      a.only_brigade = true;
     else {
       std::fprintf(stderr,
-                   "usage: bench_decode [--kind image|video] [--list FILE] [--threads N] "
-                   "[--seconds S]\n"
+                   "usage: bench_decode [--kind image|video] [--op eval224|train224] "
+                   "[--list FILE] [--threads N] [--seconds S]\n"
                    "                    [--video-profile fast|x264-default] [--width W] "
                    "[--height H]\n"
-                   "                    [--clip-seconds S] [--fps F] [--clips N]\n");
+                   "                    [--clip-seconds S] [--fps F] [--clips N] [--write DIR]\n");
       std::exit(2);
     }
   }
-  if ((a.kind != "image" && a.kind != "video") || a.threads <= 0) {
-    std::fprintf(stderr, "bad --kind or --threads\n");
+  if (!a.write_dir.empty() && !a.list.empty()) {
+    std::fprintf(stderr, "--write writes the synthetic inputs: not with --list\n");
+    std::exit(2);
+  }
+  if (a.only_brigade && a.kind != "image") {
+    std::fprintf(stderr, "--only-brigade: images only\n");
+    std::exit(2);
+  }
+  if ((a.kind != "image" && a.kind != "video") || a.threads <= 0 ||
+      (a.op != "eval224" && a.op != "train224")) {
+    std::fprintf(stderr, "bad --kind, --op or --threads\n");
     std::exit(2);
   }
   if ((a.video_profile != "fast" && a.video_profile != "x264-default") || a.width < 0 ||
@@ -306,6 +343,25 @@ void ffmpeg_mjpeg_eval224(const Bytes& jpeg, std::uint8_t* out) {
   av_frame_unref(frame);
 }
 
+// The train224 row's extra members: DCT scale shares and what the region decode skipped.
+std::string fmt_extra(const double share[9], double pixels, double decoded, double bytes,
+                      double unread, double full_pixels) {
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                ",\"dct_scale_share\":{\"1\":%.3f,\"1/2\":%.3f,\"1/4\":%.3f,\"1/8\":%.3f},"
+                "\"scaled_pixels_skipped_share\":%.3f,\"pixels_vs_full_decode\":%.3f,"
+                "\"bytes_not_entropy_decoded_share\":%.3f",
+                share[1], share[2], share[4], share[8], pixels > 0 ? 1 - decoded / pixels : 0,
+                full_pixels > 0 ? decoded / full_pixels : 0, bytes > 0 ? unread / bytes : 0);
+  std::fprintf(stderr,
+               "DCT scale share: 1/1 %.3f, 1/2 %.3f, 1/4 %.3f, 1/8 %.3f; scaled pixels skipped "
+               "%.3f; pixels reconstructed vs a full decode %.3f; compressed bytes never "
+               "entropy-decoded %.3f\n",
+               share[1], share[2], share[4], share[8], pixels > 0 ? 1 - decoded / pixels : 0,
+               full_pixels > 0 ? decoded / full_pixels : 0, bytes > 0 ? unread / bytes : 0);
+  return buf;
+}
+
 int bench_images(const Args& a) {
   std::vector<Bytes> files;
   if (a.list.empty()) {
@@ -314,6 +370,12 @@ int bench_images(const Args& a) {
                             {500, 400}, {640, 480}, {500, 500}, {400, 300}};
     for (int i = 0; i < 48; ++i)
       files.push_back(bm::make_image(bm::ImageCodec::jpeg, sizes[i % 8][0], sizes[i % 8][1], i));
+    if (!a.write_dir.empty()) {
+      std::filesystem::create_directories(a.write_dir);
+      for (std::size_t i = 0; i < files.size(); ++i)
+        bm::write_file(a.write_dir + "/image" + std::to_string(i) + ".jpg", files[i]);
+      return 0;
+    }
   } else {
     for (const auto& p : read_list(a.list)) files.push_back(bm::read_file(p));
   }
@@ -337,7 +399,7 @@ int bench_images(const Args& a) {
                                     eval, out_for_thread());
                               },
                               files.size()}};
-  if (!jpegs.empty()) {
+  if (!jpegs.empty() && !a.only_brigade) {
     impls.push_back({[&](std::size_t i) {
                        turbojpeg_eval224(files[jpegs[i]], out_for_thread().data_as<std::uint8_t>());
                      },
@@ -348,17 +410,84 @@ int bench_images(const Args& a) {
                      },
                      jpegs.size()});
   }
+  const bm::TransformOptions transform;  // eval: Resize(256) + CenterCrop(224)
+  impls.push_back({[&](std::size_t i) {
+                     bm::load_transformed_into(
+                         bm::Source::memory(files[i], "image " + std::to_string(i)), transform, i,
+                         out_for_thread());
+                   },
+                   files.size()});
   const std::vector<Result> results = run(impls, a.threads, a.seconds);
   const Result ours = results[0];
-  const Result ref = jpegs.empty() ? Result{} : results[1];
-  const Result mjpeg = jpegs.empty() ? Result{} : results[2];
-  double ratio = 0;
-  if (jpegs.size() == files.size() && ref.items > 0) {
-    ratio = (double(ours.items) / ours.seconds) / (double(ref.items) / ref.seconds);
-  }
-  report("brigade", "image", "eval224", a.threads, ours, "images", ratio);
+  const bool refs = !jpegs.empty() && !a.only_brigade;
+  const Result ref = refs ? results[1] : Result{};
+  const Result mjpeg = refs ? results[2] : Result{};
+  const Result tr = results.back();
+  auto vs_ref = [&](const Result& r) {
+    if (jpegs.size() != files.size() || ref.items == 0) return 0.0;
+    return (double(r.items) / r.seconds) / (double(ref.items) / ref.seconds);
+  };
+  report("brigade", "image", "eval224", a.threads, ours, "images", vs_ref(ours));
   if (ref.items > 0) report("turbojpeg", "image", "eval224", a.threads, ref, "images", 0);
   if (mjpeg.items > 0) report("ffmpeg-mjpeg", "image", "eval224", a.threads, mjpeg, "images", 0);
+  report("brigade-transform", "image", "eval224", a.threads, tr, "images", vs_ref(tr));
+  return 0;
+}
+
+// RandomResizedCrop(224) + flip: region-of-interest decode vs a full decode.
+int bench_train(const Args& a) {
+  std::vector<Bytes> files;
+  if (a.list.empty()) {
+    const int sizes[][2] = {{500, 375},  {375, 500},  {500, 333},   {333, 500},
+                            {500, 400},  {640, 480},  {500, 500},   {400, 300},
+                            {1024, 768}, {768, 1024}, {1600, 1200}, {2048, 1536}};
+    const int qualities[] = {75, 90, 95};
+    for (int i = 0; i < 48; ++i)
+      files.push_back(bm::make_image(bm::ImageCodec::jpeg, sizes[i % 12][0], sizes[i % 12][1], i,
+                                     qualities[i % 3]));
+  } else {
+    for (const auto& p : read_list(a.list)) files.push_back(bm::read_file(p));
+  }
+  double bytes = 0;
+  for (const auto& f : files) bytes += double(f.size());
+  std::fprintf(stderr, "images: %zu, mean %.1f KB\n", files.size(), bytes / files.size() / 1e3);
+  bm::TransformOptions roi;
+  roi.kind = bm::TransformKind::train;
+  bm::TransformOptions full = roi;
+  full.roi_decode = false;
+  auto out_for_thread = [] {
+    thread_local bm::Tensor out = bm::Tensor::empty(bm::DType::uint8, {224, 224, 3});
+    return out;
+  };
+  std::vector<bm::detail::JpegDecodeFigures> figures(files.size());
+  std::vector<Impl> impls = {
+      {[&](std::size_t i) {
+         bm::detail::thread_jpeg_figures() = {};
+         bm::load_transformed_into(bm::Source::memory(files[i], "image " + std::to_string(i)), roi,
+                                   i, out_for_thread());
+         figures[i] = bm::detail::thread_jpeg_figures();
+       },
+       files.size()},
+      {[&](std::size_t i) {
+         bm::load_transformed_into(bm::Source::memory(files[i], "image " + std::to_string(i)), full,
+                                   i, out_for_thread());
+       },
+       files.size()}};
+  const std::vector<Result> results = run(impls, a.threads, a.seconds);
+  double share[9] = {}, pixels = 0, decoded = 0, total_bytes = 0, unread = 0, full_pixels = 0;
+  for (const auto& f : figures) {
+    full_pixels += double(f.pixels) * f.scale_denom * f.scale_denom;
+    share[f.scale_denom > 0 && f.scale_denom <= 8 ? f.scale_denom : 0] += 1.0 / figures.size();
+    pixels += double(f.pixels);
+    decoded += double(f.pixels_decoded);
+    total_bytes += double(f.bytes);
+    unread += double(f.bytes_unread);
+  }
+  const std::string extra = fmt_extra(share, pixels, decoded, total_bytes, unread, full_pixels);
+  const double ratio = (double(results[0].items) / results[0].seconds) /
+                       (double(results[1].items) / results[1].seconds);
+  report("brigade-roi", "image", "train224", a.threads, results[0], "images", ratio, extra);
+  report("full-decode", "image", "train224", a.threads, results[1], "images", 0);
   return 0;
 }
 
@@ -469,7 +598,9 @@ int bench_videos(const Args& a) {
         ",\"video_profile\":\"" + a.video_profile + "\",\"width\":" + std::to_string(spec.width) +
         ",\"height\":" + std::to_string(spec.height) + ",\"fps\":" + std::to_string(spec.fps) +
         ",\"clip_frames\":" + std::to_string(spec.frames);
-    tmp = std::filesystem::temp_directory_path() / ("bench_decode_" + std::to_string(getpid()));
+    tmp = a.write_dir.empty() ? std::filesystem::temp_directory_path() /
+                                    ("bench_decode_" + std::to_string(getpid()))
+                              : std::filesystem::path(a.write_dir);
     std::filesystem::create_directories(tmp);
     for (int i = 0; i < a.clips; ++i) {
       spec.seed = std::uint64_t(i);
@@ -477,6 +608,7 @@ int bench_videos(const Args& a) {
       paths.push_back((tmp / ("clip" + std::to_string(i) + ".mp4")).string());
       bm::write_file(paths.back(), clip);
     }
+    if (!a.write_dir.empty()) return 0;
   } else {
     paths = read_list(a.list);
   }
@@ -536,7 +668,8 @@ int bench_videos(const Args& a) {
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   try {
-    return a.kind == "image" ? bench_images(a) : bench_videos(a);
+    if (a.kind == "video") return bench_videos(a);
+    return a.op == "train224" ? bench_train(a) : bench_images(a);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_decode: %s\n", e.what());
     return 1;

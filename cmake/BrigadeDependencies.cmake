@@ -74,6 +74,8 @@ find_package(CapnProto CONFIG REQUIRED)
 pkg_check_modules(FFMPEG REQUIRED IMPORTED_TARGET
   libavformat libavcodec libavfilter libswscale libswresample libavutil)
 pkg_check_modules(TURBOJPEG REQUIRED IMPORTED_TARGET libturbojpeg)
+# libjpeg-turbo's libjpeg API: region-of-interest decoding (TurboJPEG 2.1 cannot crop).
+pkg_check_modules(LIBJPEG REQUIRED IMPORTED_TARGET libjpeg)
 find_package(ZLIB REQUIRED)
 if(BRIGADE_BUILD_TESTS)
   find_package(GTest CONFIG REQUIRED)

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -38,12 +39,15 @@ enum class Type {
   device,
   real,
   endpoints,
-  endpoint
+  endpoint,
+  fraction,  // a number in [0, 1]
+  range,     // two numbers MIN,MAX with 0 < MIN <= MAX (<= max when set)
+  channels,  // three finite numbers, one per channel (max 1: each must be positive)
 };
 
 using Endpoints = std::vector<transport::Endpoint>;
-using Value =
-    std::variant<std::int64_t, bool, std::string, double, std::vector<std::string>, Endpoints>;
+using Value = std::variant<std::int64_t, bool, std::string, double, std::vector<std::string>,
+                           Endpoints, std::vector<double>>;
 
 // One key of the table. Everything that differs between keys is a field here, never a
 // comparison of key names in the code below.
@@ -63,6 +67,11 @@ struct Key {
 std::int64_t as_int(const Value& v) { return std::get<std::int64_t>(v); }
 const std::string& as_text(const Value& v) { return std::get<std::string>(v); }
 int as_count(const Value& v) { return static_cast<int>(as_int(v)); }
+const std::vector<double>& as_numbers(const Value& v) { return std::get<std::vector<double>>(v); }
+std::array<float, 3> as_channels(const Value& v) {
+  const auto& n = as_numbers(v);
+  return {static_cast<float>(n[0]), static_cast<float>(n[1]), static_cast<float>(n[2])};
+}
 
 actors::Order to_order(const std::string& s) {
   return s == "completion" ? actors::Order::completion : actors::Order::input;
@@ -283,10 +292,88 @@ const std::vector<Key>& keys() {
       {"normalize",
        "--normalize",
        Type::choice,
-       "on the device: uint8 to float, (x/255 - mean)/std with ImageNet's mean and std, "
-       "channels moved per --layout (default none; needs --device)",
+       "uint8 to float, (x/255 - mean)/std with ImageNet's mean and std (or "
+       "--normalize-mean/--normalize-std), channels per --layout: on the device with "
+       "--device, else on the CPU as float32 (default none)",
        {"none", "imagenet"},
        [](RunConfig& c, const Value& v) { c.normalize = as_text(v); }},
+      {"normalize_mean",
+       "--normalize-mean",
+       Type::channels,
+       "per-channel mean (R,G,B) of --normalize (default 0.485,0.456,0.406)",
+       {},
+       [](RunConfig& c, const Value& v) { c.normalize_mean = as_channels(v); }},
+      {"normalize_std",
+       "--normalize-std",
+       Type::channels,
+       "per-channel standard deviation (R,G,B) of --normalize (default 0.229,0.224,0.225)",
+       {},
+       [](RunConfig& c, const Value& v) { c.normalize_std = as_channels(v); },
+       1},
+      {"transform",
+       "--transform",
+       Type::choice,
+       "image transform: eval (shorter side to --resize, center crop --size), train "
+       "(RandomResizedCrop(--size, --scale, --ratio) + horizontal flip, drawn from seed, "
+       "epoch and sample id), none (decode only; images must be --size square) (default "
+       "eval; clips take eval only)",
+       {"eval", "train", "none"},
+       [](RunConfig& c, const Value& v) { c.transform = as_text(v); }},
+      {"size",
+       "--size",
+       Type::positive,
+       "output height = width of images and clip frames (default 224; at most 4096)",
+       {},
+       [](RunConfig& c, const Value& v) { c.size = as_count(v); },
+       4096},
+      {"resize",
+       "--resize",
+       Type::positive,
+       "eval: the shorter side before the center crop (default --size * 256 / 224; at "
+       "most 65536)",
+       {},
+       [](RunConfig& c, const Value& v) { c.resize = as_count(v); },
+       65536},
+      {"scale",
+       "--scale",
+       Type::range,
+       "train: range of the crop's share of the image area (default 0.08,1)",
+       {},
+       [](RunConfig& c, const Value& v) {
+         c.scale = {as_numbers(v)[0], as_numbers(v)[1]};
+       },
+       1,
+       false,
+       "MIN,MAX"},
+      {"ratio",
+       "--ratio",
+       Type::range,
+       "train: range of the crop's aspect ratio w/h (default 0.75,1.3333333333333333)",
+       {},
+       [](RunConfig& c, const Value& v) {
+         c.ratio = {as_numbers(v)[0], as_numbers(v)[1]};
+       },
+       0,
+       false,
+       "MIN,MAX"},
+      {"flip_probability",
+       "--flip-probability",
+       Type::fraction,
+       "train: probability of a horizontal flip (default 0.5)",
+       {},
+       [](RunConfig& c, const Value& v) { c.flip_probability = std::get<double>(v); },
+       0,
+       false,
+       "P"},
+      {"exif_orientation",
+       "--exif-orientation",
+       Type::boolean,
+       "JPEG: turn images upright as their EXIF orientation says before the transform "
+       "(default off, as PIL-based loaders)",
+       {},
+       [](RunConfig& c, const Value& v) { c.exif_orientation = std::get<bool>(v); },
+       0,
+       true},
       {"normalize_dtype",
        "--normalize-dtype",
        Type::choice,
@@ -412,6 +499,13 @@ std::string expected(const Key& key) {
       return "a positive number" + up_to;
     case Type::endpoints:
       return "HOST:PORT addresses (an array of strings, or one comma-separated string)";
+    case Type::fraction:
+      return "a number from 0 to 1";
+    case Type::range:
+      return key.max > 0 ? fmt::format("MIN,MAX with 0 < MIN <= MAX <= {}", key.max)
+                         : "MIN,MAX with 0 < MIN <= MAX";
+    case Type::channels:
+      return key.max > 0 ? "three positive numbers R,G,B" : "three numbers R,G,B";
     case Type::choice: {
       std::string s = "one of ";
       for (std::size_t i = 0; i < key.choices.size(); ++i) {
@@ -451,6 +545,26 @@ std::string_view trim(std::string_view s) {
   const auto first = s.find_first_not_of(" \t");
   if (first == std::string_view::npos) return {};
   return s.substr(first, s.find_last_not_of(" \t") - first + 1);
+}
+
+// Numbers as an array, or as one comma-separated string ("0.08,1"); nullopt if not.
+std::optional<std::vector<double>> numbers_of(const Value& value) {
+  if (auto* list = std::get_if<std::vector<double>>(&value)) return *list;
+  if (auto* d = std::get_if<double>(&value)) return std::vector<double>{*d};
+  if (auto* i = std::get_if<std::int64_t>(&value))
+    return std::vector<double>{static_cast<double>(*i)};
+  auto* s = std::get_if<std::string>(&value);
+  if (!s) return std::nullopt;
+  std::vector<double> out;
+  std::string_view rest = *s;
+  while (true) {
+    const auto comma = rest.find(',');
+    const auto v = parse_real(trim(rest.substr(0, comma)));
+    if (!v) return std::nullopt;
+    out.push_back(*v);
+    if (comma == std::string_view::npos) return out;
+    rest.remove_prefix(comma + 1);
+  }
 }
 
 // parse_endpoint's error names the place and the key, as every ConfigError does.
@@ -534,6 +648,28 @@ Value check(const Key& key, Value value, std::string_view where, const std::stri
     }
     case Type::endpoints:
       return endpoints_of(key, value, where, got);
+    case Type::fraction: {
+      const auto n = numbers_of(value);
+      if (!n || n->size() != 1 || !((*n)[0] >= 0 && (*n)[0] <= 1)) bad_value(where, key, got);
+      return (*n)[0];
+    }
+    case Type::range: {
+      const auto n = numbers_of(value);
+      const double top =
+          key.max > 0 ? static_cast<double>(key.max) : std::numeric_limits<double>::max();
+      if (!n || n->size() != 2 || !std::isfinite((*n)[0]) || !std::isfinite((*n)[1]) ||
+          !((*n)[0] > 0 && (*n)[0] <= (*n)[1] && (*n)[1] <= top))
+        bad_value(where, key, got);
+      return *n;
+    }
+    case Type::channels: {
+      const auto n = numbers_of(value);
+      bool ok = n && n->size() == 3;
+      for (std::size_t i = 0; ok && i < 3; ++i)
+        ok = std::isfinite((*n)[i]) && (key.max == 0 || (*n)[i] > 0);
+      if (!ok) bad_value(where, key, got);
+      return *n;
+    }
     case Type::endpoint: {
       auto* s = std::get_if<std::string>(&value);
       if (!s || s->empty()) bad_value(where, key, got);
@@ -605,6 +741,14 @@ Value toml_value(const toml::node& node, std::string_view where, const Key& spec
     std::vector<std::string> items;
     for (auto&& item : *array) items.push_back(*item.value<std::string>());
     return items;
+  }
+  if (auto* array = node.as_array(); array && !array->empty()) {
+    std::vector<double> numbers;
+    for (auto&& item : *array) {
+      if (!item.is_number()) bad_value(where, spec, show(node));
+      numbers.push_back(*item.value<double>());
+    }
+    return numbers;
   }
   bad_value(where, spec, show(node));
 }
@@ -734,6 +878,8 @@ std::string metavar(const Key& k) {
     }
     case Type::path:
       return "PATH";
+    case Type::channels:
+      return "R,G,B";
     default:
       return "";
   }
@@ -1104,6 +1250,25 @@ std::string first_slurm_host(std::string_view nodelist) {
   return first;
 }
 
+namespace {
+
+// Defaults and checks of the transform keys (the keys' own checks ran as they were set).
+void resolve_transform(RunConfig& config) {
+  if (!config.resize) config.resize = static_cast<int>(std::int64_t(config.size) * 256 / 224);
+  if (config.transform == "eval" && *config.resize < config.size) {
+    throw ConfigError(fmt::format("resize {}: eval's shorter side must be at least size {}",
+                                  *config.resize, config.size));
+  }
+  if (config.kind == MediaKind::video && config.transform != "eval") {
+    throw ConfigError(fmt::format(
+        "transform {}: clips (kind video) take only the eval transform for now (each frame's "
+        "shorter side to size, center crop)",
+        config.transform));
+  }
+}
+
+}  // namespace
+
 void resolve(RunConfig& config, const Getenv& getenv) {
   const Env env(getenv);
   resolve_launch(config, env);
@@ -1124,11 +1289,13 @@ void resolve(RunConfig& config, const Getenv& getenv) {
   }
   if (!config.decode_concurrency) config.decode_concurrency = *config.threads;
   config.failure_budget = parse_failure_budget(config.max_failures, "max_failures");
-  if (config.normalize != "none" && config.device.empty()) {
+  if (config.normalize != "none" && config.device.empty() && config.normalize_dtype != "float32") {
     throw ConfigError(fmt::format(
-        "normalize {}: normalizing runs on the device: give a device (--device cpu or cuda:N)",
-        config.normalize));
+        "normalize_dtype {}: without a device, batches are normalized on the CPU as float32; "
+        "{} needs --device",
+        config.normalize_dtype, config.normalize_dtype));
   }
+  resolve_transform(config);
   resolve_remote(config, env);
 }
 

@@ -15,6 +15,8 @@
 //   (--decode-concurrency), rank, world_size, max_failures, ids_out,
 //   stop_after_batches, json, progress (--no-progress), layout, checkpoint_dir,
 //   keep_checkpoints, launch_id, resume_from, device, normalize, normalize_dtype,
+//   normalize_mean, normalize_std, transform, size, resize, scale, ratio,
+//   flip_probability, exif_orientation,
 //   [remote] workers, directory, on_no_workers, token_file, tls_cert, tls_key, tls_ca,
 //   task_timeout, max_attempts, inflight (--remote-inflight). Relative paths in a TOML
 //   file resolve against the file's folder. [remote] workers is an array of "HOST:PORT"
@@ -59,6 +61,7 @@
 // THREADING. Plain functions over values; no shared state. resolve() reads the token and
 // TLS files of a remote run.
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -138,8 +141,24 @@ struct RunConfig {
   // (the CPU device: the whole device path, host memory standing in) or "cuda:N".
   // "cuda" on a build without CUDA is a ConfigError ("this build has no CUDA").
   std::string device{};
-  std::string normalize = "none";           // "imagenet": uint8 → float on the device
-  std::string normalize_dtype = "float32";  // or "float16"
+  // "imagenet": uint8 → float, (x / 255 - mean) / std, on the device with one, else on
+  // the CPU in the decode stage (float32, channels per `layout`).
+  std::string normalize = "none";
+  std::string normalize_dtype = "float32";                      // or "float16" (device only)
+  std::array<float, 3> normalize_mean{0.485f, 0.456f, 0.406f};  // ImageNet's by default
+  std::array<float, 3> normalize_std{0.229f, 0.224f, 0.225f};
+  // The image transform (media/transform.h): "eval" (resize the shorter side to `resize`,
+  // center crop size x size), "train" (RandomResizedCrop(size, scale, ratio) + flip with
+  // flip_probability, drawn from seed, epoch and sample id) or "none" (decode only; every
+  // image must be size x size). Clips (kind video) take eval only: resolve() refuses the
+  // others.
+  std::string transform = "eval";
+  int size = 224;                          // output height = width (images and clip frames)
+  std::optional<int> resize{};             // eval's shorter side; default size * 256 / 224
+  std::array<double, 2> scale{0.08, 1.0};  // train: area fraction range
+  std::array<double, 2> ratio{3.0 / 4.0, 4.0 / 3.0};  // train: aspect ratio range
+  double flip_probability = 0.5;                      // train
+  bool exif_orientation = false;  // JPEG: turn images upright first (off: as PIL loaders)
   // Remote decode workers (REMOTE DECODE above).
   // --workers HOST:PORT,HOST:PORT ; [remote] workers = ["h:p", ...] (an array of strings,
   // or one comma-separated string)

@@ -29,13 +29,14 @@ media::ImageOptions image_options(const DecodeSpec& spec) {
 // Decodes one sample into `out` (its slot of the batch, a contiguous uint8 tensor of
 // sample_shape(spec)).
 void decode_into(const DecodeSpec& spec, const media::ImageOptions& image,
-                 const EncodedSample& sample, const media::Tensor& out) {
+                 const media::TransformOptions& transform, const EncodedSample& sample,
+                 const media::Tensor& out) {
   const auto source = media::Source::memory(sample.bytes, sample.path);
   const bool video = spec.kind == MediaKind::video;
   const media::VideoOptions clip{.frames = media::FrameSelection::evenly_spaced(spec.clip_frames),
                                  .image = image};
   if (spec.layout == Layout::nhwc) {
-    if (!video) return media::load_image_into(source, image, out);
+    if (!video) return media::load_transformed_into(source, transform, sample.id, out);
     // The clip's frames go straight into the slot through the allocator hook.
     auto into_slot = [&out](std::size_t nbytes) {
       if (nbytes != out.nbytes()) {
@@ -47,8 +48,8 @@ void decode_into(const DecodeSpec& spec, const media::ImageOptions& image,
     media::load_video(source, clip, into_slot);
     return;
   }
-  const media::Tensor hwc =
-      video ? media::load_video(source, clip) : media::load_image(source, image);
+  const media::Tensor hwc = video ? media::load_video(source, clip)
+                                  : media::load_transformed(source, transform, sample.id);
   if (hwc.nbytes() != out.nbytes()) {
     throw std::runtime_error(
         fmt::format("decoded {} bytes, expected {}", hwc.nbytes(), out.nbytes()));
@@ -61,10 +62,43 @@ void decode_into(const DecodeSpec& spec, const media::ImageOptions& image,
   }
 }
 
+media::TransformKind transform_kind(const std::string& name) {
+  if (name == "train") return media::TransformKind::train;
+  if (name == "none") return media::TransformKind::none;
+  return media::TransformKind::eval;
+}
+
 }  // namespace
 
 DecodeSpec decode_spec(const RunConfig& config, std::uint64_t epoch) {
-  return {.kind = config.kind, .layout = config.layout, .seed = config.seed, .epoch = epoch};
+  return {.kind = config.kind,
+          .layout = config.layout,
+          .side = config.size,
+          .seed = config.seed,
+          .epoch = epoch,
+          .transform = transform_kind(config.transform),
+          .resize = config.resize.value_or(config.size * 256 / 224),
+          .scale_min = config.scale[0],
+          .scale_max = config.scale[1],
+          .ratio_min = config.ratio[0],
+          .ratio_max = config.ratio[1],
+          .flip_probability = config.flip_probability,
+          .exif_orientation = config.exif_orientation};
+}
+
+media::TransformOptions transform_options(const DecodeSpec& spec) {
+  return {.kind = spec.transform,
+          .size = spec.side,
+          .resize = spec.resize,
+          .scale_min = spec.scale_min,
+          .scale_max = spec.scale_max,
+          .ratio_min = spec.ratio_min,
+          .ratio_max = spec.ratio_max,
+          .flip_probability = spec.flip_probability,
+          .exif_orientation = spec.exif_orientation,
+          .roi_decode = true,
+          .seed = spec.seed,
+          .epoch = spec.epoch};
 }
 
 std::vector<std::int64_t> sample_shape(const DecodeSpec& spec) {
@@ -111,6 +145,17 @@ DecodedBatch decode_batch(const DecodeSpec& spec, std::span<EncodedSample> sampl
   if (spec.side <= 0 || (spec.kind == MediaKind::video && spec.clip_frames <= 0)) {
     throw std::invalid_argument("decode_batch: the spec's side and clip_frames must be positive");
   }
+  if (spec.kind == MediaKind::video && spec.transform != media::TransformKind::eval) {
+    throw std::invalid_argument(
+        fmt::format("decode_batch: clips take only the eval transform, not {}",
+                    media::to_string(spec.transform)));
+  }
+  const auto transform = transform_options(spec);
+  try {
+    if (spec.kind == MediaKind::image) media::check_transform_options(transform);
+  } catch (const media::MediaError& e) {
+    throw std::invalid_argument("decode_batch: transform " + e.cause());
+  }
   DecodedBatch batch;
   std::int64_t possible = 0;
   for (const auto& s : samples) possible += s.failed() ? 0 : 1;
@@ -126,7 +171,8 @@ DecodedBatch decode_batch(const DecodeSpec& spec, std::span<EncodedSample> sampl
       continue;
     }
     try {
-      decode_into(spec, image, sample, full[static_cast<std::int64_t>(batch.ids.size())]);
+      decode_into(spec, image, transform, sample,
+                  full[static_cast<std::int64_t>(batch.ids.size())]);
       batch.ids.push_back(sample.id);
     } catch (const std::exception& e) {
       batch.failures.push_back({index, sample.id,

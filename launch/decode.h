@@ -13,6 +13,10 @@
 // from the caller's allocator, sized for the samples that can still succeed (never
 // for a batch size larger than the samples given): n × sample_bytes.
 //
+// TRANSFORMS. Images go through media/transform.h with the spec's transform: sample
+// `id` of epoch `e` gets the same pixels wherever and whenever it is decoded. A bad
+// transform parameter is a bad spec (std::invalid_argument, naming it).
+//
 // ERRORS. A sample's failure names its id, its path and the cause, and keeps the typed
 // code of a media::MediaError (a std::error_code in media_category()). decode_batch
 // never throws for a bad sample; it throws only for a bad spec (std::invalid_argument)
@@ -28,11 +32,13 @@
 
 #include "launch/config.h"
 #include "media/tensor.h"
+#include "media/transform.h"
 
 namespace brigade::launch {
 
 /// What each sample of a batch becomes. Serializable as plain values (a remote task
-/// carries it), so it holds no callables.
+/// carries every field, so a remote worker makes the same pixels), so it holds no
+/// callables.
 struct DecodeSpec {
   MediaKind kind = MediaKind::image;
   Layout layout = Layout::nhwc;
@@ -40,7 +46,18 @@ struct DecodeSpec {
   int clip_frames = 8;      // video: evenly spaced frames per clip
   std::uint64_t seed = 0;   // the job's seed (random transforms draw from seed, epoch, id)
   std::uint64_t epoch = 0;  // the epoch the batch belongs to
+  // Images: the transform of media/transform.h and its parameters. Clips take eval
+  // only (each frame's shorter side to `side`, center crop; `resize` unused).
+  media::TransformKind transform = media::TransformKind::eval;
+  int resize = 256;  // eval: the shorter side before the crop
+  double scale_min = 0.08, scale_max = 1.0;
+  double ratio_min = 3.0 / 4.0, ratio_max = 4.0 / 3.0;
+  double flip_probability = 0.5;
+  bool exif_orientation = false;
 };
+
+/// The media options of `spec`'s image transform (seed and epoch included).
+media::TransformOptions transform_options(const DecodeSpec& spec);
 
 /// The spec `brigade run` uses for `config` in `epoch`.
 DecodeSpec decode_spec(const RunConfig& config, std::uint64_t epoch);

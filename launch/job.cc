@@ -91,13 +91,25 @@ transport::CopyOptions copy_options(const RunConfig& c) {
       .layout = to_transport(c.normalize == "none" ? c.layout : Layout::nhwc)};
   if (c.normalize == "imagenet") {
     copy.normalize = transport::NormalizeOptions{
-        .mean = {0.485f, 0.456f, 0.406f},
-        .stddev = {0.229f, 0.224f, 0.225f},
+        .mean = {c.normalize_mean[0], c.normalize_mean[1], c.normalize_mean[2]},
+        .stddev = {c.normalize_std[0], c.normalize_std[1], c.normalize_std[2]},
         .scale = 1.0f / 255.0f,
         .dtype = c.normalize_dtype == "float16" ? media::DType::float16 : media::DType::float32,
         .layout = to_transport(c.layout)};
   }
   return copy;
+}
+
+// Without a device, --normalize runs here, after the decode: uint8 NHWC to float32 in
+// the layout asked for, in memory from `allocator`.
+JobBatch normalize_on_cpu(const RunConfig& c, JobBatch b, const media::Allocator& allocator) {
+  if (c.normalize == "none" || !c.device.empty() || !b.data.defined()) return b;
+  auto shape = b.data.shape();  // [n, h, w, 3]
+  if (c.layout == Layout::nchw) shape = {shape[0], 3, shape[1], shape[2]};
+  auto out = media::Tensor::empty(media::DType::float32, shape, allocator);
+  media::normalize_into(b.data, {c.normalize_mean, c.normalize_std}, out);
+  b.data = std::move(out);
+  return b;
 }
 
 // The job's failure budget: a rate becomes a count over the samples this process will
@@ -308,7 +320,7 @@ struct Job::Impl {
 
   DecodeSpec spec() const {
     auto spec = decode_spec(c, epoch->load());
-    if (c.normalize != "none") spec.layout = Layout::nhwc;  // the device moves the channels
+    if (c.normalize != "none") spec.layout = Layout::nhwc;  // normalizing moves the channels
     return spec;
   }
 
@@ -327,7 +339,8 @@ struct Job::Impl {
                                                            actors::TaskContext& task) {
       if (pinned)
         return decode_task(spec(), std::move(samples), pinned->allocator(task.stop_token()), task);
-      return decode_task(spec(), std::move(samples), allocator, task);
+      return normalize_on_cpu(c, decode_task(spec(), std::move(samples), allocator, task),
+                              allocator);
     };
     if (pool) return build_remote(build);
     auto decoded =
@@ -382,7 +395,7 @@ struct Job::Impl {
         out.failed.push_back(f.id);
         task.fail(task.positions()[f.index], f.message, f.code);
       }
-      return out;
+      return pinned ? out : normalize_on_cpu(c, std::move(out), allocator);
     };
     const int inflight = c.remote_inflight > 0 ? c.remote_inflight : 16;
     auto decoded = actors::PipelineBuilder()

@@ -102,8 +102,9 @@ Dataset read_list(const std::string& list_file);
 /// A delivered batch.
 struct JobBatch {
   std::uint64_t epoch = 0;
-  std::vector<std::uint64_t> ids;       // ids[i] is the sample in data[i]
-  media::Tensor data;                   // [ids.size(), ...] uint8; empty with a device
+  std::vector<std::uint64_t> ids;  // ids[i] is the sample in data[i]
+  // [ids.size(), ...] uint8 (float32 with normalize and no device); empty with a device
+  media::Tensor data;
   std::vector<std::uint64_t> failed{};  // samples of this batch that failed (not in data)
   transport::DeviceBatch device{};      // with a device: the batch there (see DEVICE)
 };

@@ -53,6 +53,27 @@ DecodedTask read_task(std::span<const char> bytes) {
     throw RemoteError("a video task needs clip frames");
   t.spec.seed = task.seed;
   t.spec.epoch = task.epoch;
+  if (task.transform > 2) throw RemoteError("a task of unknown transform");
+  t.spec.transform = task.transform == 1   ? media::TransformKind::train
+                     : task.transform == 2 ? media::TransformKind::none
+                                           : media::TransformKind::eval;
+  if (t.spec.kind == MediaKind::video && t.spec.transform != media::TransformKind::eval)
+    throw RemoteError("a video task takes only the eval transform");
+  if (task.resize > 65536) throw RemoteError("a task's resize must be at most 65536");
+  t.spec.resize = static_cast<int>(task.resize);
+  t.spec.scale_min = task.scale_min;
+  t.spec.scale_max = task.scale_max;
+  t.spec.ratio_min = task.ratio_min;
+  t.spec.ratio_max = task.ratio_max;
+  t.spec.flip_probability = task.flip_probability;
+  t.spec.exif_orientation = task.exif_orientation;
+  if (t.spec.kind == MediaKind::image) {
+    try {
+      media::check_transform_options(transform_options(t.spec));
+    } catch (const media::MediaError& e) {
+      throw RemoteError("a task whose transform is invalid: " + e.cause());
+    }
+  }
   for (const auto& s : task.samples) t.samples.push_back({.id = s.id, .path = s.path});
   return t;
 }
@@ -187,6 +208,16 @@ std::vector<char> encode_decode_task(const DecodeSpec& spec,
       .clip_frames = static_cast<std::uint32_t>(spec.clip_frames),
       .seed = spec.seed,
       .epoch = spec.epoch,
+      .transform = static_cast<std::uint8_t>(spec.transform == media::TransformKind::train  ? 1
+                                             : spec.transform == media::TransformKind::none ? 2
+                                                                                            : 0),
+      .resize = static_cast<std::uint32_t>(spec.resize),
+      .scale_min = spec.scale_min,
+      .scale_max = spec.scale_max,
+      .ratio_min = spec.ratio_min,
+      .ratio_max = spec.ratio_max,
+      .flip_probability = spec.flip_probability,
+      .exif_orientation = spec.exif_orientation,
       .samples = {}};
   task.samples.reserve(samples.size());
   for (const auto& s : samples) task.samples.push_back({s.id, s.path});

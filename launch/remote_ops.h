@@ -5,7 +5,8 @@
 // retries (launch/job.h REMOTE).
 //
 // OPERATIONS. kDecodeImages and kDecodeClips take a DecodeTask (transport/remote.capnp:
-// the DecodeSpec and the batch's sample ids and paths, no bytes), read each file on the
+// the DecodeSpec — transform parameters included — and the batch's sample ids and paths,
+// no bytes), read each file on the
 // worker (shared storage) and return a DecodeResult: the batch exactly as
 // decode_batch() makes it locally (so a remote batch is byte-identical to a local one)
 // with the failed samples and their causes. A worker given a dataset (its own --data or
@@ -40,7 +41,10 @@
 
 namespace brigade::launch {
 
-inline const transport::OperationVersion kDecodeImages{"brigade.decode.images", 1};
+// Version 2 of the images operation: the task carries the image transform and its
+// parameters (a version 1 worker would ignore them and decode eval pixels, so the hello
+// refuses it). Clips still take only eval, decoded as by version 1.
+inline const transport::OperationVersion kDecodeImages{"brigade.decode.images", 2};
 inline const transport::OperationVersion kDecodeClips{"brigade.decode.clips", 1};
 
 /// How long `on_no_workers = fail` waits without a live worker before the job fails.

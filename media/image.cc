@@ -122,6 +122,7 @@ void decode_image(const Source& source, const ImageOptions& options, Sink&& sink
     detail::thread_scaler().scale(detail::picture_of(frame.get()), g, options.format, dst, name);
     return;
   }
+  detail::check_filter_geometry(options, name);
   const AVPixelFormat fmt = detail::av_pixel_format(options.format);
   auto graph = detail::FilterGraph::video(options.filter_desc, frame.get(), {1, 1}, fmt, name);
   graph.push(frame.get());
@@ -155,11 +156,12 @@ std::string make_filter_desc(const ImageOptions& o, int src_width, int src_heigh
   const detail::Geometry g = detail::plan_geometry(o, src_width, src_height, "make_filter_desc");
   const std::string flags = ":flags=bilinear+accurate_rnd+full_chroma_int";
   std::string desc;
-  if (o.resize == ResizeMode::shorter_side_crop) {
+  if (g.src.x != 0 || g.src.y != 0 || g.src.w != src_width || g.src.h != src_height) {
     desc = "crop=" + std::to_string(g.src.w) + ":" + std::to_string(g.src.h) + ":" +
            std::to_string(g.src.x) + ":" + std::to_string(g.src.y) + ",";
   }
   desc += "scale=" + std::to_string(g.out_w) + ":" + std::to_string(g.out_h) + flags;
+  if (g.flip) desc += ",hflip";
   return desc + ",format=" + std::string(pixel_format_name(o.format));
 }
 

@@ -50,6 +50,12 @@ struct ImageOptions {
   // the decoded image instead of `resize`; its output is converted to `format`.
   // With a filter, JPEG is decoded by FFmpeg too.
   std::string filter_desc;
+  // A region of the decoded image, in whole pixels, that `resize` then applies to as if
+  // it were the whole image (crop_width = crop_height = 0: the whole image). A region
+  // not inside the image is invalid_argument, naming both. Not with filter_desc.
+  int crop_x = 0, crop_y = 0, crop_width = 0, crop_height = 0;
+  // Mirrors the output left to right (after the resize). Not with filter_desc.
+  bool flip = false;
   // JPEG DCT-domain downscaling (see above). Off by default: on noisy content
   // a DCT-scaled image keeps more noise than a filtered resize (mean absolute
   // difference 2-4 levels against the float reference, vs under 2 without).

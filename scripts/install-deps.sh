@@ -8,7 +8,7 @@ pkgs=(
   libcapnp-dev capnproto
   libspdlog-dev libfmt-dev
   libavformat-dev libavcodec-dev libavfilter-dev libswscale-dev libswresample-dev libavutil-dev
-  libturbojpeg0-dev zlib1g-dev ffmpeg
+  libturbojpeg0-dev libjpeg62-turbo-dev zlib1g-dev ffmpeg
   libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libfuse3-dev fuse3

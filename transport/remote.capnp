@@ -62,6 +62,16 @@ struct DecodeTask {
   seed @4 :UInt64;
   epoch @5 :UInt64;
   samples @6 :List(TaskSample);
+  # The image transform (media/transform.h) and its parameters; since
+  # brigade.decode.images version 2 (version 1 workers would ignore them).
+  transform @7 :UInt8;        # 0 eval, 1 train, 2 none; clips: 0 only
+  resize @8 :UInt32;          # eval: the shorter side before the crop
+  scaleMin @9 :Float64;       # train: area fraction range
+  scaleMax @10 :Float64;
+  ratioMin @11 :Float64;      # train: aspect ratio range
+  ratioMax @12 :Float64;
+  flipProbability @13 :Float64;
+  exifOrientation @14 :Bool;
 }
 
 struct TaskSample {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "media/errors.h"
@@ -21,7 +22,27 @@ Geometry plan_geometry(const ImageOptions& o, int src_w, int src_h, std::string_
         ErrorCode::bad_data, std::string(input),
         "zero image dimensions " + std::to_string(src_w) + "x" + std::to_string(src_h));
   }
-  Geometry g{{0, 0, src_w, src_h}, src_w, src_h};
+  const bool cropped = o.crop_width != 0 || o.crop_height != 0 || o.crop_x != 0 || o.crop_y != 0;
+  if (cropped) {
+    require(o.filter_desc.empty(), input, "a crop does not apply with filter_desc");
+    if (o.crop_x < 0 || o.crop_y < 0 || o.crop_width <= 0 || o.crop_height <= 0 ||
+        std::int64_t(o.crop_x) + o.crop_width > src_w ||
+        std::int64_t(o.crop_y) + o.crop_height > src_h) {
+      throw MediaError(ErrorCode::invalid_argument, std::string(input),
+                       "crop " + std::to_string(o.crop_width) + "x" +
+                           std::to_string(o.crop_height) + "+" + std::to_string(o.crop_x) + "+" +
+                           std::to_string(o.crop_y) + " is not inside the " +
+                           std::to_string(src_w) + "x" + std::to_string(src_h) + " image");
+    }
+    ImageOptions inner = o;
+    inner.crop_x = inner.crop_y = inner.crop_width = inner.crop_height = 0;
+    Geometry g = plan_geometry(inner, o.crop_width, o.crop_height, input);
+    g.src.x += o.crop_x;
+    g.src.y += o.crop_y;
+    return g;
+  }
+  require(!o.flip || o.filter_desc.empty(), input, "flip does not apply with filter_desc");
+  Geometry g{{0, 0, src_w, src_h}, src_w, src_h, o.flip};
   switch (o.resize) {
     case ResizeMode::none:
       break;
@@ -60,6 +81,13 @@ Geometry plan_geometry(const ImageOptions& o, int src_w, int src_h, std::string_
             "yuv420p output needs even width and height");
   }
   return g;
+}
+
+void check_filter_geometry(const ImageOptions& o, std::string_view input) {
+  if (o.filter_desc.empty()) return;
+  require(o.crop_x == 0 && o.crop_y == 0 && o.crop_width == 0 && o.crop_height == 0, input,
+          "a crop does not apply with filter_desc");
+  require(!o.flip, input, "flip does not apply with filter_desc");
 }
 
 Geometry rescale_source(const Geometry& g, int src_w, int src_h, int scaled_w, int scaled_h) {

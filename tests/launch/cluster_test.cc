@@ -355,7 +355,7 @@ TEST_F(Cluster, SigstoppedWorkerLosesItsTasksAndServesAgainAfterSigcont) {
 
 TEST_F(Cluster, AllWorkersKilledFallsBackToLocalDecoding) {
   auto workers = start_workers(2);
-  const std::uint64_t epochs = 20;
+  const std::uint64_t epochs = 40;  // long enough to be mid-run when the workers die
   auto trainer = start_run("run", common({"--workers", joined(workers), "--epochs",
                                           std::to_string(epochs), "--on-no-workers", "local"}));
   ASSERT_TRUE(wait_mid_run(trainer, 2));
@@ -500,6 +500,85 @@ TEST_F(Cluster, SigintWithTasksOutstandingCheckpointsAndResumesLocallyAndAtTwoRa
   for (const char* n : {"first", "local", "rank0", "rank1"})
     lines += read_ids(file(std::string(n) + ".ids")).size();
   EXPECT_EQ(lines, 8 * kFiles);
+}
+
+// -- 10. The train transform: each sample's pixels, wherever it is decoded ---------------
+
+// (epoch, id) → the digest of the sample's pixels, from runs of one sample per batch.
+std::map<std::pair<std::uint64_t, std::uint64_t>, std::string> sample_digests(
+    const std::vector<std::vector<Batch>>& runs) {
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::string> m;
+  for (const auto& run : runs) {
+    for (const auto& b : run) {
+      EXPECT_EQ(b.ids.size(), 1u);
+      if (b.ids.size() != 1) continue;
+      if (!m.emplace(std::pair{b.epoch, b.ids[0]}, b.digest).second)
+        ADD_FAILURE() << "epoch " << b.epoch << ": sample " << b.ids[0] << " delivered twice";
+    }
+  }
+  return m;
+}
+
+TEST_F(Cluster, TrainTransformGivesEverySampleTheSamePixelsWhereverItIsDecoded) {
+  // One sample per batch (common()'s batch size is not given: a flag is given once).
+  auto with = [&](std::vector<std::string> more, const std::string& transform = "train") {
+    std::vector<std::string> a{"--data", data_dir(), "--seed", "7",           "--batch-size",
+                               "1",      "--epochs", "2",      "--transform", transform};
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  const auto first = run("first", with({}));
+  ASSERT_EQ(first.code, 0) << first.err;
+  const auto reference = sample_digests({batches("first")});
+  ASSERT_EQ(reference.size(), 2 * kFiles);
+  // The augmentation is random: the epochs differ, and train differs from eval.
+  int same_across_epochs = 0;
+  for (std::uint64_t id = 0; id < kFiles; ++id)
+    same_across_epochs += reference.at({0, id}) == reference.at({1, id});
+  EXPECT_LT(same_across_epochs, 5);
+  const auto eval = run("eval", with({}, "eval"));
+  ASSERT_EQ(eval.code, 0) << eval.err;
+  int same_as_eval = 0;
+  for (const auto& [key, digest] : sample_digests({batches("eval")}))
+    same_as_eval += reference.at(key) == digest;
+  EXPECT_LT(same_as_eval, 5);
+
+  // Again; in completion order; at world size 2.
+  const auto again = run("again", with({}));
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(sample_digests({batches("again")}), reference) << "a second run";
+  const auto completion =
+      run("completion", with({"--order", "completion", "--decode-concurrency", "2"}));
+  ASSERT_EQ(completion.code, 0) << completion.err;
+  EXPECT_EQ(sample_digests({batches("completion")}), reference) << "completion order";
+  auto rank0 = start_run("rank0", with({"--rank", "0", "--world-size", "2"}));
+  auto rank1 = start_run("rank1", with({"--rank", "1", "--world-size", "2"}));
+  const auto r0 = finish(rank0), r1 = finish(rank1);
+  ASSERT_EQ(r0.code, 0) << r0.err;
+  ASSERT_EQ(r1.code, 0) << r1.err;
+  EXPECT_EQ(sample_digests({batches("rank0"), batches("rank1")}), reference) << "world size 2";
+
+  // Stopped part-way at one rank, resumed elastically at two.
+  const auto ckpt = file("ckpt").string();
+  const auto part = run("part", with({"--checkpoint-dir", ckpt, "--stop-after-batches", "70"}));
+  ASSERT_EQ(part.code, 0) << part.err;
+  auto resume0 =
+      start_run("resume0", with({"--resume-from", ckpt, "--rank", "0", "--world-size", "2"}));
+  auto resume1 =
+      start_run("resume1", with({"--resume-from", ckpt, "--rank", "1", "--world-size", "2"}));
+  const auto q0 = finish(resume0), q1 = finish(resume1);
+  ASSERT_EQ(q0.code, 0) << q0.err;
+  ASSERT_EQ(q1.code, 0) << q1.err;
+  EXPECT_EQ(sample_digests({batches("part"), batches("resume0"), batches("resume1")}), reference)
+      << "elastic resume";
+
+  // On remote workers, which get the transform's parameters in each task.
+  auto workers = start_workers(2);
+  const auto remote =
+      run("remote", with({"--workers", joined(workers), "--on-no-workers", "fail"}));
+  ASSERT_EQ(remote.code, 0) << remote.err;
+  EXPECT_EQ(remote.json()["remote"]["decoded_locally"], 0);
+  EXPECT_EQ(sample_digests({batches("remote")}), reference) << "remote workers";
 }
 
 // -- 9. A poison sample ---------------------------------------------------------------

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -243,6 +244,11 @@ TEST(Config, EveryFlagIsAccepted) {
                               : f.flag == "--workers"         ? "h:1"
                               : f.flag == "--directory"       ? "auto"
                               : f.flag == "--on-no-workers"   ? "fail"
+                              : f.flag == "--transform"       ? "train"
+                              : f.flag == "--scale"           ? "0.5,1"
+                              : f.flag == "--ratio"           ? "0.5,2"
+                              : f.flag == "--normalize-mean"  ? "0.5,0.5,0.5"
+                              : f.flag == "--normalize-std"   ? "0.2,0.2,0.2"
                               : f.takes_value                 ? "1"
                                                               : "";
     EXPECT_NO_THROW(apply_flag(c, f.flag, value)) << f.flag;
@@ -250,6 +256,65 @@ TEST(Config, EveryFlagIsAccepted) {
       EXPECT_NO_THROW(apply_flag(c, "--no-" + std::string(f.flag.substr(2)), "")) << f.flag;
     }
   }
+}
+
+TEST(Config, TransformKeysFromFlagsAndToml) {
+  RunConfig c;
+  apply_toml(c, R"(
+transform = "train"
+size = 192
+scale = [0.25, 1]
+ratio = "0.5,2"
+flip_probability = 0.25
+exif_orientation = true
+normalize = "imagenet"
+normalize_mean = [0.5, 0.5, 0.5]
+)",
+             "run.toml");
+  apply_flag(c, "--normalize-std", "0.25,0.5,1");
+  resolve(c, env({}));
+  EXPECT_EQ(c.transform, "train");
+  EXPECT_EQ(c.size, 192);
+  EXPECT_EQ(c.resize, 219);  // 192 * 256 / 224
+  EXPECT_EQ(c.scale, (std::array<double, 2>{0.25, 1.0}));
+  EXPECT_EQ(c.ratio, (std::array<double, 2>{0.5, 2.0}));
+  EXPECT_EQ(c.flip_probability, 0.25);
+  EXPECT_TRUE(c.exif_orientation);
+  EXPECT_EQ(c.normalize_mean, (std::array<float, 3>{0.5f, 0.5f, 0.5f}));
+  EXPECT_EQ(c.normalize_std, (std::array<float, 3>{0.25f, 0.5f, 1.0f}));
+}
+
+TEST(Config, BadTransformValuesNameTheKey) {
+  RunConfig c;
+  EXPECT_EQ(error_of([&] { apply_flag(c, "--transform", "random"); }),
+            "--transform: transform: expected one of eval, train, none, got 'random'");
+  EXPECT_EQ(error_of([&] { apply_flag(c, "--scale", "0.9,0.5"); }),
+            "--scale: scale: expected MIN,MAX with 0 < MIN <= MAX <= 1, got '0.9,0.5'");
+  EXPECT_EQ(error_of([&] { apply_flag(c, "--scale", "0.5,1.5"); }),
+            "--scale: scale: expected MIN,MAX with 0 < MIN <= MAX <= 1, got '0.5,1.5'");
+  EXPECT_EQ(error_of([&] { apply_flag(c, "--ratio", "1"); }),
+            "--ratio: ratio: expected MIN,MAX with 0 < MIN <= MAX, got '1'");
+  EXPECT_EQ(error_of([&] { apply_toml(c, "ratio = [0, 2]\n", "run.toml"); }),
+            "run.toml:1: ratio: expected MIN,MAX with 0 < MIN <= MAX, got an array");
+  EXPECT_EQ(error_of([&] { apply_toml(c, "scale = [0.5, \"x\"]\n", "run.toml"); }),
+            "run.toml:1: scale: expected MIN,MAX with 0 < MIN <= MAX <= 1, got an array");
+  EXPECT_EQ(error_of([&] { apply_flag(c, "--flip-probability", "1.5"); }),
+            "--flip-probability: flip_probability: expected a number from 0 to 1, got '1.5'");
+  EXPECT_EQ(error_of([&] { apply_flag(c, "--normalize-std", "0.2,0,0.2"); }),
+            "--normalize-std: normalize_std: expected three positive numbers R,G,B, got "
+            "'0.2,0,0.2'");
+  EXPECT_EQ(error_of([&] { apply_flag(c, "--size", "5000"); }),
+            "--size: size: expected a positive integer up to 4096, got '5000'");
+  RunConfig small;
+  apply_flag(small, "--resize", "200");
+  EXPECT_EQ(error_of([&] { resolve(small, env({})); }),
+            "resize 200: eval's shorter side must be at least size 224");
+  RunConfig video;
+  apply_flag(video, "--kind", "video");
+  apply_flag(video, "--transform", "train");
+  EXPECT_EQ(error_of([&] { resolve(video, env({})); }),
+            "transform train: clips (kind video) take only the eval transform for now (each "
+            "frame's shorter side to size, center crop)");
 }
 
 // A fresh folder under the system's temp folder, removed with its contents.

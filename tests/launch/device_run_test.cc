@@ -14,6 +14,7 @@
 
 #include "launch/job.h"
 #include "media/synthetic.h"
+#include "media/transform.h"
 #include "transport/device.h"
 #include "transport/device_normalize.h"
 
@@ -102,10 +103,39 @@ TEST_F(DeviceRun, NormalizesOnTheDevice) {
   }
 }
 
-TEST_F(DeviceRun, NormalizingNeedsADevice) {
+TEST_F(DeviceRun, WithoutADeviceNormalizingRunsOnTheCpuAsFloat32) {
+  const auto host = run(config(""));
+  for (auto layout : {Layout::nhwc, Layout::nchw}) {
+    auto c = config("", "imagenet");
+    c.layout = layout;
+    c.normalize_mean = {0.5f, 0.4f, 0.3f};
+    c.normalize_std = {0.2f, 0.25f, 0.3f};
+    const auto normalized = run(c);
+    ASSERT_EQ(normalized.size(), host.size());
+    for (const auto& [ids, bytes] : host) {
+      const std::int64_t n = static_cast<std::int64_t>(ids.size());
+      const auto in = media::Tensor(media::DType::uint8, {n, 224, 224, 3}, nullptr,
+                                    const_cast<std::uint8_t*>(bytes.data()));
+      auto want =
+          media::Tensor::empty(media::DType::float32,
+                               layout == Layout::nchw ? std::vector<std::int64_t>{n, 3, 224, 224}
+                                                      : std::vector<std::int64_t>{n, 224, 224, 3});
+      media::normalize_into(in, {c.normalize_mean, c.normalize_std}, want);
+      const auto& got = normalized.at(ids);
+      ASSERT_EQ(got.size(), want.nbytes());
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0) << ids[0];
+    }
+  }
+  // float16 is the device's: on the CPU it is a usage error naming the key.
   RunConfig c;
   c.normalize = "imagenet";
-  EXPECT_THROW(resolve(c, [](const char*) -> const char* { return nullptr; }), ConfigError);
+  c.normalize_dtype = "float16";
+  try {
+    resolve(c, [](const char*) -> const char* { return nullptr; });
+    ADD_FAILURE() << "float16 without a device was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("normalize_dtype float16"), std::string::npos) << e.what();
+  }
 }
 
 struct Result {
@@ -158,9 +188,9 @@ TEST_F(DeviceRun, BadDeviceNamesAreUsageErrors) {
   EXPECT_NE(r.err.find("--device: device: expected cpu, cuda or cuda:N, got 'gpu0'"),
             std::string::npos)
       << r.err;
-  const auto n = brigade_run("--normalize imagenet", root_ / "bad");
+  const auto n = brigade_run("--normalize imagenet --normalize-dtype float16", root_ / "bad");
   EXPECT_EQ(n.code, 2);
-  EXPECT_NE(n.err.find("give a device"), std::string::npos) << n.err;
+  EXPECT_NE(n.err.find("needs --device"), std::string::npos) << n.err;
 }
 
 // Without CUDA in the build: exit 2, "this build has no CUDA". With CUDA but no usable

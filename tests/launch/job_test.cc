@@ -9,6 +9,7 @@
 
 #include "media/image.h"
 #include "media/synthetic.h"
+#include "media/transform.h"
 
 namespace brigade::launch {
 namespace {
@@ -51,8 +52,8 @@ TEST_P(Job, BatchesHoldEachSampleAsDecodedAlone) {
                                                     : std::vector<std::int64_t>{224, 224, 3};
         ASSERT_EQ(std::vector<std::int64_t>(batch.shape().begin() + 1, batch.shape().end()), image);
         for (std::size_t i = 0; i < ids.size(); ++i) {
-          const auto expected = media::load_image(media::Source::file(dataset.files[ids[i]]),
-                                                  media::imagenet_eval_options());
+          const auto expected = media::load_transformed(media::Source::file(dataset.files[ids[i]]),
+                                                        media::TransformOptions{}, ids[i]);
           const auto* got =
               static_cast<const std::uint8_t*>(batch[static_cast<std::int64_t>(i)].data());
           const auto* want = static_cast<const std::uint8_t*>(expected.data());

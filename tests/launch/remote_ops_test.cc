@@ -88,8 +88,14 @@ TEST_F(RemoteOps, ARemoteBatchIsByteIdenticalToALocalOne) {
   transport::WorkerNode worker(worker_options(), builtin());
   transport::RemotePool pool(pool_options(worker));
   ASSERT_TRUE(pool.wait_for_worker(5s, {}));
-  for (auto layout : {Layout::nhwc, Layout::nchw}) {
-    DecodeSpec spec{.layout = layout, .seed = 3, .epoch = 1};
+  for (auto [layout, transform] : {std::pair{Layout::nhwc, media::TransformKind::eval},
+                                   {Layout::nchw, media::TransformKind::eval},
+                                   {Layout::nhwc, media::TransformKind::train},
+                                   {Layout::nchw, media::TransformKind::train}}) {
+    DecodeSpec spec{.layout = layout, .seed = 3, .epoch = 1, .transform = transform};
+    spec.scale_min = 0.2;  // parameters other than the defaults cross too
+    spec.ratio_max = 1.5;
+    spec.flip_probability = 0.7;
     RemoteDecodeFigures figures;
     auto remote = remote_decode_batch(pool, spec, samples_, {}, {}, {}, &figures);
     ASSERT_TRUE(remote);
@@ -204,6 +210,20 @@ TEST_F(RemoteOps, MalformedTasksThrowAndNeverCrashTheWorker) {
   EXPECT_THROW(op({}, {stop.get_token()}), std::exception);
   const auto video = encode_decode_task({.kind = MediaKind::video}, samples_);
   EXPECT_THROW(op(video, {stop.get_token()}), std::exception);  // the wrong operation
+  // A transform the worker cannot apply is refused with its reason, never decoded.
+  DecodeSpec bad{.transform = media::TransformKind::train};
+  bad.scale_min = 0.9;
+  bad.scale_max = 0.5;
+  try {
+    op(encode_decode_task(bad, samples_), {stop.get_token()});
+    ADD_FAILURE() << "an impossible crop range was decoded";
+  } catch (const transport::RemoteError& e) {
+    EXPECT_NE(std::string(e.what()).find("scale"), std::string::npos) << e.what();
+  }
+  const auto clip_train = encode_decode_task(
+      {.kind = MediaKind::video, .transform = media::TransformKind::train}, samples_);
+  EXPECT_THROW(ops.find(kDecodeClips.name)->operator()(clip_train, {stop.get_token()}),
+               transport::RemoteError);
 }
 
 TEST_F(RemoteOps, APoisonSampleIsFailedAfterMaxAttemptsAndTheOthersDelivered) {

@@ -327,6 +327,103 @@ TEST(Image, AppliesFilterDescription) {
   EXPECT_NE(make_filter_desc(imagenet_eval_options(), 500, 375).find("crop="), std::string::npos);
 }
 
+TEST(Image, CropAndFlipApplyBeforeAndAfterTheResize) {
+  const Bytes rgb = synthetic_rgb(50, 37, 2);
+  const Bytes png = make_image(ImageCodec::png, 50, 37, 2);
+  ImageOptions o;
+  o.crop_x = 7;
+  o.crop_y = 5;
+  o.crop_width = 20;
+  o.crop_height = 11;
+  Tensor crop = load_image(Source::memory(png), o);
+  ASSERT_EQ(crop.shape(), (std::vector<std::int64_t>{11, 20, 3}));
+  o.flip = true;
+  Tensor mirrored = load_image(Source::memory(png), o);
+  const std::uint8_t* c = crop.data_as<std::uint8_t>();
+  const std::uint8_t* m = mirrored.data_as<std::uint8_t>();
+  for (int y = 0; y < 11; ++y) {
+    for (int x = 0; x < 20; ++x) {
+      for (int k = 0; k < 3; ++k) {
+        const std::uint8_t want = rgb[(std::size_t(y + 5) * 50 + x + 7) * 3 + k];
+        ASSERT_EQ(c[(y * 20 + x) * 3 + k], want) << x << "," << y;
+        ASSERT_EQ(m[(y * 20 + (19 - x)) * 3 + k], want) << x << "," << y;
+      }
+    }
+  }
+  // A crop then a resize is the resize of the cropped image, on the JPEG path too and
+  // in every output format; the flip mirrors each plane.
+  const Bytes jpeg = make_image(ImageCodec::jpeg, 96, 80, 3);
+  for (PixelFormat f : {PixelFormat::rgb24, PixelFormat::gray8, PixelFormat::yuv420p}) {
+    ImageOptions whole;
+    whole.format = f;
+    whole.resize = ResizeMode::stretch;
+    whole.width = 32;
+    whole.height = 16;
+    ImageOptions part = whole;
+    part.crop_x = 16;
+    part.crop_y = 8;
+    part.crop_width = 64;
+    part.crop_height = 32;
+    Tensor a = load_image(Source::memory(jpeg), part);
+    ImageOptions pixels;
+    pixels.format = PixelFormat::rgb24;
+    Tensor full = load_image(Source::memory(jpeg), pixels);
+    ASSERT_EQ(a.shape(), image_shape(f, 32, 16));
+    part.flip = true;
+    Tensor b = load_image(Source::memory(jpeg), part);
+    const int bpp = f == PixelFormat::rgb24 ? 3 : 1;
+    const std::uint8_t* pa = a.data_as<std::uint8_t>();
+    const std::uint8_t* pb = b.data_as<std::uint8_t>();
+    for (int y = 0; y < 16; ++y) {
+      for (int x = 0; x < 32; ++x) {
+        for (int k = 0; k < bpp; ++k) {
+          ASSERT_EQ(pa[(y * 32 + x) * bpp + k], pb[(y * 32 + 31 - x) * bpp + k]) << int(f);
+        }
+      }
+    }
+    if (f == PixelFormat::rgb24) {
+      // The crop's content: against the stretch of the crop cut from a full decode.
+      const std::uint8_t* px = full.data_as<std::uint8_t>();
+      double diff = 0;
+      for (int y = 0; y < 16; ++y) {
+        for (int x = 0; x < 32; ++x) {
+          for (int k = 0; k < 3; ++k) {
+            diff += std::abs(int(pa[(y * 32 + x) * 3 + k]) -
+                             int(px[(std::size_t(8 + 2 * y) * 96 + 16 + 2 * x) * 3 + k]));
+          }
+        }
+      }
+      EXPECT_LT(diff / (32 * 16 * 3), 12.0);  // a 2x shrink of noisy content vs point samples
+    }
+  }
+  ImageOptions outside;
+  outside.crop_x = 40;
+  outside.crop_width = 20;
+  outside.crop_height = 10;
+  try {
+    load_image(Source::memory(png, "p.png"), outside);
+    FAIL();
+  } catch (const MediaError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("20x10+40+0 is not inside the 50x37 image"),
+              std::string::npos)
+        << e.what();
+  }
+  ImageOptions flip_filter;
+  flip_filter.flip = true;
+  flip_filter.filter_desc = "scale=10:10";
+  EXPECT_THROW(load_image(Source::memory(png), flip_filter), MediaError);
+  ImageOptions both;
+  both.crop_x = 7;
+  both.crop_width = both.crop_height = 20;
+  both.flip = true;
+  both.resize = ResizeMode::stretch;
+  both.width = both.height = 10;
+  EXPECT_EQ(make_filter_desc(both, 50, 37),
+            "crop=20:20:7:0,scale=10:10:flags=bilinear+accurate_rnd+full_chroma_int,hflip,"
+            "format=rgb24");
+}
+
 TEST(Image, FfmpegMjpegPathMatchesTurboJpeg) {
   // With a filter, JPEG goes through FFmpeg's MJPEG decoder (yuvj420p frames).
   const Bytes jpeg = make_image(ImageCodec::jpeg, 160, 120, 15);

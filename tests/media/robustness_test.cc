@@ -12,6 +12,7 @@
 #include "media/errors.h"
 #include "media/image.h"
 #include "media/synthetic.h"
+#include "media/transform.h"
 #include "media/video.h"
 #include "tests/media/npy_writer.h"
 
@@ -66,6 +67,20 @@ std::vector<Corpus> corpus() {
     o.channels = 1;
     load_audio(Source::memory(b, "mutant"), o);
   };
+  // The transforms' own JPEG path (libjpeg: region, DCT scaling, EXIF) and the fallback.
+  auto train = [](const Bytes& b) {
+    TransformOptions o;
+    o.kind = TransformKind::train;
+    o.size = 32;
+    o.exif_orientation = true;
+    for (std::uint64_t id = 0; id < 2; ++id) load_transformed(Source::memory(b, "mutant"), o, id);
+  };
+  auto eval = [](const Bytes& b) {
+    TransformOptions o;
+    o.size = 16;
+    o.resize = 18;
+    load_transformed(Source::memory(b, "mutant"), o, 0);
+  };
   auto npy = [](const Bytes& b) { load_npy(b, "mutant"); };
   auto npz = [](const Bytes& b) { load_npz(b, "mutant"); };
   auto clip = [](VideoCodec c) {
@@ -83,6 +98,9 @@ std::vector<Corpus> corpus() {
   };
   return {
       {"jpeg", make_image(ImageCodec::jpeg, 48, 40, 1), image},
+      {"jpeg-train", make_image(ImageCodec::jpeg, 160, 120, 7), train},
+      {"jpeg-eval", make_image(ImageCodec::jpeg, 200, 90, 8), eval},
+      {"png-train", make_image(ImageCodec::png, 40, 30, 9), train},
       {"png", make_image(ImageCodec::png, 40, 30, 2), image},
       {"webp", make_image(ImageCodec::webp, 40, 30, 3), image},
       {"bmp", make_image(ImageCodec::bmp, 36, 30, 4), image},
@@ -137,7 +155,7 @@ Bytes mutate(const Bytes& in, std::mt19937_64& rng) {
 TEST(Robustness, MutatedInputsGiveSuccessOrTypedError) {
   std::mt19937_64 rng(20261129);
   const std::vector<Corpus> inputs = corpus();
-  constexpr int kPerFormat = 150;  // 14 formats: 2,100 mutations
+  constexpr int kPerFormat = 150;  // 17 formats: 2,550 mutations
   int total = 0, ok = 0, typed = 0;
   for (const Corpus& c : inputs) {
     const auto t0 = std::chrono::steady_clock::now();

@@ -227,6 +227,40 @@ TEST(Video, ResizesAndConvertsFrames) {
   for (int c = 0; c < 3; ++c) EXPECT_NEAR(a[c], b[127 * 3 + c], 2);
 }
 
+TEST(Video, CropAndFlipApplyToEveryFrameAlike) {
+  VideoOptions o = pick(FrameSelection::evenly_spaced(3));
+  o.image.crop_x = 10;
+  o.image.crop_y = 6;
+  o.image.crop_width = 64;
+  o.image.crop_height = 40;
+  o.image.flip = true;
+  Tensor t = load_video(Source::memory(h264_clip()), o);
+  ASSERT_EQ(t.shape(), (std::vector<std::int64_t>{3, 40, 64, 3}));
+  const Tensor& all = all_h264_frames();
+  const std::int64_t picked[3] = {0, 24, 47};  // round(i * 47 / 2)
+  for (int f = 0; f < 3; ++f) {
+    const auto* want = all[picked[f]].data_as<std::uint8_t>();
+    const auto* got = t[f].data_as<std::uint8_t>();
+    // Unscaled: the full frame's pixels, mirrored (up to the chroma upsampling's
+    // rounding: swscale sees only the crop, so the chroma at its edges is extended
+    // rather than interpolated from outside it).
+    double diff = 0;
+    for (int y = 0; y < 40; ++y) {
+      for (int x = 0; x < 64; ++x) {
+        for (int c = 0; c < 3; ++c) {
+          const int d = std::abs(int(got[(y * 64 + 63 - x) * 3 + c]) -
+                                 int(want[(std::size_t(y + 6) * 128 + x + 10) * 3 + c]));
+          ASSERT_LE(d, 16) << f << " " << x << "," << y;
+          diff += d;
+        }
+      }
+    }
+    EXPECT_LT(diff / (40 * 64 * 3), 1.0) << f;
+  }
+  o.image.crop_x = 100;  // 100 + 64 > 128
+  EXPECT_THROW(load_video(Source::memory(h264_clip()), o), MediaError);
+}
+
 TEST(Video, OtherCodecsDecode) {
   for (VideoCodec codec : {VideoCodec::mpeg4, VideoCodec::hevc, VideoCodec::vp9, VideoCodec::av1}) {
     const Bytes clip = make_video({.codec = codec,

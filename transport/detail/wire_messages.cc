@@ -146,6 +146,14 @@ std::vector<char> write_decode_task(const DecodeTaskFields& t) {
   task.setClipFrames(t.clip_frames);
   task.setSeed(t.seed);
   task.setEpoch(t.epoch);
+  task.setTransform(t.transform);
+  task.setResize(t.resize);
+  task.setScaleMin(t.scale_min);
+  task.setScaleMax(t.scale_max);
+  task.setRatioMin(t.ratio_min);
+  task.setRatioMax(t.ratio_max);
+  task.setFlipProbability(t.flip_probability);
+  task.setExifOrientation(t.exif_orientation);
   auto list = task.initSamples(static_cast<unsigned>(t.samples.size()));
   for (unsigned i = 0; i < list.size(); ++i) {
     list[i].setId(t.samples[i].id);
@@ -163,6 +171,14 @@ DecodeTaskFields read_decode_task(std::span<const char> bytes, std::size_t max_s
     t.clip_frames = r.getClipFrames();
     t.seed = r.getSeed();
     t.epoch = r.getEpoch();
+    t.transform = r.getTransform();
+    t.resize = r.getResize();
+    t.scale_min = r.getScaleMin();
+    t.scale_max = r.getScaleMax();
+    t.ratio_min = r.getRatioMin();
+    t.ratio_max = r.getRatioMax();
+    t.flip_probability = r.getFlipProbability();
+    t.exif_orientation = r.getExifOrientation();
     const auto samples = r.getSamples();
     if (samples.size() > max_samples) {
       throw RemoteError(

@@ -56,6 +56,10 @@ struct DecodeTaskFields {
   std::uint8_t kind = 0, layout = 0;
   std::uint32_t side = 0, clip_frames = 0;
   std::uint64_t seed = 0, epoch = 0;
+  std::uint8_t transform = 0;  // values unchecked here (launch/remote_ops.cc checks them)
+  std::uint32_t resize = 0;
+  double scale_min = 0, scale_max = 0, ratio_min = 0, ratio_max = 0, flip_probability = 0;
+  bool exif_orientation = false;
   struct Sample {
     std::uint64_t id = 0;
     std::string path;

@@ -1,6 +1,7 @@
 #include "media/detail/ffmpeg/scale.h"
 
 #include <string>
+#include <utility>
 
 extern "C" {
 #include <libavutil/frame.h>
@@ -195,6 +196,23 @@ void Scaler::scale(const Picture& src, const Geometry& g, PixelFormat format, st
     throw MediaError(
         ErrorCode::bad_data, std::string(input),
         "scaler wrote " + std::to_string(rows) + " of " + std::to_string(g.out_h) + " rows");
+  }
+  if (g.flip) {
+    const int planes = format == PixelFormat::yuv420p ? 3 : 1;
+    const int bpp = format == PixelFormat::rgb24 || format == PixelFormat::bgr24 ? 3 : 1;
+    for (int i = 0; i < planes; ++i) {
+      const int w = i == 0 ? g.out_w : g.out_w / 2, h = i == 0 ? g.out_h : g.out_h / 2;
+      mirror_rows(out[i], w, h, bpp);
+    }
+  }
+}
+
+void mirror_rows(std::uint8_t* rows, int width, int height, int bpp) {
+  for (int y = 0; y < height; ++y) {
+    std::uint8_t* row = rows + static_cast<std::size_t>(y) * width * bpp;
+    for (int a = 0, b = width - 1; a < b; ++a, --b) {
+      for (int k = 0; k < bpp; ++k) std::swap(row[a * bpp + k], row[b * bpp + k]);
+    }
   }
 }
 

@@ -52,6 +52,9 @@ class Scaler {
   Key key_{};
 };
 
+// Mirrors `height` packed rows of `width` pixels of `bpp` bytes left to right.
+void mirror_rows(std::uint8_t* rows, int width, int height, int bpp);
+
 // This thread's Scaler.
 Scaler& thread_scaler();
 

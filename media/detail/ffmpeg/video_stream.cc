@@ -83,6 +83,7 @@ const std::vector<std::int64_t>& FrameWriter::prepare(AVFrame* frame) {
     shape = image_shape(options_.format, geometry_.out_w, geometry_.out_h);
   } else {
     if (!graph_) {
+      check_filter_geometry(options_, name_);
       graph_.emplace(FilterGraph::video(options_.filter_desc, frame, {1, 1},
                                         av_pixel_format(options_.format), name_));
       filtered_ = make_frame();

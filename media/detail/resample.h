@@ -1,0 +1,52 @@
+#pragma once
+// PIL's antialiased bilinear resampling (Image.resize(..., BILINEAR)), computed for an
+// exact, possibly fractional source window and for any sub-range of the output: the
+// engine behind media/transform.h.
+//
+// EXACTNESS. The taps are PIL's (Pillow's Resample.c, precompute_coeffs and
+// normalize_coeffs_8bpc): a triangle filter whose support is max(1, scale) input
+// pixels, scale = window / output size; output pixel i is centred at
+// window_start + (i + 0.5) * scale; taps are clipped to [in_lo, in_hi) and
+// renormalised; weights are rounded to 22 fractional bits. The horizontal pass runs
+// first, rounding to uint8, then the vertical pass, as PIL does. On the same decoded
+// pixels the result is therefore PIL's, bit for bit, up to float rounding in the
+// weights (a level at most, rarely).
+//
+// Thread safety: plain functions; scratch memory is per thread.
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace brigade::media::detail {
+
+/// One axis of a resample, in the coordinates of the input as given to resample_rgb().
+/// The output axis has `out_total` pixels over the window [window0, window1); only
+/// pixels [out_first, out_first + out_count) are produced. Taps never reach outside
+/// [in_lo, in_hi): that is where the (virtual) image being resized ends, which for a
+/// crop-then-resize is the crop and for a resize-then-crop the whole picture.
+struct AxisPlan {
+  int in_lo = 0, in_hi = 0;
+  double window0 = 0, window1 = 0;
+  int out_total = 0, out_first = 0, out_count = 0;
+};
+
+/// The fixed-point taps of one axis: output pixel i reads input pixels
+/// [first[i], first[i] + count[i]) with weights weights[i * width ...].
+struct Taps {
+  std::vector<int> first, count;
+  std::vector<std::int32_t> weights;
+  int width = 0;   // taps per output pixel (the largest count)
+  int lo() const;  // the first input pixel any output reads
+  int hi() const;  // one past the last
+};
+Taps make_taps(const AxisPlan& plan);
+
+/// Resamples RGB24 input whose pixel (x, y) is at src + (y - src_y0) * stride +
+/// (x - src_x0) * 3, covering at least [tx.lo(), tx.hi()) x [ty.lo(), ty.hi()), into a
+/// contiguous out_count_x x out_count_y RGB24 image at dst; `flip` mirrors it
+/// horizontally (as a flip after the resize would).
+void resample_rgb(const std::uint8_t* src, std::ptrdiff_t stride, int src_x0, int src_y0,
+                  const Taps& tx, const Taps& ty, bool flip, std::uint8_t* dst);
+
+}  // namespace brigade::media::detail
