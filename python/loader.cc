@@ -45,11 +45,6 @@ launch::RunConfig read_settings(const LoaderSettings& s, std::vector<std::string
         "non_blocking=True) instead of setting device",
         c.device));
   }
-  if (c.normalize != "none") {
-    throw ConfigError(
-        "normalize: needs device, which brigade.Loader does not take; normalize the batch "
-        "with torch on the GPU");
-  }
   if (c.json) ignored.push_back("json");
   if (!c.progress) ignored.push_back("progress");
   if (!c.ids_out.empty()) ignored.push_back("ids_out");
@@ -102,21 +97,21 @@ struct Loader::Pending {
   launch::JobCounts counts;
 };
 
-Loader::Loader(const LoaderSettings& settings, py::object converter, py::object transform,
-               int transform_threads)
-    : converter_(std::move(converter)), transform_(std::move(transform)) {
-  if (!transform_.is_none() && !PyCallable_Check(transform_.ptr()))
-    throw ConfigError("transform: expected a callable");
-  if (transform_threads < 1 || transform_threads > launch::kMaxConcurrency) {
-    throw ConfigError(fmt::format("transform_threads: expected 1 to {}, got {}",
-                                  launch::kMaxConcurrency, transform_threads));
+Loader::Loader(const LoaderSettings& settings, py::object converter, py::object stage,
+               int stage_threads)
+    : converter_(std::move(converter)), stage_(std::move(stage)) {
+  if (!stage_.is_none() && !PyCallable_Check(stage_.ptr()))
+    throw ConfigError("python_stage: expected a callable");
+  if (stage_threads < 1 || stage_threads > launch::kMaxConcurrency) {
+    throw ConfigError(fmt::format("python_stage_threads: expected 1 to {}, got {}",
+                                  launch::kMaxConcurrency, stage_threads));
   }
   py::gil_scoped_release release;
   config_ = read_settings(settings, ignored_);
   auto dataset = read_dataset(config_);
   sampler_ = make_sampler(config_, dataset);
   job_ = std::make_unique<launch::Job>(config_, std::move(dataset));
-  if (!transform_.is_none()) pool_ = std::make_unique<TransformPool>(transform_threads);
+  if (!stage_.is_none()) pool_ = std::make_unique<StagePool>(stage_threads);
 }
 
 Loader::~Loader() {
@@ -183,7 +178,7 @@ py::object Loader::to_python(launch::JobBatch batch) {
   return out;
 }
 
-void Loader::fill_transform() {
+void Loader::fill_stage() {
   while (!epoch_ended_ && pending_.size() < static_cast<std::size_t>(pool_->threads())) {
     if (pending_.empty()) {  // everything returned so far is handed out
       handed_out_state_ = job_->state();
@@ -197,7 +192,7 @@ void Loader::fill_transform() {
     auto promise = std::make_shared<std::promise<py::object>>();
     pending_.push_back({promise->get_future(), job_->state(), job_->counts()});
     // Every Python object the task holds dies inside its GIL scope (declared after it).
-    pool_->submit([promise, fn = transform_, arg = to_python(std::move(*batch))]() mutable {
+    pool_->submit([promise, fn = stage_, arg = to_python(std::move(*batch))]() mutable {
       py::gil_scoped_acquire gil;
       auto done = std::move(promise);
       py::object f = std::move(fn), a = std::move(arg);
@@ -216,7 +211,7 @@ py::object Loader::next() {
     if (!batch) return py::none();
     return to_python(std::move(*batch));
   }
-  fill_transform();
+  fill_stage();
   if (pending_.empty()) {
     handed_out_state_.reset();  // the epoch is over: the job's state is exact again
     return py::none();
@@ -229,7 +224,7 @@ py::object Loader::next() {
   }
   handed_out_state_ = std::move(p.state);
   handed_out_counts_ = p.counts;
-  return p.result.get();  // the transform's exception, if it raised
+  return p.result.get();  // the Python stage's exception, if it raised
 }
 
 void Loader::drop_pending() {
@@ -263,7 +258,7 @@ launch::JobCounts Loader::counts() const {
 std::vector<std::byte> Loader::checkpoint_bytes() {
   auto bytes = job_->checkpoint_bytes();
   if (!handed_out_state_) return bytes;
-  // Batches are in the transform: the job's state counts them, the handed-out one not.
+  // Batches are in the Python stage: the job's state counts them, the handed-out one not.
   const auto decoded = transport::decode_checkpoint_file(bytes, "state_dict");
   auto state = *handed_out_state_;
   state.generation = decoded.generation();
@@ -339,7 +334,7 @@ std::string Loader::write_checkpoint() {
     throw ConfigError("checkpoint_dir: not set; write_checkpoint() needs it");
   if (handed_out_state_) {
     throw std::logic_error(
-        "write_checkpoint: batches are in the transform; use state_dict(), which covers "
+        "write_checkpoint: batches are in the Python stage; use state_dict(), which covers "
         "exactly the batches handed out");
   }
   py::gil_scoped_release release;

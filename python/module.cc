@@ -220,14 +220,14 @@ through DLPack without a copy (torch.from_dlpack, numpy.from_dlpack).)")
       .def(py::init([](const std::string& config_file, const std::string& keywords_toml,
                        const std::string& keywords_name,
                        const std::vector<std::pair<std::string, std::string>>& env,
-                       py::object converter, py::object transform, int transform_threads) {
+                       py::object converter, py::object stage, int stage_threads) {
              return std::make_unique<python::Loader>(
                  python::LoaderSettings{config_file, keywords_toml, keywords_name, env},
-                 std::move(converter), std::move(transform), transform_threads);
+                 std::move(converter), std::move(stage), stage_threads);
            }),
            py::arg("config_file"), py::arg("keywords_toml"), py::arg("keywords_name"),
-           py::arg("environment"), py::arg("converter"), py::arg("transform"),
-           py::arg("transform_threads"))
+           py::arg("environment"), py::arg("converter"), py::arg("python_stage"),
+           py::arg("python_stage_threads"))
       .def("begin", &python::Loader::begin)
       .def("next",
            [](python::Loader& l) { return translating(&l.dataset(), [&] { return l.next(); }); })

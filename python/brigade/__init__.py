@@ -99,16 +99,19 @@ class Loader:
         output: ``"torch"`` (default: torch tensors), ``"numpy"`` (arrays) or
             ``"dlpack"`` (brigade.Tensor objects, for any DLPack consumer). All share the
             C++ buffer.
-        transform: a Python callable applied to each batch dict, whose result is what
-            iteration yields. The slow path: it runs on ``transform_threads`` C++
-            threads that take the GIL only to call it, so it helps only where the
-            callable releases the GIL (torch, NumPy, I/O). Results keep batch order.
-        transform_threads: threads calling ``transform`` (1 to 1024).
+        python_stage: a Python callable applied to each batch dict, whose result is
+            what iteration yields (named so as not to clash with the ``transform`` key,
+            the C++ image transform). The slow path: it runs on
+            ``python_stage_threads`` C++ threads that take the GIL only to call it, so
+            it helps only where the callable releases the GIL (torch, NumPy, I/O).
+            Results keep batch order.
+        python_stage_threads: threads calling ``python_stage`` (1 to 1024).
         environment: the launch environment read for rank and world size (default:
             ``os.environ``): torchrun's RANK/WORLD_SIZE, else Slurm's.
         **keys: settings named as the TOML keys (data, list, kind, batch_size, epochs,
             seed, shuffle, order, threads, rank, world_size, max_failures, layout,
-            checkpoint_dir, keep_checkpoints, launch_id, resume_from, stages={"read":
+            transform ("eval", "train", "none"), size, resize, scale, ratio,
+            flip_probability, normalize, normalize_mean, normalize_std, checkpoint_dir, keep_checkpoints, launch_id, resume_from, stages={"read":
             {"concurrency": N}, "decode": {...}}, remote={"workers": [...], ...}); they
             override the config file's. None means "not given".
 
@@ -125,8 +128,8 @@ class Loader:
 
     def __init__(self, config: Optional[Union[str, os.PathLike]] = None, *,
                  output: str = "torch",
-                 transform: Optional[Callable[[Dict[str, Any]], Any]] = None,
-                 transform_threads: int = 1,
+                 python_stage: Optional[Callable[[Dict[str, Any]], Any]] = None,
+                 python_stage_threads: int = 1,
                  environment: Optional[Mapping[str, str]] = None,
                  **keys: Any) -> None:
         env = os.environ if environment is None else environment
@@ -134,7 +137,7 @@ class Loader:
         self._impl = _brigade.Loader(
             os.fspath(config) if config is not None else "", _keywords_toml(keys),
             "brigade.Loader", [(str(k), str(v)) for k, v in env.items()],
-            _converter(output), transform, int(transform_threads))
+            _converter(output), python_stage, int(python_stage_threads))
         for key in self._impl.ignored_keys:
             warnings.warn(f"brigade.Loader: {key} is a `brigade run` setting and is ignored",
                           stacklevel=2)

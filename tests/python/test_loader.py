@@ -189,3 +189,16 @@ def test_the_gil_is_free_while_the_loader_waits(tmp_path):
         pytest.skip(f"the batch came in {end - start:.3f} s: too fast to tell")
     # Held across the wait, the GIL would let the ticker run a few times at most.
     assert len(during) >= (end - start) / 0.01, (len(during), end - start)
+
+
+def test_image_transform_and_normalize_keys(images):
+    train = make_loader(images, batch_size=8, transform="train", size=96, scale=[0.5, 1.0])
+    batch = next(iter(train))
+    assert tuple(batch["data"].shape) == (8, 96, 96, 3) and batch["data"].dtype == torch.uint8
+    norm = make_loader(images, batch_size=8, normalize="imagenet", layout="nchw", size=64)
+    batch = next(iter(norm))
+    assert batch["data"].dtype == torch.float32 and tuple(batch["data"].shape) == (8, 3, 64, 64)
+    assert -3 < float(batch["data"].min()) < float(batch["data"].max()) < 3
+    with pytest.raises(brigade.ConfigError) as e:
+        make_loader(images, transform="sharpen")
+    assert e.value.key == "transform"

@@ -1,21 +1,21 @@
-#include "python/transform_pool.h"
+#include "python/stage_pool.h"
 
 #include <stdexcept>
 
 namespace brigade::python {
 
-TransformPool::TransformPool(int threads) {
-  if (threads < 1) throw std::invalid_argument("transform_threads must be at least 1");
+StagePool::StagePool(int threads) {
+  if (threads < 1) throw std::invalid_argument("stage_threads must be at least 1");
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this](std::stop_token s) { work(s); });
 }
 
-TransformPool::~TransformPool() {
+StagePool::~StagePool() {
   for (auto& t : threads_) t.request_stop();
   ready_.notify_all();
   threads_.clear();  // joins; work() finishes the queue before it returns
 }
 
-void TransformPool::submit(std::function<void()> task) {
+void StagePool::submit(std::function<void()> task) {
   {
     std::lock_guard lock(mutex_);
     tasks_.push_back(std::move(task));
@@ -23,7 +23,7 @@ void TransformPool::submit(std::function<void()> task) {
   ready_.notify_one();
 }
 
-void TransformPool::work(std::stop_token stop) {
+void StagePool::work(std::stop_token stop) {
   for (;;) {
     std::function<void()> task;
     {

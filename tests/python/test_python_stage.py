@@ -29,8 +29,8 @@ def test_several_threads_call_the_transform_and_order_is_kept(images):
         return out
 
     plain = epoch_ids(make_loader(images, batch_size=4, seed=2))
-    loader = make_loader(images, batch_size=4, seed=2, transform=transform,
-                         transform_threads=4)
+    loader = make_loader(images, batch_size=4, seed=2, python_stage=transform,
+                         python_stage_threads=4)
     got = list(loader)
     assert [int(i) for b in got for i in b["ids"]] == plain
     assert all(set(b) == {"ids", "mean"} and b["mean"] > 0 for b in got)
@@ -40,8 +40,8 @@ def test_several_threads_call_the_transform_and_order_is_kept(images):
 
 def test_state_dict_covers_only_handed_out_batches_of_a_transform(images):
     full = epoch_ids(make_loader(images, batch_size=4, seed=2))
-    loader = make_loader(images, batch_size=4, seed=2, transform=lambda b: b,
-                         transform_threads=3)
+    loader = make_loader(images, batch_size=4, seed=2, python_stage=lambda b: b,
+                         python_stage_threads=3)
     it = iter(loader)
     seen = [int(i) for _ in range(2) for i in next(it)["ids"]]
     state = loader.state_dict()  # three more batches are in the transform
@@ -56,17 +56,17 @@ def test_an_exception_in_the_transform_reaches_the_loop(images):
             raise ValueError("no sample 0, please")
         return batch
 
-    loader = make_loader(images, batch_size=4, seed=2, transform=transform, transform_threads=2)
+    loader = make_loader(images, batch_size=4, seed=2, python_stage=transform, python_stage_threads=2)
     with pytest.raises(ValueError, match="no sample 0"):
         list(loader)
-    with pytest.raises(Exception, match="transform: expected a callable"):
-        make_loader(images, transform=3)
+    with pytest.raises(Exception, match="python_stage: expected a callable"):
+        make_loader(images, python_stage=3)
 
 
 def test_stop_drops_the_batches_in_the_transform_and_iteration_continues(images):
     full = epoch_ids(make_loader(images, batch_size=4, seed=2))
-    loader = make_loader(images, batch_size=4, seed=2, transform=lambda b: b,
-                         transform_threads=3)
+    loader = make_loader(images, batch_size=4, seed=2, python_stage=lambda b: b,
+                         python_stage_threads=3)
     seen = []
     for batch in loader:
         seen.extend(int(i) for i in batch["ids"])

@@ -1,6 +1,6 @@
 #pragma once
 
-// The threads that run a Loader's Python transform (see TRANSFORM in python/loader.h).
+// The threads that run a Loader's Python stage (see PYTHON STAGE in python/loader.h).
 //
 // CONTRACT. submit() queues a task; each of `threads` threads takes tasks in order and
 // runs them. A task takes the GIL itself, only around the Python call, so the threads
@@ -20,12 +20,12 @@
 
 namespace brigade::python {
 
-class TransformPool {
+class StagePool {
  public:
-  explicit TransformPool(int threads);
-  ~TransformPool();
-  TransformPool(const TransformPool&) = delete;
-  TransformPool& operator=(const TransformPool&) = delete;
+  explicit StagePool(int threads);
+  ~StagePool();
+  StagePool(const StagePool&) = delete;
+  StagePool& operator=(const StagePool&) = delete;
 
   void submit(std::function<void()> task);
   int threads() const { return static_cast<int>(threads_.size()); }
