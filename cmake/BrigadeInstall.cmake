@@ -16,13 +16,16 @@
 # DEPENDENCIES. The libraries are static, so a program linking them links their
 # dependencies too: BrigadeConfig.cmake finds them (find_dependency: Threads, CapnProto,
 # spdlog, ZLIB, OpenSSL, CUDAToolkit when built with CUDA; pkg-config: FFmpeg,
-# libturbojpeg; CAF by hand, as cmake/BrigadeDependencies.cmake does, since CAF 0.17
+# libturbojpeg, libjpeg; CAF by hand, as cmake/BrigadeDependencies.cmake does, since CAF 0.17
 # ships no CMake package) for the link only; brigade.pc lists them in Requires (their
 # .pc files) and Libs (CAF, CUDA's static runtime): plain, not .private, because the
 # dependencies are shared libraries and `pkg-config --static` would ask for FFmpeg's
 # own static dependencies, which Debian does not install. Only the modules' own targets are exported; the build's warning and
 # sanitizer interface targets are exported empty of meaning for users (Brigade::warnings
 # carries no usage requirement, it is LINK_ONLY).
+#
+# A link dependency added to a module must be added to BrigadeConfig.cmake.in and
+# brigade.pc.in too: CTest package.install_and_consume fails until it is.
 #
 # Installed only from a full build (every module) without sanitizers.
 include(GNUInstallDirs)
