@@ -27,7 +27,10 @@ endif()
 function(brigade_add_module name)
   cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
   add_library(brigade_${name} ${ARG_SOURCES})
-  target_include_directories(brigade_${name} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+  # Installed: the headers under include/brigade (cmake/BrigadeInstall.cmake).
+  target_include_directories(brigade_${name} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+    $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}> $<INSTALL_INTERFACE:include/brigade>)
+  set_target_properties(brigade_${name} PROPERTIES EXPORT_NAME ${name})
   target_link_libraries(brigade_${name} PUBLIC ${ARG_PUBLIC_DEPS} brigade_sanitize
     PRIVATE ${ARG_PRIVATE_DEPS} brigade_warnings)
 endfunction()

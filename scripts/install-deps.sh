@@ -13,6 +13,9 @@ pkgs=(
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libfuse3-dev fuse3
   openssl iproute2  # the TLS test makes certificates; the netns test makes hosts
+  # The Python front end (python/) and its tests: Debian's Python 3.11, torch 1.13.
+  python3-dev pybind11-dev python3-numpy python3-pytest python3-torch python3-setuptools
+  python3-pip
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,0 +1,344 @@
+#include "python/loader.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include "launch/demo_dataset.h"
+#include "python/tensor_export.h"
+#include "transport/checkpoint.h"
+
+namespace brigade::python {
+namespace {
+
+namespace py = pybind11;
+using launch::ConfigError;
+
+launch::RunConfig read_settings(const LoaderSettings& s, std::vector<std::string>& ignored) {
+  launch::RunConfig c;
+  if (!s.config_file.empty()) launch::apply_toml_file(c, s.config_file);
+  if (!s.keywords_toml.empty()) {
+    try {
+      launch::apply_toml(c, s.keywords_toml, s.keywords_name);
+    } catch (const ConfigError& e) {
+      // "brigade.Loader:3: batch_size: …": the line of a generated document means nothing
+      // to the caller, the key does.
+      std::string message = e.what();
+      const auto prefix = s.keywords_name + ":";
+      if (message.starts_with(prefix)) {
+        auto end = message.find(": ", prefix.size());
+        if (end != std::string::npos) message = s.keywords_name + message.substr(end);
+      }
+      throw ConfigError(message);
+    }
+  }
+  std::map<std::string, std::string> env(s.environment.begin(), s.environment.end());
+  launch::resolve(c, [&env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+  if (!c.device.empty()) {
+    throw ConfigError(fmt::format(
+        "device: brigade.Loader hands out host batches; move them with tensor.to(\"{}\", "
+        "non_blocking=True) instead of setting device",
+        c.device));
+  }
+  if (c.json) ignored.push_back("json");
+  if (!c.progress) ignored.push_back("progress");
+  if (!c.ids_out.empty()) ignored.push_back("ids_out");
+  if (!c.digests_out.empty()) ignored.push_back("digests_out");
+  if (c.stop_after_batches >= 0) ignored.push_back("stop_after_batches");
+  return c;
+}
+
+launch::Dataset read_dataset(const launch::RunConfig& c) {
+  if (!c.list.empty()) return launch::read_list(c.list);
+  if (!c.data.empty()) return launch::list_folder(c.data, c.kind);
+  const auto demo = launch::ensure_demo_dataset(launch::default_demo_dir());
+  return launch::list_folder(
+      (demo / (c.kind == launch::MediaKind::video ? "videos" : "images")).string(), c.kind);
+}
+
+// The job's sampler, built as launch/job.cc builds it, for the epochs' sizes.
+std::unique_ptr<actors::DistributedSampler> make_sampler(const launch::RunConfig& c,
+                                                         const launch::Dataset& d) {
+  const auto hash = actors::hash_sample_identities(d.identities);
+  if (c.shuffle) {
+    return std::make_unique<actors::DistributedRandomSampler>(
+        d.files.size(),
+        actors::RandomOptions{
+            .rank = *c.rank, .world_size = *c.world_size, .seed = c.seed, .identity_hash = hash});
+  }
+  return std::make_unique<actors::DistributedDeterministicSampler>(
+      d.files.size(), actors::DeterministicOptions{
+                          .rank = *c.rank, .world_size = *c.world_size, .identity_hash = hash});
+}
+
+// A vector of ids as an int64 tensor that owns it.
+media::Tensor id_tensor(const std::vector<std::uint64_t>& ids) {
+  auto owned = std::make_shared<std::vector<std::int64_t>>(ids.begin(), ids.end());
+  void* data = owned->data();
+  return media::Tensor(media::DType::int64, {static_cast<std::int64_t>(owned->size())},
+                       std::shared_ptr<void>(owned, data), data);
+}
+
+transport::CheckpointError bad_set(const std::string& reason) {
+  return transport::CheckpointError(transport::CheckpointErrorKind::mismatched, "state_dict",
+                                    reason);
+}
+
+}  // namespace
+
+struct Loader::Pending {
+  std::future<py::object> result;
+  actors::SamplerState state;  // the job's state once this batch is handed out
+  launch::JobCounts counts;
+};
+
+Loader::Loader(const LoaderSettings& settings, py::object converter, py::object stage,
+               int stage_threads)
+    : converter_(std::move(converter)), stage_(std::move(stage)) {
+  if (!stage_.is_none() && !PyCallable_Check(stage_.ptr()))
+    throw ConfigError("python_stage: expected a callable");
+  if (stage_threads < 1 || stage_threads > launch::kMaxConcurrency) {
+    throw ConfigError(fmt::format("python_stage_threads: expected 1 to {}, got {}",
+                                  launch::kMaxConcurrency, stage_threads));
+  }
+  py::gil_scoped_release release;
+  config_ = read_settings(settings, ignored_);
+  auto dataset = read_dataset(config_);
+  sampler_ = make_sampler(config_, dataset);
+  job_ = std::make_unique<launch::Job>(config_, std::move(dataset));
+  if (!stage_.is_none()) pool_ = std::make_unique<StagePool>(stage_threads);
+}
+
+Loader::~Loader() {
+  drop_pending();
+  py::gil_scoped_release release;
+  pool_.reset();
+  job_.reset();
+}
+
+void Loader::set_epoch(std::uint64_t epoch) {
+  if (job_->in_epoch()) {
+    throw std::logic_error(
+        "set_epoch: an epoch is in progress; finish iterating it or call stop() first");
+  }
+  requested_epoch_ = epoch;
+}
+
+std::uint64_t Loader::epoch() const {
+  if (requested_epoch_) return *requested_epoch_;
+  if (job_->in_epoch()) return job_->state().epoch;
+  return job_->next_epoch();
+}
+
+bool Loader::begin() {
+  if (job_->in_epoch()) return true;
+  if (!requested_epoch_ && job_->finished()) return false;
+  stop_requested_ = false;  // a stop() between epochs stops nothing
+  const auto e = requested_epoch_;
+  requested_epoch_.reset();
+  epoch_ended_ = false;
+  handed_out_state_.reset();
+  py::gil_scoped_release release;
+  job_->begin_epoch(e);
+  return true;
+}
+
+std::optional<launch::JobBatch> Loader::next_job_batch() {
+  for (;;) {
+    if (stop_requested_.exchange(false)) {
+      rewind();
+      return std::nullopt;
+    }
+    launch::JobNext r;
+    {
+      py::gil_scoped_release release;
+      r = job_->next(std::chrono::milliseconds(100));
+    }
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // Ctrl-C while waiting
+    if (r.status == launch::JobStatus::timeout) continue;
+    if (r.status == launch::JobStatus::epoch_end) return std::nullopt;
+    return std::move(*r.batch);
+  }
+}
+
+py::object Loader::to_python(launch::JobBatch batch) {
+  auto convert = [this](media::Tensor t) -> py::object {
+    py::object exported = py::cast(ExportedTensor(std::move(t)));
+    return converter_.is_none() ? exported : converter_(exported);
+  };
+  py::dict out;
+  out["data"] = convert(std::move(batch.data));
+  out["ids"] = convert(id_tensor(batch.ids));
+  if (!batch.failed.empty()) out["failed"] = convert(id_tensor(batch.failed));
+  return out;
+}
+
+void Loader::fill_stage() {
+  while (!epoch_ended_ && pending_.size() < static_cast<std::size_t>(pool_->threads())) {
+    if (pending_.empty()) {  // everything returned so far is handed out
+      handed_out_state_ = job_->state();
+      handed_out_counts_ = job_->counts();
+    }
+    auto batch = next_job_batch();
+    if (!batch) {
+      epoch_ended_ = true;
+      break;
+    }
+    auto promise = std::make_shared<std::promise<py::object>>();
+    pending_.push_back({promise->get_future(), job_->state(), job_->counts()});
+    // Every Python object the task holds dies inside its GIL scope (declared after it).
+    pool_->submit([promise, fn = stage_, arg = to_python(std::move(*batch))]() mutable {
+      py::gil_scoped_acquire gil;
+      auto done = std::move(promise);
+      py::object f = std::move(fn), a = std::move(arg);
+      try {
+        done->set_value(f(a));
+      } catch (...) {
+        done->set_exception(std::current_exception());
+      }
+    });
+  }
+}
+
+py::object Loader::next() {
+  if (!pool_) {
+    auto batch = next_job_batch();
+    if (!batch) return py::none();
+    return to_python(std::move(*batch));
+  }
+  fill_stage();
+  if (pending_.empty()) {
+    handed_out_state_.reset();  // the epoch is over: the job's state is exact again
+    return py::none();
+  }
+  Pending p = std::move(pending_.front());
+  pending_.pop_front();
+  {
+    py::gil_scoped_release release;
+    p.result.wait();
+  }
+  handed_out_state_ = std::move(p.state);
+  handed_out_counts_ = p.counts;
+  return p.result.get();  // the Python stage's exception, if it raised
+}
+
+void Loader::drop_pending() {
+  for (auto& p : pending_) {
+    py::gil_scoped_release release;
+    p.result.wait();
+  }
+  pending_.clear();
+}
+
+void Loader::stop() { stop_requested_ = true; }
+
+void Loader::rewind() {
+  // The job's state is exact only before its pipeline stops (`brigade run` saves first,
+  // too): a job resumed from it continues the epoch where the handing out stopped.
+  const auto state = checkpoint_bytes();
+  restore({state});
+  epoch_ended_ = true;  // this iteration is over; the next one continues the epoch
+}
+
+std::uint64_t Loader::batches_in_epoch() const {
+  const auto samples = sampler_->size_of(epoch());
+  const auto n = static_cast<std::uint64_t>(*config_.batch_size);
+  return (samples + n - 1) / n;
+}
+
+launch::JobCounts Loader::counts() const {
+  return handed_out_state_ ? handed_out_counts_ : job_->counts();
+}
+
+std::vector<std::byte> Loader::checkpoint_bytes() {
+  auto bytes = job_->checkpoint_bytes();
+  if (!handed_out_state_) return bytes;
+  // Batches are in the Python stage: the job's state counts them, the handed-out one not.
+  const auto decoded = transport::decode_checkpoint_file(bytes, "state_dict");
+  auto state = *handed_out_state_;
+  state.generation = decoded.generation();
+  return transport::encode_checkpoint(state, {.job = decoded.job, .run = decoded.run});
+}
+
+void Loader::restore(const std::vector<std::vector<std::byte>>& files) {
+  if (files.empty()) throw bad_set("no rank state given");
+  std::vector<actors::SamplerState> states;
+  std::vector<transport::DecodedCheckpoint> decoded;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    decoded.push_back(
+        transport::decode_checkpoint_file(files[i], fmt::format("state_dict (rank state {})", i)));
+    if (!decoded.back().sampler) throw bad_set("a weighted mix's checkpoint, not a Loader's");
+    states.push_back(*decoded.back().sampler);
+  }
+  const auto& first = decoded.front();
+  const std::uint32_t saved_w = first.world_size(), rank = *config_.rank, w = *config_.world_size;
+  for (const auto& d : decoded) {
+    if (d.world_size() != saved_w || d.generation() != first.generation() || d.job != first.job) {
+      throw bad_set(fmt::format(
+          "the rank states are not of one save: rank {} of {} (generation {}, job {:016x}) "
+          "and rank {} of {} (generation {}, job {:016x})",
+          first.rank(), saved_w, first.generation(), first.job, d.rank(), d.world_size(),
+          d.generation(), d.job));
+    }
+  }
+  transport::LoadedCheckpoint loaded{.generation = first.generation(),
+                                     .saved_world_size = saved_w,
+                                     .job = first.job,
+                                     .run = first.run};
+  if (saved_w == w) {
+    auto own = std::find_if(states.begin(), states.end(),
+                            [rank](const auto& s) { return s.rank == rank; });
+    if (own == states.end()) {
+      throw bad_set(
+          fmt::format("no state of rank {} among the {} given (this loader is rank {} of {})", rank,
+                      states.size(), rank, w));
+    }
+    loaded.state = *own;
+  } else {
+    std::vector<bool> seen(saved_w);
+    for (const auto& s : states) seen[s.rank] = true;
+    if (states.size() != saved_w || std::find(seen.begin(), seen.end(), false) != seen.end()) {
+      throw transport::CheckpointError(
+          transport::CheckpointErrorKind::incomplete, "state_dict",
+          fmt::format("saved at world size {}, resumed at {}: an elastic resume needs the state "
+                      "of every rank 0 … {} (got {}); gather them (torch.distributed."
+                      "all_gather_object) and pass the list",
+                      saved_w, w, saved_w - 1, states.size()));
+    }
+    try {
+      loaded.state = actors::repartition(states, rank, w);
+    } catch (const actors::SamplerStateError& e) {
+      throw bad_set(e.what());
+    }
+  }
+  drop_pending();
+  auto config = config_;
+  py::gil_scoped_release release;
+  job_->stop();
+  // The new job first: if the state conflicts with the settings, the old one stays.
+  auto fresh = std::make_unique<launch::Job>(config, job_->dataset(),
+                                             launch::JobOptions{.resume = std::move(loaded)});
+  job_ = std::move(fresh);
+  requested_epoch_.reset();
+  epoch_ended_ = false;
+  handed_out_state_.reset();
+}
+
+std::string Loader::write_checkpoint() {
+  if (config_.checkpoint_dir.empty())
+    throw ConfigError("checkpoint_dir: not set; write_checkpoint() needs it");
+  if (handed_out_state_) {
+    throw std::logic_error(
+        "write_checkpoint: batches are in the Python stage; use state_dict(), which covers "
+        "exactly the batches handed out");
+  }
+  py::gil_scoped_release release;
+  return job_->write_checkpoint().string();
+}
+
+}  // namespace brigade::python

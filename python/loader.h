@@ -1,0 +1,137 @@
+#pragma once
+
+// The C++ side of brigade.Loader (python/brigade/__init__.py wraps it): a launch::Job
+// driven from Python, its batches exported through DLPack without a copy.
+//
+// SETTINGS. The TOML keys of launch/config.h, nothing else: a config file, then the
+// keyword arguments (serialized by the wrapper as one more TOML document, so names,
+// checks and messages are the config file's), then resolve() with the given
+// environment (torchrun's RANK/WORLD_SIZE, Slurm's, as `brigade run`). Keys that only
+// shape `brigade run`'s output (json, progress, ids_out, digests_out,
+// stop_after_batches) are accepted and ignored, so that one file serves both:
+// ignored_keys() lists those set. `device` is refused (ConfigError): the Python front
+// end hands out host batches (move them with tensor.to(device)); `normalize` without a
+// device gives float32 batches, normalized in the decode stage (launch/config.h).
+//
+// BATCHES. next() returns one batch of the epoch as a dict: the job's pooled uint8
+// (float32 with normalize) tensor, its ids and, when samples of the batch failed, their ids. Each
+// is a view holding the C++ buffer: the buffer goes back to the job's pool when the last holder
+// (the ExportedTensor, or the DLPack capsule a consumer took from it, and the torch or numpy array
+// made from that) is gone. Nothing is copied.
+//
+// EPOCHS. begin() starts the epoch set_epoch() asked for, else the job's next one
+// (Job::next_epoch); it does nothing while an epoch is in progress, so an iteration
+// that was left continues where it stopped. After the job's last epoch (epochs), a
+// begin() without set_epoch starts nothing and next() reports the end.
+//
+// PYTHON STAGE (the slow path; "transform" is the C++ image transform's key). With a
+// Python callable, each batch (as the converter
+// made it) goes through it on one of `stage_threads` C++ threads, which take the
+// GIL only to call it; results are handed out in batch order. Up to stage_threads
+// batches are in flight; the checkpoint still covers exactly the batches handed out
+// (the job's state is recorded as each batch enters the Python stage).
+//
+// CHECKPOINTS. checkpoint_bytes() is a checkpoint file's bytes (transport/checkpoint.h)
+// for the batches handed out. restore() rebuilds the job from one rank's file of the
+// same world size (exact resume) or from every rank's files of one save (elastic
+// resume at any world size: actors::repartition). Both between epochs or mid-epoch;
+// an epoch in progress is stopped first.
+//
+// THREADING. One Python thread drives a Loader (the wrapper's iterator); every method
+// is called with the GIL held and releases it while C++ works or waits. stop() may
+// be called from any thread.
+
+#include <pybind11/pybind11.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actors/sampler.h"
+#include "launch/job.h"
+#include "python/stage_pool.h"
+
+namespace brigade::python {
+
+/// What the settings are built from (see SETTINGS).
+struct LoaderSettings {
+  std::string config_file{};    // a TOML file, or empty
+  std::string keywords_toml{};  // the keyword arguments as a TOML document
+  std::string keywords_name{};  // how errors name that document ("brigade.Loader")
+  std::vector<std::pair<std::string, std::string>> environment{};  // launch variables
+};
+
+class Loader {
+ public:
+  /// Reads the settings and the dataset and builds the job. Throws launch::ConfigError.
+  /// `converter(ExportedTensor) -> object` makes what batches hold (None: the
+  /// ExportedTensor itself); `stage(batch) -> object` (None: none), see PYTHON STAGE.
+  Loader(const LoaderSettings& settings, pybind11::object converter, pybind11::object stage,
+         int stage_threads);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  const launch::RunConfig& config() const { return job_->config(); }
+  const std::vector<std::string>& ignored_keys() const { return ignored_; }
+  const launch::Dataset& dataset() const { return job_->dataset(); }
+
+  void set_epoch(std::uint64_t epoch);
+  /// The epoch the next begin() starts (or the one in progress).
+  std::uint64_t epoch() const;
+  /// Starts an epoch unless one is in progress (see EPOCHS). Returns whether an epoch
+  /// is in progress afterwards.
+  bool begin();
+  /// The next batch (a dict, or the Python stage's result), or None at the epoch's end.
+  /// Throws actors::PipelineFailure once the failure budget is exceeded; rethrows what
+  /// the Python stage raised.
+  pybind11::object next();
+  /// Ends the iteration in progress (any thread, no GIL needed): the driving thread's
+  /// next() sees it within 100 ms (or at its next call), stops the job's pipeline and
+  /// reports the end; batches in the Python stage are dropped. The job is then rebuilt
+  /// from its state, so the next begin() continues the same epoch where it stopped.
+  void stop();
+
+  /// Batches the next (or current) epoch holds for this rank, at most (see __len__).
+  std::uint64_t batches_in_epoch() const;
+
+  std::vector<std::byte> checkpoint_bytes();
+  /// Rebuilds the job from checkpoint files (see CHECKPOINTS). Throws
+  /// transport::CheckpointError, launch::ConfigError.
+  void restore(const std::vector<std::vector<std::byte>>& files);
+
+  launch::JobCounts counts() const;
+  actors::PipelineStats stats() const { return job_->stats(); }
+
+  /// Writes state into checkpoint_dir (Job::write_checkpoint), as `brigade run` does.
+  std::string write_checkpoint();
+
+ private:
+  struct Pending;  // a batch in the Python stage (see PYTHON STAGE)
+  pybind11::object to_python(launch::JobBatch batch);
+  std::optional<launch::JobBatch> next_job_batch();
+  void fill_stage();
+  void drop_pending();
+  void rewind();
+
+  launch::RunConfig config_{};
+  std::vector<std::string> ignored_{};
+  std::unique_ptr<launch::Job> job_;
+  std::unique_ptr<actors::DistributedSampler> sampler_;  // for batches_in_epoch()
+  pybind11::object converter_, stage_;
+  std::unique_ptr<StagePool> pool_;
+  std::deque<Pending> pending_;
+  std::optional<actors::SamplerState> handed_out_state_;  // with batches in the Python stage
+  launch::JobCounts handed_out_counts_{};
+  std::atomic<bool> stop_requested_{false};
+  bool epoch_ended_ = false;  // the job's epoch ended; pending_ may still hold batches
+  std::optional<std::uint64_t> requested_epoch_{};
+};
+
+}  // namespace brigade::python

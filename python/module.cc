@@ -1,0 +1,258 @@
+// The extension module brigade._brigade (python/brigade/__init__.py is its face):
+// Loader, Tensor, the error translation and the synthetic-media writer.
+
+#include <fmt/format.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <filesystem>
+#include <regex>
+
+#include "actors/errors.h"
+#include "launch/config.h"
+#include "media/synthetic.h"
+#include "python/loader.h"
+#include "python/tensor_export.h"
+#include "transport/checkpoint.h"
+
+namespace py = pybind11;
+using namespace brigade;
+
+namespace {
+
+// Raises brigade.errors.<name>(*args) as the current Python exception.
+[[noreturn]] void raise(const char* name, const py::tuple& args) {
+  py::object type = py::module_::import("brigade.errors").attr(name);
+  py::object error = type(*args);
+  PyErr_SetObject(type.ptr(), error.ptr());
+  throw py::error_already_set();
+}
+
+// The key a ConfigError names: "where: unknown key 'k'", "where: k: expected …",
+// "rank 2 (from …) must be …", "data DIR: …".
+std::string config_key(const std::string& message) {
+  static const std::regex unknown(R"(unknown key '([^']+)')");
+  static const std::regex named(R"((?:^|: )([a-z_]+(?:\.[a-z_]+)*): )");
+  static const std::regex launch(R"(^(rank|world_size|data|list) )");
+  std::smatch m;
+  if (std::regex_search(message, m, unknown)) return m[1];
+  if (std::regex_search(message, m, launch)) return m[1];
+  std::string last;
+  for (auto it = std::sregex_iterator(message.begin(), message.end(), named);
+       it != std::sregex_iterator(); ++it) {
+    last = (*it)[1];
+    break;
+  }
+  return last;
+}
+
+// A stage's failure record as a dict; a sample's message ("sample ID (PATH): cause")
+// gives its id and path, checked against the dataset.
+py::dict cause(const actors::FailureRecord& r, const launch::Dataset& dataset) {
+  py::dict d;
+  d["stage"] = r.stage;
+  d["message"] = r.message;
+  d["code"] = r.code ? py::object(py::str(r.code.message())) : py::object(py::none());
+  d["id"] = py::none();
+  d["path"] = py::none();
+  d["cause"] = r.message;
+  static const std::regex sample(R"(^sample (\d+) \()");
+  std::smatch m;
+  if (std::regex_search(r.message, m, sample)) {
+    const auto id = std::stoull(m[1]);
+    if (id < dataset.files.size()) {
+      const auto prefix = fmt::format("sample {} ({}): ", id, dataset.files[id]);
+      if (r.message.starts_with(prefix)) {
+        d["id"] = id;
+        d["path"] = dataset.files[id];
+        d["cause"] = r.message.substr(prefix.size());
+      }
+    }
+  }
+  return d;
+}
+
+// A failure budget exceeded: DecodeError naming the last failed sample, or
+// PipelineError when no failure names one.
+[[noreturn]] void raise_failure(const actors::PipelineFailure& e, const launch::Dataset& dataset) {
+  py::list causes;
+  py::object last_sample = py::none();
+  for (const auto& r : e.recent()) {
+    auto d = cause(r, dataset);
+    if (!d["id"].is_none()) last_sample = d;
+    causes.append(d);
+  }
+  if (last_sample.is_none()) raise("PipelineError", py::make_tuple(e.what(), causes));
+  raise("DecodeError", py::make_tuple(e.what(), causes, last_sample["id"], last_sample["path"],
+                                      last_sample["cause"]));
+}
+
+template <typename F>
+auto translating(launch::Dataset const* dataset, F&& f) {
+  try {
+    return f();
+  } catch (const actors::PipelineFailure& e) {
+    raise_failure(e, *dataset);
+  }
+}
+
+py::dict to_dict(const actors::StageStats& s) {
+  py::dict d;
+  d["name"] = s.name;
+  d["kind"] = s.kind;
+  d["concurrency"] = s.concurrency;
+  d["capacity"] = s.capacity;
+  d["tasks"] = s.tasks;
+  d["failures"] = s.failures;
+  d["filtered"] = s.filtered;
+  d["retries"] = s.retries;
+  d["outputs"] = s.outputs;
+  d["mean_ms"] = s.mean_ms;
+  d["p50_ms"] = s.p50_ms;
+  d["p90_ms"] = s.p90_ms;
+  d["p99_ms"] = s.p99_ms;
+  d["starved_s"] = s.starved_s;
+  d["backpressured_s"] = s.backpressured_s;
+  d["occupancy"] = s.occupancy;
+  d["items_per_s"] = s.items_per_s;
+  d["elapsed_s"] = s.elapsed_s;
+  return d;
+}
+
+py::dict stats_dict(python::Loader& loader) {
+  const auto st = loader.stats();
+  const auto counts = loader.counts();
+  py::dict d;
+  py::list stages;
+  for (const auto& s : st.stages) stages.append(to_dict(s));
+  d["stages"] = stages;
+  py::dict sink;
+  sink["buffer_size"] = st.sink.buffer_size;
+  sink["delivered"] = st.sink.delivered;
+  sink["requests"] = st.sink.requests;
+  sink["ready"] = st.sink.ready;
+  sink["data_readiness"] = st.sink.data_readiness;
+  sink["consumer_wait_s"] = st.sink.consumer_wait_s;
+  d["sink"] = sink;
+  d["source_items"] = st.source_items;
+  d["failures"] = st.failures;
+  d["elapsed_s"] = st.elapsed_s;
+  py::list recent;
+  for (const auto& r : st.recent_failures) recent.append(cause(r, loader.dataset()));
+  d["recent_failures"] = recent;
+  py::dict c;
+  c["samples"] = counts.samples;
+  c["batches"] = counts.batches;
+  c["failed"] = counts.failed;
+  c["filtered"] = counts.filtered;
+  d["counts"] = c;
+  return d;
+}
+
+std::vector<std::byte> as_bytes(const py::bytes& b) {
+  const std::string_view v = b;
+  const auto* p = reinterpret_cast<const std::byte*>(v.data());
+  return {p, p + v.size()};
+}
+
+py::bytes to_bytes(const std::vector<std::byte>& v) {
+  return py::bytes(reinterpret_cast<const char*>(v.data()), v.size());
+}
+
+std::vector<std::string> write_synthetic_images(const std::string& folder, int count, int width,
+                                                int height, std::uint64_t seed,
+                                                const std::string& codec) {
+  media::ImageCodec c;
+  std::string ext;
+  if (codec == "jpeg") {
+    c = media::ImageCodec::jpeg, ext = ".jpg";
+  } else if (codec == "png") {
+    c = media::ImageCodec::png, ext = ".png";
+  } else {
+    throw py::value_error(fmt::format("codec: expected 'jpeg' or 'png', got '{}'", codec));
+  }
+  if (count < 0 || width < 1 || height < 1)
+    throw py::value_error("count must be >= 0, width and height >= 1");
+  std::filesystem::create_directories(folder);
+  std::vector<std::string> paths;
+  for (int i = 0; i < count; ++i) {
+    auto path = (std::filesystem::path(folder) / fmt::format("img-{:05}{}", i, ext)).string();
+    media::write_file(path,
+                      media::make_image(c, width, height, seed + static_cast<std::uint64_t>(i)));
+    paths.push_back(std::move(path));
+  }
+  return paths;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_brigade, m) {
+  m.doc() = "Brigade's C++ loader (use the brigade package, not this module)";
+
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const launch::ConfigError& e) {
+      raise("ConfigError", py::make_tuple(e.what(), config_key(e.what())));
+    } catch (const transport::CheckpointError& e) {
+      raise("CheckpointError",
+            py::make_tuple(e.what(), transport::to_string(e.kind()), e.file().string()));
+    } catch (const actors::PipelineFailure& e) {
+      raise("PipelineError", py::make_tuple(e.what(), py::list()));
+    }
+  });
+
+  py::class_<python::ExportedTensor>(m, "Tensor", R"(A batch tensor in C++ memory, exported
+through DLPack without a copy (torch.from_dlpack, numpy.from_dlpack).)")
+      .def("__dlpack__", &python::ExportedTensor::dlpack, py::arg("stream") = py::none())
+      .def("__dlpack_device__", &python::ExportedTensor::dlpack_device)
+      .def_property_readonly("data_ptr", &python::ExportedTensor::data_ptr,
+                             "address of the first element (the C++ buffer's)")
+      .def_property_readonly("buffer_ptr", &python::ExportedTensor::buffer_ptr,
+                             "address of the pooled buffer the tensor lives in")
+      .def_property_readonly("shape",
+                             [](const python::ExportedTensor& t) { return t.tensor().shape(); })
+      .def_property_readonly("dtype", [](const python::ExportedTensor& t) {
+        return std::string(media::dtype_name(t.tensor().dtype()));
+      });
+
+  py::class_<python::Loader>(m, "Loader")
+      .def(py::init([](const std::string& config_file, const std::string& keywords_toml,
+                       const std::string& keywords_name,
+                       const std::vector<std::pair<std::string, std::string>>& env,
+                       py::object converter, py::object stage, int stage_threads) {
+             return std::make_unique<python::Loader>(
+                 python::LoaderSettings{config_file, keywords_toml, keywords_name, env},
+                 std::move(converter), std::move(stage), stage_threads);
+           }),
+           py::arg("config_file"), py::arg("keywords_toml"), py::arg("keywords_name"),
+           py::arg("environment"), py::arg("converter"), py::arg("python_stage"),
+           py::arg("python_stage_threads"))
+      .def("begin", &python::Loader::begin)
+      .def("next",
+           [](python::Loader& l) { return translating(&l.dataset(), [&] { return l.next(); }); })
+      .def("stop", &python::Loader::stop)
+      .def("set_epoch", &python::Loader::set_epoch)
+      .def_property_readonly("epoch", &python::Loader::epoch)
+      .def("batches_in_epoch", &python::Loader::batches_in_epoch)
+      .def("checkpoint_bytes", [](python::Loader& l) { return to_bytes(l.checkpoint_bytes()); })
+      .def("restore",
+           [](python::Loader& l, const std::vector<py::bytes>& files) {
+             std::vector<std::vector<std::byte>> raw;
+             for (const auto& f : files) raw.push_back(as_bytes(f));
+             l.restore(raw);
+           })
+      .def("write_checkpoint", &python::Loader::write_checkpoint)
+      .def("stats", &stats_dict)
+      .def_property_readonly("ignored_keys", &python::Loader::ignored_keys)
+      .def_property_readonly("rank", [](const python::Loader& l) { return *l.config().rank; })
+      .def_property_readonly("world_size",
+                             [](const python::Loader& l) { return *l.config().world_size; })
+      .def_property_readonly("batch_size",
+                             [](const python::Loader& l) { return *l.config().batch_size; })
+      .def_property_readonly("files", [](const python::Loader& l) { return l.dataset().files; });
+
+  m.def("write_synthetic_images", &write_synthetic_images, py::arg("folder"), py::arg("count"),
+        py::arg("width") = 64, py::arg("height") = 48, py::arg("seed") = 0,
+        py::arg("codec") = "jpeg", py::call_guard<py::gil_scoped_release>());
+}

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The installed C++ package (cmake/BrigadeInstall.cmake), end to end:
+#   1. `cmake --install` the build into a fresh prefix;
+#   2. no third-party header (FFmpeg, CAF, Cap'n Proto, spdlog, CUDA) is installed, and
+#      every installed header compiles alone with only the prefix's include folder;
+#   3. the consumer project (tests/package/consumer) configures with find_package(Brigade)
+#      from the prefix, builds and runs;
+#   4. the same program builds with `pkg-config --cflags --libs brigade` and runs.
+# Usage: package_test.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+build=$1 src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
+cmake --install "$build" --prefix "$prefix" >/dev/null
+
+third_party=$(find "$prefix/include" -path '*caf*' -o -path '*capnp*' -o -path '*kj/*' \
+  -o -name 'libav*' -o -path '*spdlog*' -o -name 'cuda*' -o -name 'nccl*' | head -5)
+if [ -n "$third_party" ]; then
+  echo "package_test: third-party headers installed: $third_party" >&2
+  exit 1
+fi
+headers=$(cd "$prefix/include/brigade" && find . -name '*.h' | sort)
+for h in $headers; do
+  # Compiles with only the prefix's include folder (a header missing from the package
+  # fails here); -H lists what it pulls in, and none of it may be a dependency's.
+  echo "#include \"${h#./}\"" > "$work/one.cc"
+  if ! g++ -std=c++20 -fsyntax-only -H -I"$prefix/include/brigade" "$work/one.cc" \
+    2>"$work/includes"; then
+    echo "package_test: $h does not compile alone against the package:" >&2
+    grep -v '^\.' "$work/includes" | head -5 >&2
+    exit 1
+  fi
+  foreign=$(grep -E '^\.+ ' "$work/includes" |
+    grep -E '/(caf|capnp|kj|libav[a-z]*|libsw[a-z]*|spdlog|fmt|openssl|toml\+\+)/|cuda|nccl|turbojpeg' || true)
+  if [ -n "$foreign" ]; then
+    echo "package_test: $h includes a dependency's headers:" >&2
+    echo "$foreign" | head -5 >&2
+    exit 1
+  fi
+done
+echo "package_test: $(echo "$headers" | wc -l) headers, each self-contained"
+
+cmake -S "$src/tests/package/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$work/consumer" >/dev/null
+[ "$("$work/consumer/consumer")" = ok ]
+echo "package_test: find_package(Brigade) consumer: ok"
+
+flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs brigade)
+g++ -O1 "$src/tests/package/consumer/main.cc" -o "$work/consumer-pc" $flags
+[ "$("$work/consumer-pc")" = ok ]
+echo "package_test: pkg-config consumer: ok"
