@@ -145,6 +145,17 @@ int exif_orientation(std::span<const std::uint8_t> app1) {
 JpegDecoder::JpegDecoder(std::span<const std::uint8_t> bytes, std::string_view input)
     : state_(std::make_unique<State>()), input_(input) {
   state_->bytes = bytes;
+  // A constructor that throws runs no destructor: release what libjpeg holds here.
+  try {
+    read_header();
+  } catch (...) {
+    if (state_->created) jpeg_destroy_decompress(&state_->cinfo);
+    throw;
+  }
+}
+
+void JpegDecoder::read_header() {
+  const std::span<const std::uint8_t> bytes = state_->bytes;
   if (!call(*state_, Step::header)) fail("while reading the JPEG header");
   const jpeg_decompress_struct& c = state_->cinfo;
   info_.width = static_cast<int>(c.image_width);

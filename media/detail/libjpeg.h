@@ -73,6 +73,7 @@ class JpegDecoder {
   std::string input_;
   JpegInfo info_;
   JpegDecodeFigures figures_;
+  void read_header();  // the constructor's work (it cleans up if this throws)
   [[noreturn]] void fail(const char* doing);
 };
 
