@@ -21,10 +21,6 @@
 #include "transport/device_pool.h"
 
 namespace brigade::launch {
-namespace {
-
-namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 std::unique_ptr<actors::DistributedSampler> make_sampler(const RunConfig& c, const Dataset& d) {
   const auto hash = actors::hash_sample_identities(d.identities);
@@ -38,6 +34,11 @@ std::unique_ptr<actors::DistributedSampler> make_sampler(const RunConfig& c, con
       d.files.size(), actors::DeterministicOptions{
                           .rank = *c.rank, .world_size = *c.world_size, .identity_hash = hash});
 }
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
 
 // Reports to the engine the failures decode_batch found beyond those already reported
 // upstream (samples that entered failed), and lists every failed id in the batch.

@@ -99,6 +99,12 @@ Dataset list_folder(const std::string& dir, MediaKind kind);
 /// Throws ConfigError if it cannot be read or has no entry.
 Dataset read_list(const std::string& list_file);
 
+/// The job's sampler for `config` (resolved) over `dataset`: random with the seed when
+/// shuffling, else deterministic; rank and world size from the config; the dataset's
+/// identities fingerprint it (checkpoints).
+std::unique_ptr<actors::DistributedSampler> make_sampler(const RunConfig& config,
+                                                         const Dataset& dataset);
+
 /// A delivered batch.
 struct JobBatch {
   std::uint64_t epoch = 0;

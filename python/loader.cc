@@ -61,21 +61,6 @@ launch::Dataset read_dataset(const launch::RunConfig& c) {
       (demo / (c.kind == launch::MediaKind::video ? "videos" : "images")).string(), c.kind);
 }
 
-// The job's sampler, built as launch/job.cc builds it, for the epochs' sizes.
-std::unique_ptr<actors::DistributedSampler> make_sampler(const launch::RunConfig& c,
-                                                         const launch::Dataset& d) {
-  const auto hash = actors::hash_sample_identities(d.identities);
-  if (c.shuffle) {
-    return std::make_unique<actors::DistributedRandomSampler>(
-        d.files.size(),
-        actors::RandomOptions{
-            .rank = *c.rank, .world_size = *c.world_size, .seed = c.seed, .identity_hash = hash});
-  }
-  return std::make_unique<actors::DistributedDeterministicSampler>(
-      d.files.size(), actors::DeterministicOptions{
-                          .rank = *c.rank, .world_size = *c.world_size, .identity_hash = hash});
-}
-
 // A vector of ids as an int64 tensor that owns it.
 media::Tensor id_tensor(const std::vector<std::uint64_t>& ids) {
   auto owned = std::make_shared<std::vector<std::int64_t>>(ids.begin(), ids.end());
@@ -109,7 +94,7 @@ Loader::Loader(const LoaderSettings& settings, py::object converter, py::object 
   py::gil_scoped_release release;
   config_ = read_settings(settings, ignored_);
   auto dataset = read_dataset(config_);
-  sampler_ = make_sampler(config_, dataset);
+  sampler_ = launch::make_sampler(config_, dataset);
   job_ = std::make_unique<launch::Job>(config_, std::move(dataset));
   if (!stage_.is_none()) pool_ = std::make_unique<StagePool>(stage_threads);
 }
