@@ -4,6 +4,7 @@ DataLoader (0, 1, 2 workers), and vs `brigade run`, on the same files, in one ru
 
     /usr/bin/python3 bench/python_loop.py [--data DIR] [--module build/python]
                                           [--brigade build/launch/brigade]
+                                          [--epochs N] [--repeat N] [--workers 0,1,2]
 
 Every loader hands out uint8 NCHW batches of 32 (shorter side 256, center crop 224),
 shuffled, and the loop does the same small step on each batch (it reads a strided
@@ -16,9 +17,11 @@ PSS of the tree sampled every 100 ms, time to the first batch), one JSON line pe
 loader on stdout and a table on stderr; the Python loop's row adds
 `loop_cpu_ms_per_sample`, its process's CPU from the start of the loop to its end
 (without the interpreter's and torch's imports, ~2 s of CPU), to set against `brigade
-run`'s whole-process figure. `ratio_rate_vs_brigade_run` is the Python
-loop's rate over `brigade run`'s (the binding's cost; target >= 0.95); both run
---repeat times, alternating, and each row is its median run.
+run`'s whole-process figure (`ratio_loop_cpu_vs_brigade_run`). `ratio_rate_vs_brigade_run`
+is the Python loop's rate over `brigade run`'s (the binding's cost; target >= 0.95); both
+run --repeat times, alternating, and each row is its median run;
+`ratio_rate_vs_brigade_run_paired_median` is the median of each loop's rate over the
+`brigade run` just before it.
 """
 import argparse
 import json
@@ -46,8 +49,8 @@ def child(args):
         sys.path.insert(0, args.module)
         import brigade
         loader = brigade.Loader(list=args.list_file, batch_size=32, layout="nchw", seed=0,
-                                threads=args.threads, environment={})
-        batches = (b["data"] for b in loader)
+                                threads=args.threads, epochs=args.epochs, environment={})
+        batches = (b["data"] for _ in range(args.epochs) for b in loader)
     else:
         from PIL import Image
         from torch.utils.data import DataLoader, Dataset
@@ -62,8 +65,10 @@ def child(args):
             def __getitem__(self, i):
                 with Image.open(files[i]) as im:
                     return tf(im.convert("RGB"))
-        batches = DataLoader(Images(), batch_size=32, shuffle=True, num_workers=args.workers,
-                             generator=torch.Generator().manual_seed(0))
+        data_loader = DataLoader(Images(), batch_size=32, shuffle=True, num_workers=args.workers,
+                                 persistent_workers=args.workers > 0,
+                                 generator=torch.Generator().manual_seed(0))
+        batches = (b for _ in range(args.epochs) for b in data_loader)
     import resource
     before = resource.getrusage(resource.RUSAGE_SELF)  # after the imports (torch: ~2 s of CPU)
     first = last = None
@@ -100,6 +105,8 @@ def main():
     ap.add_argument("--brigade", default="build/launch/brigade")
     ap.add_argument("--workers", default="0,1,2", help="DataLoader num_workers to measure")
     ap.add_argument("--threads", type=int, default=2, help="Brigade's CPU threads")
+    ap.add_argument("--epochs", type=int, default=1,
+                    help="epochs over the files for every loader (longer runs: steadier rates)")
     ap.add_argument("--repeat", type=int, default=3,
                     help="runs of `brigade run` and of the Python loop, alternating; each row "
                          "is the run with the median rate (a shared machine is noisy)")
@@ -125,10 +132,11 @@ def main():
     with open(list_file, "w") as f:
         f.write("\n".join(files) + "\n")
     me = [PYTHON, os.path.abspath(__file__), "--child", "--list-file", list_file, "--t0", "{t0}",
-          "--module", os.path.abspath(args.module), "--threads", str(args.threads)]
+          "--module", os.path.abspath(args.module), "--threads", str(args.threads),
+          "--epochs", str(args.epochs)]
     try:
         cli = [args.brigade, "run", "--list", list_file, "--json", "--no-progress", "--layout",
-               "nchw", "--threads", str(args.threads)]
+               "nchw", "--threads", str(args.threads), "--epochs", str(args.epochs)]
         runs, loops = [], []
         loop_out = list_file + ".loop-cpu"
         for _ in range(max(1, args.repeat)):
@@ -149,6 +157,11 @@ def main():
         os.unlink(list_file)
     run, py = rows[0], rows[1]
     py["ratio_rate_vs_brigade_run"] = py["samples_per_s"] / run["samples_per_s"]
+    # Each Python loop against the `brigade run` just before it (the machine's state
+    # moves between runs more than between neighbours), and CPU after the imports.
+    pairs = sorted(p / r for p, r in zip(py["rates_of_runs"], run["rates_of_runs"]))
+    py["ratio_rate_vs_brigade_run_paired_median"] = pairs[len(pairs) // 2]
+    py["ratio_loop_cpu_vs_brigade_run"] = py["loop_cpu_ms_per_sample"] / run["cpu_ms_per_sample"]
     torch_rows = rows[2:]
     if torch_rows:
         best = max(torch_rows, key=lambda r: r["samples_per_s"])
@@ -165,7 +178,9 @@ def main():
               f"{r['peak_pss_mb']:>13.1f}{r['time_to_first_batch_s']:>15.3f}", file=sys.stderr)
     print(f"brigade.Loader vs brigade run: rate {py['ratio_rate_vs_brigade_run']:.3f}x (target "
           f">= 0.95); the loop's CPU after the imports {py['loop_cpu_ms_per_sample']:.2f} ms "
-          f"per sample vs brigade run's {run['cpu_ms_per_sample']:.2f}", file=sys.stderr)
+          f"per sample vs brigade run's {run['cpu_ms_per_sample']:.2f} "
+          f"({py['ratio_loop_cpu_vs_brigade_run']:.3f}x); paired runs' median rate ratio "
+          f"{py['ratio_rate_vs_brigade_run_paired_median']:.3f}x", file=sys.stderr)
     if torch_rows:
         print(f"brigade.Loader vs best DataLoader ({py['best_dataloader']}): rate "
               f"{py['ratio_rate_vs_best_dataloader']:.2f}x, CPU/sample "

@@ -531,8 +531,8 @@ std::string expected(const Key& key) {
 }
 
 [[noreturn]] void bad_value(std::string_view where, const Key& key, std::string_view got) {
-  throw ConfigError(
-      fmt::format("{}: {}: expected {}, got {}", where, key.name, expected(key), got));
+  throw ConfigError(fmt::format("{}: {}: expected {}, got {}", where, key.name, expected(key), got),
+                    std::string(key.name));
 }
 
 std::optional<std::int64_t> parse_int(std::string_view text) {
@@ -580,7 +580,7 @@ transport::Endpoint endpoint_of(std::string_view text, std::string_view where, c
   try {
     return transport::parse_endpoint(text, fmt::format("{}: {}", where, key.name));
   } catch (const transport::EndpointError& e) {
-    throw ConfigError(e.what());
+    throw ConfigError(e.what(), std::string(key.name));
   }
 }
 
@@ -640,10 +640,10 @@ Value check(const Key& key, Value value, std::string_view where, const std::stri
         bad_value(where, key, got);
       }
       if (spec.kind == transport::DeviceKind::cuda && !transport::built_with_cuda()) {
-        throw ConfigError(
-            fmt::format("{}: {}: {}: this build has no CUDA (rebuild where CMake "
-                        "finds the CUDA toolkit)",
-                        where, key.name, got));
+        throw ConfigError(fmt::format("{}: {}: {}: this build has no CUDA (rebuild where CMake "
+                                      "finds the CUDA toolkit)",
+                                      where, key.name, got),
+                          std::string(key.name));
       }
       return value;
     }
@@ -776,7 +776,8 @@ void apply_table(RunConfig& config, const toml::table& table, const std::string&
     if (!spec) {
       throw ConfigError(
           is_table(key) ? fmt::format("{}: {}: expected a table, got {}", where, key, show(node))
-                        : fmt::format("{}: unknown key '{}'", where, key));
+                        : fmt::format("{}: unknown key '{}'", where, key),
+          key);
     }
     Value value = toml_value(node, where, *spec);
     value = check(*spec, std::move(value), where, show(node));
@@ -801,8 +802,10 @@ actors::FailureBudget parse_failure_budget(std::string_view text, std::string_vi
       ec == std::errc() && end == number.data() + number.size() && value >= 0 &&
       (rate ? value <= 100 : value == static_cast<double>(static_cast<std::int64_t>(value)));
   if (!ok) {
-    throw ConfigError(fmt::format(
-        "{}: max_failures: expected a count N or a rate \"N%\" (0-100), got '{}'", where, text));
+    throw ConfigError(
+        fmt::format("{}: max_failures: expected a count N or a rate \"N%\" (0-100), got '{}'",
+                    where, text),
+        "max_failures");
   }
   if (rate) return actors::FailureBudget::rate(value / 100.0, 100);
   return actors::FailureBudget(static_cast<std::int64_t>(value));
@@ -918,11 +921,13 @@ class Env {
   const Getenv& getenv_;
 };
 
-std::uint32_t env_count(const char* name, std::string_view text, std::int64_t low) {
+std::uint32_t env_count(const char* name, std::string_view text, std::int64_t low,
+                        std::string_view key) {
   auto v = parse_int(text);
   if (!v || *v < low || *v > std::numeric_limits<std::int32_t>::max()) {
     throw ConfigError(fmt::format("{}={}: expected {} integer", name, text,
-                                  low ? "a positive" : "a non-negative"));
+                                  low ? "a positive" : "a non-negative"),
+                      std::string(key));
   }
   return static_cast<std::uint32_t>(*v);
 }
@@ -953,19 +958,20 @@ const LauncherVars& find_launcher(const Env& env) {
 // Under torchrun, one half of a pair without the other while Slurm's other half is set:
 // taking Slurm's would count srun's tasks (torchrun launchers), not trainers.
 void refuse_mixed_halves(const Env& env, const char* have, const char* missing, const char* slurms,
-                         std::string_view fix) {
+                         std::string_view fix, const char* key) {
   const char* given = env(have);
   const char* theirs = env(slurms);
   if (!given || env(missing) || !theirs) return;
   throw ConfigError(fmt::format("{}={} (torchrun) without {}; {}={} is Slurm's: set {}", have,
-                                given, missing, slurms, theirs, fix));
+                                given, missing, slurms, theirs, fix),
+                    key);
 }
 
 void read_count(std::optional<std::uint32_t>& field, std::string& origin, const Env& env,
-                const char* name, std::int64_t low) {
+                const char* name, std::int64_t low, std::string_view key) {
   if (field || !*name) return;
   if (const char* text = env(name)) {
-    field = env_count(name, text, low);
+    field = env_count(name, text, low, key);
     origin = name;
   }
 }
@@ -994,7 +1000,7 @@ std::optional<std::uint32_t> tasks_on_this_node(const Env& env, std::string_view
     begin = end + 1;
   }
   if (const char* id = env("SLURM_NODEID")) {
-    std::uint64_t node = env_count("SLURM_NODEID", id, 0);
+    std::uint64_t node = env_count("SLURM_NODEID", id, 0, "");
     for (auto [tasks, nodes] : runs) {
       if (node < nodes) return tasks;
       node -= nodes;
@@ -1008,8 +1014,9 @@ std::optional<std::uint32_t> tasks_on_this_node(const Env& env, std::string_view
 
 void resolve_local(RunConfig& config, const Env& env, const LauncherVars& launcher) {
   std::string rank_origin, size_origin;
-  read_count(config.local_rank, rank_origin, env, launcher.local_rank, 0);
-  read_count(config.local_world_size, size_origin, env, launcher.local_world_size, 1);
+  // Not keys: the launch environment alone gives the local counts.
+  read_count(config.local_rank, rank_origin, env, launcher.local_rank, 0, "");
+  read_count(config.local_world_size, size_origin, env, launcher.local_world_size, 1, "");
   const char* per_node = env(kSlurmTasksPerNode);
   if (&launcher == &kSlurm && !config.local_world_size && per_node) {
     config.local_world_size = tasks_on_this_node(env, per_node);
@@ -1058,29 +1065,32 @@ void refuse_mixed_launchers(const RunConfig& config, const Env& env) {
       env(kSlurm.local_world_size) ? kSlurm.local_world_size : kSlurmTasksPerNode;
   if (!config.world_size) {
     refuse_mixed_halves(env, kTorchrun.rank, kTorchrun.world_size, kSlurm.world_size,
-                        "WORLD_SIZE or --world-size");
+                        "WORLD_SIZE or --world-size", "world_size");
   }
   if (!config.rank) {
-    refuse_mixed_halves(env, kTorchrun.world_size, kTorchrun.rank, kSlurm.rank, "RANK or --rank");
+    refuse_mixed_halves(env, kTorchrun.world_size, kTorchrun.rank, kSlurm.rank, "RANK or --rank",
+                        "rank");
   }
   refuse_mixed_halves(env, kTorchrun.local_rank, kTorchrun.local_world_size, slurm_size,
-                      kTorchrun.local_world_size);
+                      kTorchrun.local_world_size, "");
   refuse_mixed_halves(env, kTorchrun.local_world_size, kTorchrun.local_rank, kSlurm.local_rank,
-                      kTorchrun.local_rank);
+                      kTorchrun.local_rank, "");
 }
 
 void resolve_launch(RunConfig& config, const Env& env) {
   const LauncherVars& launcher = find_launcher(env);
   config.launcher = launcher.name;
   if (&launcher == &kTorchrun) refuse_mixed_launchers(config, env);
-  read_count(config.rank, config.rank_origin, env, launcher.rank, 0);
-  read_count(config.world_size, config.world_size_origin, env, launcher.world_size, 1);
+  read_count(config.rank, config.rank_origin, env, launcher.rank, 0, "rank");
+  read_count(config.world_size, config.world_size_origin, env, launcher.world_size, 1,
+             "world_size");
   if (!config.rank) config.rank = 0;
   if (!config.world_size) config.world_size = 1;
   if (*config.rank >= *config.world_size) {
-    throw ConfigError(fmt::format("rank {} (from {}) must be less than the world size {} (from {})",
-                                  *config.rank, config.rank_origin, *config.world_size,
-                                  config.world_size_origin));
+    throw ConfigError(
+        fmt::format("rank {} (from {}) must be less than the world size {} (from {})", *config.rank,
+                    config.rank_origin, *config.world_size, config.world_size_origin),
+        "rank");
   }
   resolve_local(config, env, launcher);
   resolve_master(config, env, launcher);
@@ -1103,7 +1113,8 @@ class FileDescriptor {
 
 [[noreturn]] void file_error(std::string_view key, const std::string& path) {
   throw ConfigError(
-      fmt::format("{} {}: cannot read: {}", key, path, std::generic_category().message(errno)));
+      fmt::format("{} {}: cannot read: {}", key, path, std::generic_category().message(errno)),
+      fmt::format("remote.{}", key));
 }
 
 // The whole file. `secret`: refused when group or others may read it (ssh's rule).
@@ -1113,7 +1124,8 @@ std::string read_whole(std::string_view key, const std::string& path, bool secre
   if (file.get() < 0 || ::fstat(file.get(), &st) != 0) file_error(key, path);
   if (secret && (st.st_mode & 077) != 0) {
     throw ConfigError(fmt::format("{} {}: permissions {:04o} are too open; chmod 600", key, path,
-                                  st.st_mode & 07777));
+                                  st.st_mode & 07777),
+                      fmt::format("remote.{}", key));
   }
   std::string text;
   char buffer[4096];
@@ -1130,14 +1142,16 @@ std::string job_token(const RunConfig& config, const Env& env) {
   if (config.token_file.empty()) {
     const char* token = env("BRIGADE_TOKEN");
     if (!token) {
-      throw ConfigError("a remote run needs a job token: --token-file FILE or BRIGADE_TOKEN");
+      throw ConfigError("a remote run needs a job token: --token-file FILE or BRIGADE_TOKEN",
+                        "remote.token_file");
     }
     return token;
   }
   std::string token = read_whole("token_file", config.token_file, true);
   token.erase(token.find_last_not_of(" \t\r\n") + 1);
   if (token.empty()) {
-    throw ConfigError(fmt::format("token_file {}: the file is empty", config.token_file));
+    throw ConfigError(fmt::format("token_file {}: the file is empty", config.token_file),
+                      "remote.token_file");
   }
   return token;
 }
@@ -1159,8 +1173,10 @@ void check_tls(const RunConfig& config) {
   }
   if (given == 0) return;
   if (!missing.empty()) {
-    throw ConfigError(fmt::format(
-        "TLS takes tls_cert, tls_key and tls_ca together, or none: {} missing", missing));
+    throw ConfigError(
+        fmt::format("TLS takes tls_cert, tls_key and tls_ca together, or none: {} missing",
+                    missing),
+        "remote.tls_cert");
   }
   for (const auto& f : files) read_whole(f.key, f.path, false);
 }
@@ -1171,12 +1187,14 @@ void resolve_directory(RunConfig& config) {
     throw ConfigError(
         "directory auto: the launch environment names no master: looked for MASTER_ADDR "
         "(torchrun), and under Slurm SLURM_LAUNCH_NODE_IPADDR, then SLURM_JOB_NODELIST; give "
-        "--directory HOST:PORT");
+        "--directory HOST:PORT",
+        "remote.directory");
   }
   const int port = config.master_port + kDirectoryPortOffset;
   if (port > 65535) {
     throw ConfigError(fmt::format("directory auto: port {} (MASTER_PORT {} + {}) is past 65535",
-                                  port, config.master_port, kDirectoryPortOffset));
+                                  port, config.master_port, kDirectoryPortOffset),
+                      "remote.directory");
   }
   config.directory =
       transport::Endpoint{config.master_addr, static_cast<std::uint16_t>(port)}.to_string();
@@ -1185,7 +1203,8 @@ void resolve_directory(RunConfig& config) {
 void resolve_remote(RunConfig& config, const Env& env) {
   if (config.on_no_workers != "local" && config.on_no_workers != "fail") {
     throw ConfigError(
-        fmt::format("on_no_workers: expected local or fail, got '{}'", config.on_no_workers));
+        fmt::format("on_no_workers: expected local or fail, got '{}'", config.on_no_workers),
+        "remote.on_no_workers");
   }
   if (!config.remote()) return;
   resolve_directory(config);
@@ -1265,12 +1284,14 @@ void resolve_transform(RunConfig& config) {
   if (!config.resize) config.resize = static_cast<int>(std::int64_t(config.size) * 256 / 224);
   if (config.transform == "eval" && *config.resize < config.size) {
     throw ConfigError(fmt::format("resize {}: eval's shorter side must be at least size {}",
-                                  *config.resize, config.size));
+                                  *config.resize, config.size),
+                      "resize");
   }
   if (config.kind == MediaKind::video && config.transform == "none") {
     throw ConfigError(
         "transform none: clips (kind video) take eval (evenly spaced frames, center crop) or "
-        "train (frames at clip_stride from a random first frame, a random crop and flip)");
+        "train (frames at clip_stride from a random first frame, a random crop and flip)",
+        "transform");
   }
 }
 
@@ -1280,7 +1301,7 @@ void resolve(RunConfig& config, const Getenv& getenv) {
   const Env env(getenv);
   resolve_launch(config, env);
   if (!config.data.empty() && !config.list.empty()) {
-    throw ConfigError("data and list: give one of them, not both");
+    throw ConfigError("data and list: give one of them, not both", "list");
   }
   if (config.launch_id.empty()) {
     if (const char* id = getenv("TORCHELASTIC_RUN_ID"); id && *id) {
@@ -1297,10 +1318,12 @@ void resolve(RunConfig& config, const Getenv& getenv) {
   if (!config.decode_concurrency) config.decode_concurrency = *config.threads;
   config.failure_budget = parse_failure_budget(config.max_failures, "max_failures");
   if (config.normalize != "none" && config.device.empty() && config.normalize_dtype != "float32") {
-    throw ConfigError(fmt::format(
-        "normalize_dtype {}: without a device, batches are normalized on the CPU as float32; "
-        "{} needs --device",
-        config.normalize_dtype, config.normalize_dtype));
+    throw ConfigError(
+        fmt::format(
+            "normalize_dtype {}: without a device, batches are normalized on the CPU as float32; "
+            "{} needs --device",
+            config.normalize_dtype, config.normalize_dtype),
+        "normalize_dtype");
   }
   resolve_transform(config);
   resolve_remote(config, env);

@@ -94,7 +94,15 @@ inline constexpr int kDirectoryPortOffset = 1;
 /// A usage or configuration error (exit status 2). what() is the full message.
 class ConfigError : public std::invalid_argument {
  public:
-  using std::invalid_argument::invalid_argument;
+  /// `key`: the TOML key the error is about ("batch_size", "stages.decode.concurrency",
+  /// "rank" for a launch variable's count), or empty where none is (an unknown flag, a
+  /// TOML syntax error, a config file that cannot be read).
+  explicit ConfigError(const std::string& message, std::string key = {})
+      : std::invalid_argument(message), key_(std::move(key)) {}
+  const std::string& key() const noexcept { return key_; }
+
+ private:
+  std::string key_;
 };
 
 /// Everything `brigade run` is told. Unset optionals take the documented defaults in

@@ -133,9 +133,9 @@ Dataset list_folder(const std::string& dir, MediaKind kind) {
   Dataset d;
   std::error_code ec;
   fs::recursive_directory_iterator it(dir, ec), end;
-  if (ec) throw ConfigError(fmt::format("data {}: {}", dir, ec.message()));
+  if (ec) throw ConfigError(fmt::format("data {}: {}", dir, ec.message()), "data");
   for (; it != end; it.increment(ec)) {
-    if (ec) throw ConfigError(fmt::format("data {}: {}", dir, ec.message()));
+    if (ec) throw ConfigError(fmt::format("data {}: {}", dir, ec.message()), "data");
     // symlink_status never follows a link, so a dangling link or a loop cannot throw
     // here; what it points to is checked when the sample is read.
     const auto type = it->symlink_status(ec).type();
@@ -150,7 +150,8 @@ Dataset list_folder(const std::string& dir, MediaKind kind) {
   if (d.files.empty()) {
     std::string names;
     for (const auto& e : extensions) names += " " + e;
-    throw ConfigError(fmt::format("data {}: no {} files ({} ) found", dir, to_string(kind), names));
+    throw ConfigError(fmt::format("data {}: no {} files ({} ) found", dir, to_string(kind), names),
+                      "data");
   }
   std::sort(d.files.begin(), d.files.end());
   for (const auto& f : d.files)
@@ -160,7 +161,7 @@ Dataset list_folder(const std::string& dir, MediaKind kind) {
 
 Dataset read_list(const std::string& list_file) {
   std::ifstream in(list_file);
-  if (!in) throw ConfigError(fmt::format("list {}: cannot read the file", list_file));
+  if (!in) throw ConfigError(fmt::format("list {}: cannot read the file", list_file), "list");
   const auto folder = fs::path(list_file).parent_path();
   Dataset d;
   std::string line;
@@ -173,7 +174,8 @@ Dataset read_list(const std::string& list_file) {
     d.files.push_back(p.is_relative() ? (folder / p).string() : entry);
     d.identities.push_back(std::move(entry));
   }
-  if (d.files.empty()) throw ConfigError(fmt::format("list {}: no paths in the file", list_file));
+  if (d.files.empty())
+    throw ConfigError(fmt::format("list {}: no paths in the file", list_file), "list");
   return d;
 }
 
@@ -224,7 +226,7 @@ struct Job::Impl {
     try {
       device = transport::open_device(transport::parse_device(c.device));
     } catch (const transport::DeviceError& e) {
-      throw ConfigError(fmt::format("device {}: {}", c.device, e.what()));
+      throw ConfigError(fmt::format("device {}: {}", c.device, e.what()), "device");
     }
     // Enough pinned buffers for every host batch the pipeline can hold (decode: running
     // and finished, 3 × its concurrency; to_device: 1 + 2 queued) and the copies still
@@ -246,7 +248,7 @@ struct Job::Impl {
       try {
         o.directory = transport::parse_endpoint(c.directory, "directory", true);
       } catch (const transport::EndpointError& e) {
-        throw ConfigError(e.what());
+        throw ConfigError(e.what(), "remote.directory");
       }
     }
     o.host_directory = hosts_directory(c);
@@ -258,7 +260,7 @@ struct Job::Impl {
     try {
       pool = std::make_unique<transport::RemotePool>(std::move(o));
     } catch (const transport::RemoteError& e) {
-      throw ConfigError(fmt::format("remote workers: {}", e.what()));
+      throw ConfigError(fmt::format("remote workers: {}", e.what()), "remote.workers");
     }
   }
 
@@ -274,7 +276,8 @@ struct Job::Impl {
         if (e.kind() == transport::CheckpointErrorKind::conflict) {
           throw ConfigError(
               fmt::format("--resume-from {}: the checkpoint conflicts with this job: {}",
-                          c.resume_from, e.reason()));
+                          c.resume_from, e.reason()),
+              "resume_from");
         }
         throw;
       }
@@ -307,7 +310,8 @@ struct Job::Impl {
     try {
       transport::check_checkpoint_dir(c.checkpoint_dir, run_id, *c.rank, *c.world_size);
     } catch (const transport::CheckpointError& e) {
-      throw ConfigError(fmt::format("checkpoint_dir {}: {}", c.checkpoint_dir, e.reason()));
+      throw ConfigError(fmt::format("checkpoint_dir {}: {}", c.checkpoint_dir, e.reason()),
+                        "checkpoint_dir");
     }
   }
 

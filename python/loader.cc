@@ -31,7 +31,7 @@ launch::RunConfig read_settings(const LoaderSettings& s, std::vector<std::string
         auto end = message.find(": ", prefix.size());
         if (end != std::string::npos) message = s.keywords_name + message.substr(end);
       }
-      throw ConfigError(message);
+      throw ConfigError(message, e.key());
     }
   }
   std::map<std::string, std::string> env(s.environment.begin(), s.environment.end());
@@ -40,10 +40,12 @@ launch::RunConfig read_settings(const LoaderSettings& s, std::vector<std::string
     return it == env.end() ? nullptr : it->second.c_str();
   });
   if (!c.device.empty()) {
-    throw ConfigError(fmt::format(
-        "device: brigade.Loader hands out host batches; move them with tensor.to(\"{}\", "
-        "non_blocking=True) instead of setting device",
-        c.device));
+    throw ConfigError(
+        fmt::format(
+            "device: brigade.Loader hands out host batches; move them with tensor.to(\"{}\", "
+            "non_blocking=True) instead of setting device",
+            c.device),
+        "device");
   }
   if (c.json) ignored.push_back("json");
   if (!c.progress) ignored.push_back("progress");
@@ -86,10 +88,11 @@ Loader::Loader(const LoaderSettings& settings, py::object converter, py::object 
                int stage_threads)
     : converter_(std::move(converter)), stage_(std::move(stage)) {
   if (!stage_.is_none() && !PyCallable_Check(stage_.ptr()))
-    throw ConfigError("python_stage: expected a callable");
+    throw ConfigError("python_stage: expected a callable", "python_stage");
   if (stage_threads < 1 || stage_threads > launch::kMaxConcurrency) {
     throw ConfigError(fmt::format("python_stage_threads: expected 1 to {}, got {}",
-                                  launch::kMaxConcurrency, stage_threads));
+                                  launch::kMaxConcurrency, stage_threads),
+                      "python_stage_threads");
   }
   py::gil_scoped_release release;
   config_ = read_settings(settings, ignored_);
@@ -316,7 +319,7 @@ void Loader::restore(const std::vector<std::vector<std::byte>>& files) {
 
 std::string Loader::write_checkpoint() {
   if (config_.checkpoint_dir.empty())
-    throw ConfigError("checkpoint_dir: not set; write_checkpoint() needs it");
+    throw ConfigError("checkpoint_dir: not set; write_checkpoint() needs it", "checkpoint_dir");
   if (handed_out_state_) {
     throw std::logic_error(
         "write_checkpoint: batches are in the Python stage; use state_dict(), which covers "

@@ -28,24 +28,6 @@ namespace {
   throw py::error_already_set();
 }
 
-// The key a ConfigError names: "where: unknown key 'k'", "where: k: expected …",
-// "rank 2 (from …) must be …", "data DIR: …".
-std::string config_key(const std::string& message) {
-  static const std::regex unknown(R"(unknown key '([^']+)')");
-  static const std::regex named(R"((?:^|: )([a-z_]+(?:\.[a-z_]+)*): )");
-  static const std::regex launch(R"(^(rank|world_size|data|list) )");
-  std::smatch m;
-  if (std::regex_search(message, m, unknown)) return m[1];
-  if (std::regex_search(message, m, launch)) return m[1];
-  std::string last;
-  for (auto it = std::sregex_iterator(message.begin(), message.end(), named);
-       it != std::sregex_iterator(); ++it) {
-    last = (*it)[1];
-    break;
-  }
-  return last;
-}
-
 // A stage's failure record as a dict; a sample's message ("sample ID (PATH): cause")
 // gives its id and path, checked against the dataset.
 py::dict cause(const actors::FailureRecord& r, const launch::Dataset& dataset) {
@@ -193,7 +175,7 @@ PYBIND11_MODULE(_brigade, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const launch::ConfigError& e) {
-      raise("ConfigError", py::make_tuple(e.what(), config_key(e.what())));
+      raise("ConfigError", py::make_tuple(e.what(), e.key()));
     } catch (const transport::CheckpointError& e) {
       raise("CheckpointError",
             py::make_tuple(e.what(), transport::to_string(e.kind()), e.file().string()));

@@ -12,8 +12,9 @@ class BrigadeError(Exception):
 class ConfigError(BrigadeError, ValueError):
     """A bad setting: an unknown key, a bad value, an unreadable data folder or list.
 
-    ``key`` is the setting's TOML key (``"batch_size"``, ``"stages.decode.concurrency"``)
-    when the message names one, else None.
+    ``key`` is the setting's TOML key (``"batch_size"``, ``"stages.decode.concurrency"``,
+    ``"rank"`` for a bad RANK variable) as the C++ side reports it (launch::ConfigError::key),
+    else None: a TOML syntax error, a launch variable that is no key (MASTER_PORT).
     """
 
     def __init__(self, message: str, key: Optional[str] = None) -> None:

@@ -169,6 +169,66 @@ TEST(Config, BadFlagValueNamesFlag) {
       "--max-failures: max_failures: expected a count N or a rate \"N%\" (0-100), got '120%'");
 }
 
+// The key a ConfigError is about, or "(no error)".
+std::string key_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const ConfigError& e) {
+    return e.key();
+  }
+  return "(no error)";
+}
+
+TEST(Config, ErrorsCarryTheKeyTheyAreAbout) {
+  auto toml = [](const char* text) {
+    return [text] {
+      RunConfig c;
+      apply_toml(c, text, "run.toml");
+    };
+  };
+  auto resolved = [](std::function<void(RunConfig&)> set, std::map<std::string, std::string> vars) {
+    return [set, vars] {
+      RunConfig c;
+      set(c);
+      resolve(c, env(vars));
+    };
+  };
+  EXPECT_EQ(key_of(toml("batch_size = -3\n")), "batch_size");
+  EXPECT_EQ(key_of(toml("[stages.decode]\nconcurency = 2\n")), "stages.decode.concurency");
+  EXPECT_EQ(key_of(toml("stages = 3\n")), "stages");
+  EXPECT_EQ(key_of(toml("[remote]\nworkers = \"a:1,,b:2\"\n")), "remote.workers");
+  EXPECT_EQ(key_of(toml("max_failures = \"lots\"\n")), "max_failures");
+  EXPECT_EQ(key_of([] {
+              RunConfig c;
+              apply_flag(c, "--batch-size", "zero");
+            }),
+            "batch_size");
+  EXPECT_EQ(key_of(resolved([](RunConfig&) {}, {{"RANK", "x"}, {"WORLD_SIZE", "2"}})), "rank");
+  EXPECT_EQ(key_of(resolved([](RunConfig&) {}, {{"RANK", "0"}, {"WORLD_SIZE", "0"}})),
+            "world_size");
+  EXPECT_EQ(
+      key_of(resolved([](RunConfig& c) { apply_flag(c, "--rank", "3"); }, {{"WORLD_SIZE", "2"}})),
+      "rank");
+  EXPECT_EQ(key_of(resolved(
+                [](RunConfig& c) {
+                  apply_flag(c, "--data", "d");
+                  apply_flag(c, "--list", "l");
+                },
+                {})),
+            "list");
+  EXPECT_EQ(key_of(resolved([](RunConfig& c) { apply_flag(c, "--resize", "100"); }, {})), "resize");
+  EXPECT_EQ(key_of(resolved([](RunConfig& c) { apply_flag(c, "--workers", "w:7000"); }, {})),
+            "remote.token_file");
+  // No key: a syntax error, an unknown flag, a launch variable that is no key.
+  EXPECT_EQ(key_of(toml("seed = = 2\n")), "");
+  EXPECT_EQ(key_of([] {
+              RunConfig c;
+              apply_flag(c, "--batchsize", "3");
+            }),
+            "");
+  EXPECT_EQ(key_of(resolved([](RunConfig&) {}, {{"MASTER_ADDR", "m"}, {"MASTER_PORT", "0"}})), "");
+}
+
 TEST(Config, SeedTakesAny64BitValueCountsStayInt) {
   RunConfig c;
   apply_flag(c, "--seed", "9000000000000000000");

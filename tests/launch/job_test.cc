@@ -2,9 +2,11 @@
 #include "launch/job.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <random>
 
 #include "media/image.h"
@@ -78,6 +80,35 @@ INSTANTIATE_TEST_SUITE_P(LayoutsAndOrders, Job,
                          ::testing::Combine(::testing::Values(Layout::nhwc, Layout::nchw),
                                             ::testing::Values(actors::Order::input,
                                                               actors::Order::completion)));
+
+TEST(Dataset, ErrorsNameTheFolderOrListAndCarryTheirKey) {
+  const auto dir = fs::temp_directory_path() / ("brigade-dataset-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto error = [](const std::function<void()>& fn) -> std::pair<std::string, std::string> {
+    try {
+      fn();
+    } catch (const ConfigError& e) {
+      return {e.what(), e.key()};
+    }
+    return {"(no error)", ""};
+  };
+  const auto missing = (dir / "missing").string();
+  auto [what, key] = error([&] { list_folder(missing, MediaKind::image); });
+  EXPECT_EQ(key, "data");
+  EXPECT_NE(what.find(missing), std::string::npos) << what;
+  std::tie(what, key) = error([&] { list_folder(dir.string(), MediaKind::image); });
+  EXPECT_EQ(key, "data");
+  EXPECT_NE(what.find("no image files"), std::string::npos) << what;
+  std::tie(what, key) = error([&] { read_list(missing); });
+  EXPECT_EQ(key, "list");
+  EXPECT_NE(what.find("cannot read"), std::string::npos) << what;
+  const auto blank = (dir / "blank.txt").string();
+  media::write_file(blank, std::vector<std::uint8_t>{'\n', ' ', '\n'});
+  std::tie(what, key) = error([&] { read_list(blank); });
+  EXPECT_EQ(key, "list");
+  EXPECT_NE(what.find("no paths"), std::string::npos) << what;
+  fs::remove_all(dir);
+}
 
 }  // namespace
 }  // namespace brigade::launch

@@ -86,6 +86,10 @@ def test_config_errors_name_the_key(images, tmp_path):
         (dict(rank=2, world_size=2), "rank", "rank"),
         (dict(device="cpu"), "device", "host batches"),
         (dict(seed=object()), "seed", "expected a string, number"),
+        (dict(resize=100, size=224), "resize", "at least size 224"),
+        (dict(list="files.txt"), "list", "give one of them"),
+        (dict(python_stage_threads=0), "python_stage_threads", "expected 1 to 1024"),
+        (dict(python_stage=3), "python_stage", "expected a callable"),
     ]
     for keys, key, text in cases:
         with pytest.raises(brigade.ConfigError) as e:
