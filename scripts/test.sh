@@ -6,6 +6,7 @@
 # builds while iterating locally (CI never sets it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+start=$SECONDS
 bash scripts/install-deps.sh
 jobs=${JOBS:-$(nproc)}
 # One compiler cache per user, shared by every checkout of the project on the machine
@@ -14,6 +15,7 @@ export CCACHE_DIR=${CCACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/brigade/
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 
 log() { printf '\n== %s\n' "$*" >&2; }
+log "Dependencies: $((SECONDS - start)) s"
 
 log "Formatting (clang-format, .clang-format)"
 bash scripts/check-format.sh
@@ -37,6 +39,7 @@ if [ "${BRIGADE_SKIP_SANITIZERS:-0}" != 1 ]; then
   log "ThreadSanitizer: $((SECONDS - tsan_start)) s (CAF, build, tests)"
 
   log "AddressSanitizer + UBSan build (media, the remote protocol's decoders): random mutations"
+  asan_start=$SECONDS
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRIGADE_SANITIZE=address \
     -DBRIGADE_MODULES="actors;media;transport" -DBRIGADE_BUILD_BENCH=OFF >/dev/null
   cmake --build build-asan -j"$jobs" --target media_tests transport_tests
@@ -44,12 +47,16 @@ if [ "${BRIGADE_SKIP_SANITIZERS:-0}" != 1 ]; then
     build-asan/tests/media/media_tests --gtest_brief=1
   ASAN_OPTIONS="detect_leaks=1 abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \
     build-asan/tests/transport/transport_tests --gtest_brief=1 --gtest_filter='Wire*:Checkpoint*'
+  log "AddressSanitizer + UBSan: $((SECONDS - asan_start)) s (build, tests)"
 
 fi
 
 log "Release build (-O3, -Werror) and every test"
+release_start=$SECONDS
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBRIGADE_WERROR=ON \
   -DBRIGADE_MODULES="actors;media;transport;launch" >/dev/null
 cmake --build build -j"$jobs"
+log "Release build: $((SECONDS - release_start)) s"
 cd build
 ctest --output-on-failure -j"$jobs" --timeout 600
+log "Release tests: $((SECONDS - release_start)) s with the build; everything: $((SECONDS - start)) s"
