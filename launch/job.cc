@@ -193,12 +193,13 @@ struct Job::Impl {
   std::unique_ptr<transport::RemotePool> pool;
   std::atomic<std::uint64_t> attempts_lost{0}, decoded_locally{0};
   bool waited_for_workers = false;
-  std::optional<actors::Pipeline<JobBatch>> pipeline;
   // With a device (see DEVICE in job.h): the pinned pool batches are decoded into, and
-  // the copy stage.
+  // the copy stage. Declared before the pipeline too: its decode stage reads `pinned`
+  // until the pipeline's destructor has joined it (a job destroyed mid-epoch).
   std::shared_ptr<transport::Device> device;
   std::shared_ptr<transport::BufferPool> pinned;
   std::optional<transport::CopyStage> to_device;
+  std::optional<actors::Pipeline<JobBatch>> pipeline;
 
   std::uint64_t next_epoch = 0;
   bool restored = false;  // the sampler holds a restored state not yet run

@@ -39,14 +39,6 @@ launch::RunConfig read_settings(const LoaderSettings& s, std::vector<std::string
     auto it = env.find(name);
     return it == env.end() ? nullptr : it->second.c_str();
   });
-  if (!c.device.empty()) {
-    throw ConfigError(
-        fmt::format(
-            "device: brigade.Loader hands out host batches; move them with tensor.to(\"{}\", "
-            "non_blocking=True) instead of setting device",
-            c.device),
-        "device");
-  }
   if (c.json) ignored.push_back("json");
   if (!c.progress) ignored.push_back("progress");
   if (!c.ids_out.empty()) ignored.push_back("ids_out");
@@ -136,7 +128,19 @@ bool Loader::begin() {
   return true;
 }
 
+std::size_t Loader::held_device_batches() {
+  std::erase_if(held_, [](const std::weak_ptr<void>& w) { return w.expired(); });
+  return held_.size();
+}
+
 std::optional<launch::JobBatch> Loader::next_job_batch() {
+  if (!config_.device.empty() && held_device_batches() >= launch::kDeviceBatches) {
+    throw std::logic_error(fmt::format(
+        "next: the loop holds {} batches on {}, as many as the loader keeps on the device; "
+        "the next batch has no device memory to be copied into until one is released (del "
+        "the batch, or .clone() what is kept)",
+        held_.size(), config_.device));
+  }
   for (;;) {
     if (stop_requested_.exchange(false)) {
       rewind();
@@ -160,7 +164,14 @@ py::object Loader::to_python(launch::JobBatch batch) {
     return converter_.is_none() ? exported : converter_(exported);
   };
   py::dict out;
-  out["data"] = convert(std::move(batch.data));
+  if (batch.device.defined()) {
+    auto token = std::make_shared<char>();
+    held_.push_back(token);
+    py::object exported = py::cast(ExportedTensor(std::move(batch.device), std::move(token)));
+    out["data"] = converter_.is_none() ? exported : converter_(exported);
+  } else {
+    out["data"] = convert(std::move(batch.data));
+  }
   out["ids"] = convert(id_tensor(batch.ids));
   if (!batch.failed.empty()) out["failed"] = convert(id_tensor(batch.failed));
   return out;
@@ -168,6 +179,10 @@ py::object Loader::to_python(launch::JobBatch batch) {
 
 void Loader::fill_stage() {
   while (!epoch_ended_ && pending_.size() < static_cast<std::size_t>(pool_->threads())) {
+    // Held device batches: wait for the stage's results first (DEVICE).
+    if (!pending_.empty() && !config_.device.empty() &&
+        held_device_batches() >= launch::kDeviceBatches)
+      break;
     if (pending_.empty()) {  // everything returned so far is handed out
       handed_out_state_ = job_->state();
       handed_out_counts_ = job_->counts();
@@ -312,6 +327,7 @@ void Loader::restore(const std::vector<std::vector<std::byte>>& files) {
   auto fresh = std::make_unique<launch::Job>(config, job_->dataset(),
                                              launch::JobOptions{.resume = std::move(loaded)});
   job_ = std::move(fresh);
+  held_.clear();  // batches of the old job hold its device memory, not the new one's
   requested_epoch_.reset();
   epoch_ended_ = false;
   handed_out_state_.reset();

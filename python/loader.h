@@ -9,15 +9,25 @@
 // environment (torchrun's RANK/WORLD_SIZE, Slurm's, as `brigade run`). Keys that only
 // shape `brigade run`'s output (json, progress, ids_out, digests_out,
 // stop_after_batches) are accepted and ignored, so that one file serves both:
-// ignored_keys() lists those set. `device` is refused (ConfigError): the Python front
-// end hands out host batches (move them with tensor.to(device)); `normalize` without a
-// device gives float32 batches, normalized in the decode stage (launch/config.h).
+// ignored_keys() lists those set. `normalize` without a device gives float32 batches,
+// normalized in the decode stage (launch/config.h); with one, on the device (DEVICE).
 //
 // BATCHES. next() returns one batch of the epoch as a dict: the job's pooled uint8
 // (float32 with normalize) tensor, its ids and, when samples of the batch failed, their ids. Each
 // is a view holding the C++ buffer: the buffer goes back to the job's pool when the last holder
 // (the ExportedTensor, or the DLPack capsule a consumer took from it, and the torch or numpy array
 // made from that) is gone. Nothing is copied.
+//
+// DEVICE. With `device` ("cuda:N", or "cpu": the same path with host memory standing in
+// for the GPU), the job copies each batch on its own stream from page-locked buffers
+// (launch/job.h, DEVICE) and "data" is exported where it is (python/tensor_export.h,
+// STREAMS: torch.from_dlpack orders torch's current stream after the copy, no host
+// wait); "ids" and "failed" stay on the host. The job keeps at most
+// launch::kDeviceBatches (4) batches on the device, those Python holds included: a
+// loop that keeps that many alive (a list of batches, a tensor kept without .clone())
+// leaves the copy nothing to copy into, so next() raises std::logic_error (Python's
+// RuntimeError) naming the cause instead of waiting for ever; the Python stage takes
+// no new batch while that many are held.
 //
 // EPOCHS. begin() starts the epoch set_epoch() asked for, else the job's next one
 // (Job::next_epoch); it does nothing while an epoch is in progress, so an iteration
@@ -115,6 +125,7 @@ class Loader {
  private:
   struct Pending;  // a batch in the Python stage (see PYTHON STAGE)
   pybind11::object to_python(launch::JobBatch batch);
+  std::size_t held_device_batches();  // device batches Python keeps alive (DEVICE)
   std::optional<launch::JobBatch> next_job_batch();
   void fill_stage();
   void drop_pending();
@@ -132,6 +143,7 @@ class Loader {
   std::atomic<bool> stop_requested_{false};
   bool epoch_ended_ = false;  // the job's epoch ended; pending_ may still hold batches
   std::optional<std::uint64_t> requested_epoch_{};
+  std::vector<std::weak_ptr<void>> held_{};  // one token per device batch handed out
 };
 
 }  // namespace brigade::python

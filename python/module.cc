@@ -14,6 +14,7 @@
 #include "python/loader.h"
 #include "python/tensor_export.h"
 #include "transport/checkpoint.h"
+#include "transport/device.h"
 
 namespace py = pybind11;
 using namespace brigade;
@@ -181,6 +182,8 @@ PYBIND11_MODULE(_brigade, m) {
             py::make_tuple(e.what(), transport::to_string(e.kind()), e.file().string()));
     } catch (const actors::PipelineFailure& e) {
       raise("PipelineError", py::make_tuple(e.what(), py::list()));
+    } catch (const transport::DeviceError& e) {  // a batch's copy failed on the device
+      raise("PipelineError", py::make_tuple(e.what(), py::list()));
     }
   });
 
@@ -192,11 +195,12 @@ through DLPack without a copy (torch.from_dlpack, numpy.from_dlpack).)")
                              "address of the first element (the C++ buffer's)")
       .def_property_readonly("buffer_ptr", &python::ExportedTensor::buffer_ptr,
                              "address of the pooled buffer the tensor lives in")
-      .def_property_readonly("shape",
-                             [](const python::ExportedTensor& t) { return t.tensor().shape(); })
-      .def_property_readonly("dtype", [](const python::ExportedTensor& t) {
-        return std::string(media::dtype_name(t.tensor().dtype()));
-      });
+      .def_property_readonly("shape", &python::ExportedTensor::shape)
+      .def_property_readonly(
+          "dtype",
+          [](const python::ExportedTensor& t) { return std::string(media::dtype_name(t.dtype())); })
+      .def_property_readonly("device", &python::ExportedTensor::device,
+                             "where the memory is: 'cpu' or 'cuda:N'");
 
   py::class_<python::Loader>(m, "Loader")
       .def(py::init([](const std::string& config_file, const std::string& keywords_toml,
@@ -234,6 +238,9 @@ through DLPack without a copy (torch.from_dlpack, numpy.from_dlpack).)")
                              [](const python::Loader& l) { return *l.config().batch_size; })
       .def_property_readonly("files", [](const python::Loader& l) { return l.dataset().files; });
 
+  m.def(
+      "cuda_devices", [] { return transport::cuda_availability().devices; },
+      "GPUs this process can use through Brigade's CUDA build (0 without one)");
   m.def("write_synthetic_images", &write_synthetic_images, py::arg("folder"), py::arg("count"),
         py::arg("width") = 64, py::arg("height") = 48, py::arg("seed") = 0,
         py::arg("codec") = "jpeg", py::call_guard<py::gil_scoped_release>());

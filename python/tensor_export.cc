@@ -1,5 +1,7 @@
 #include "python/tensor_export.h"
 
+#include <fmt/format.h>
+
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -10,12 +12,15 @@ namespace brigade::python {
 namespace {
 
 namespace dl = detail;
+namespace py = pybind11;
 
-// What a DLManagedTensor owns: the view that keeps the buffer alive, and the shape and
+// What a DLManagedTensor owns: the view that keeps the memory alive, and the shape and
 // strides its DLTensor points into.
 struct Managed {
   dl::DLManagedTensor managed{};
   media::Tensor tensor;
+  transport::DeviceBatch batch;
+  std::shared_ptr<void> held;
   std::vector<std::int64_t> shape, strides;
 };
 
@@ -52,21 +57,61 @@ dl::DLDataType dl_dtype(media::DType dtype) {
   throw std::logic_error("dl_dtype: unknown dtype");
 }
 
+bool on_cuda(const transport::DeviceBatch& b) {
+  return b.device().kind == transport::DeviceKind::cuda;
+}
+
+// Makes the batch's memory ready for the consumer's `stream` (STREAMS).
+void synchronize(const transport::DeviceBatch& batch, const py::object& stream) {
+  if (!on_cuda(batch)) {
+    if (!stream.is_none())
+      throw py::value_error("__dlpack__: a CPU-device batch takes no stream (stream=None)");
+    py::gil_scoped_release release;
+    batch.wait();
+    return;
+  }
+  const std::int64_t s = stream.is_none() ? 1 : stream.cast<std::int64_t>();
+  if (s == 0 || s < -1) {
+    throw py::value_error(fmt::format(
+        "__dlpack__: stream {} is not a CUDA stream (None or 1: the legacy default stream, 2: "
+        "the per-thread default stream, -1: no ordering, else a cudaStream_t)",
+        s));
+  }
+  if (s == -1) {
+    py::gil_scoped_release release;
+    batch.wait();
+    return;
+  }
+  batch.use_on(s == 1 ? nullptr : reinterpret_cast<transport::ExternalStream>(s));
+}
+
 }  // namespace
 
-pybind11::capsule ExportedTensor::dlpack(const pybind11::object& stream) const {
-  if (!stream.is_none())
-    throw pybind11::value_error("__dlpack__: a host tensor takes no stream (stream=None)");
+py::capsule ExportedTensor::dlpack(const py::object& stream) const {
   auto m = std::make_unique<Managed>();
-  m->tensor = tensor_;
-  m->shape = tensor_.shape();
-  const auto item = static_cast<std::int64_t>(media::dtype_size(tensor_.dtype()));
-  for (auto s : tensor_.strides()) m->strides.push_back(s / item);
   auto& t = m->managed.dl_tensor;
-  t.data = tensor_.data();
-  t.device = {dl::kDLCPU, 0};
+  if (on_device()) {
+    synchronize(batch_, stream);
+    m->batch = batch_;
+    m->held = held_;
+    t.data = batch_.data();
+    t.device = on_cuda(batch_) ? dl::DLDevice{dl::kDLCUDA, batch_.device().index}
+                               : dl::DLDevice{dl::kDLCPU, 0};
+    m->shape = batch_.shape();
+    m->strides.assign(m->shape.size(), 1);  // C-contiguous, in elements
+    for (std::size_t i = m->shape.size(); i-- > 1;) m->strides[i - 1] = m->strides[i] * m->shape[i];
+  } else {
+    if (!stream.is_none())
+      throw py::value_error("__dlpack__: a host tensor takes no stream (stream=None)");
+    m->tensor = tensor_;
+    t.data = tensor_.data();
+    t.device = {dl::kDLCPU, 0};
+    m->shape = tensor_.shape();
+    const auto item = static_cast<std::int64_t>(media::dtype_size(tensor_.dtype()));
+    for (auto s : tensor_.strides()) m->strides.push_back(s / item);
+  }
   t.ndim = static_cast<std::int32_t>(m->shape.size());
-  t.dtype = dl_dtype(tensor_.dtype());
+  t.dtype = dl_dtype(dtype());
   t.shape = m->shape.data();
   t.strides = m->strides.data();
   t.byte_offset = 0;
@@ -74,11 +119,35 @@ pybind11::capsule ExportedTensor::dlpack(const pybind11::object& stream) const {
   m->managed.deleter = delete_managed;
   auto* managed = &m->managed;
   PyObject* capsule = PyCapsule_New(managed, dl::kDltensorCapsule, delete_unconsumed);
-  if (!capsule) throw pybind11::error_already_set();
+  if (!capsule) throw py::error_already_set();
   static_cast<void>(m.release());  // owned by the capsule now, then by its consumer
-  return pybind11::reinterpret_steal<pybind11::capsule>(capsule);
+  return py::reinterpret_steal<py::capsule>(capsule);
 }
 
-std::tuple<int, int> ExportedTensor::dlpack_device() const { return {dl::kDLCPU, 0}; }
+std::tuple<int, int> ExportedTensor::dlpack_device() const {
+  if (on_device() && on_cuda(batch_)) return {dl::kDLCUDA, batch_.device().index};
+  return {dl::kDLCPU, 0};
+}
+
+std::uintptr_t ExportedTensor::data_ptr() const {
+  return reinterpret_cast<std::uintptr_t>(on_device() ? batch_.data() : tensor_.data());
+}
+
+std::uintptr_t ExportedTensor::buffer_ptr() const {
+  return reinterpret_cast<std::uintptr_t>(on_device() ? batch_.memory().get()
+                                                      : tensor_.owner().get());
+}
+
+std::vector<std::int64_t> ExportedTensor::shape() const {
+  return on_device() ? batch_.shape() : tensor_.shape();
+}
+
+media::DType ExportedTensor::dtype() const {
+  return on_device() ? batch_.dtype() : tensor_.dtype();
+}
+
+std::string ExportedTensor::device() const {
+  return on_device() && on_cuda(batch_) ? transport::to_string(batch_.device()) : "cpu";
+}
 
 }  // namespace brigade::python

@@ -1,48 +1,69 @@
 #pragma once
 
-// ExportedTensor: a media::Tensor handed to Python through the DLPack protocol
-// (`__dlpack__`, `__dlpack_device__`; see python/detail/dlpack.h), without a copy.
+// ExportedTensor: a batch tensor handed to Python through the DLPack protocol
+// (`__dlpack__`, `__dlpack_device__`; see python/detail/dlpack.h), without a copy: a
+// host tensor (media::Tensor, kDLCPU), or a batch a Loader with `device` copied to
+// its device (transport::DeviceBatch: kDLCUDA on a GPU, kDLCPU on the CPU device).
 //
-// OWNERSHIP. The ExportedTensor holds a view of the tensor (its owner: the pooled
-// batch buffer). dlpack() makes a "dltensor" capsule whose DLManagedTensor holds
+// OWNERSHIP. The ExportedTensor holds a view of the memory (the pooled batch buffer,
+// or the DeviceBatch). dlpack() makes a "dltensor" capsule whose DLManagedTensor holds
 // another view; the consumer (torch.from_dlpack, numpy.from_dlpack) renames the
 // capsule and calls the deleter when its array dies; a capsule nobody consumed
 // deletes it when collected. The deleter touches no Python object, so a consumer may
 // call it from any thread, with or without the GIL. When the last view is gone the
-// buffer returns to the job's pool (launch/detail/batch.h).
+// buffer returns to its pool (launch/detail/batch.h, transport/device_copy.h). Every
+// view of a device batch also holds `held`, the token by which the Loader counts the
+// device batches Python keeps (python/loader.h, DEVICE).
 //
-// Host memory only (kDLCPU); every dtype of media::DType, with DLPack's strides in
-// elements.
+// STREAMS (device batches, DLPack's rules). On CUDA, `__dlpack__(stream)` orders the
+// consumer's stream after the batch's copy, device-side (DeviceBatch::use_on: no host
+// wait), and makes that stream the one the memory's reuse waits for: None or 1 is the
+// legacy default stream, 2 the per-thread default stream, any other positive integer
+// a cudaStream_t; -1 (the consumer synchronizes itself) waits on the host for the copy
+// instead; 0 is refused (ambiguous, as DLPack says). On the CPU device the stream must
+// be None, and the export waits on the host for the copy (the GIL released). Host
+// tensors take None only.
+//
+// Every dtype of media::DType, with DLPack's strides in elements.
 
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "media/tensor.h"
+#include "transport/device_copy.h"
 
 namespace brigade::python {
 
 class ExportedTensor {
  public:
   explicit ExportedTensor(media::Tensor tensor) : tensor_(std::move(tensor)) {}
+  ExportedTensor(transport::DeviceBatch batch, std::shared_ptr<void> held)
+      : batch_(std::move(batch)), held_(std::move(held)) {}
 
-  /// A new "dltensor" capsule over the tensor's memory. `stream` must be None (host
-  /// memory needs no synchronization).
+  /// A new "dltensor" capsule over the memory (see STREAMS for `stream`).
   pybind11::capsule dlpack(const pybind11::object& stream) const;
-  /// (kDLCPU, 0).
+  /// (kDLCPU, 0) or (kDLCUDA, the GPU's index).
   std::tuple<int, int> dlpack_device() const;
 
   /// The address of the first element: the C++ buffer's (what the zero-copy test checks).
-  std::uintptr_t data_ptr() const { return reinterpret_cast<std::uintptr_t>(tensor_.data()); }
+  std::uintptr_t data_ptr() const;
   /// The address of the start of the buffer the tensor belongs to (its owner).
-  std::uintptr_t buffer_ptr() const {
-    return reinterpret_cast<std::uintptr_t>(tensor_.owner().get());
-  }
-  const media::Tensor& tensor() const { return tensor_; }
+  std::uintptr_t buffer_ptr() const;
+  std::vector<std::int64_t> shape() const;
+  media::DType dtype() const;
+  /// Where the memory is: "cpu" (host memory, also the CPU device's) or "cuda:N".
+  std::string device() const;
 
  private:
-  media::Tensor tensor_;
+  bool on_device() const { return batch_.defined(); }
+  media::Tensor tensor_;          // a host tensor, or
+  transport::DeviceBatch batch_;  // a device batch (defined)
+  std::shared_ptr<void> held_;    // with batch_: the Loader's count of held batches
 };
 
 }  // namespace brigade::python

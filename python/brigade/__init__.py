@@ -31,12 +31,12 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 from . import errors
 from .errors import BrigadeError, CheckpointError, ConfigError, DecodeError, PipelineError
-from ._brigade import Tensor, write_synthetic_images
+from ._brigade import Tensor, cuda_devices, write_synthetic_images
 from . import _brigade
 
 __all__ = [
     "Loader", "Tensor", "BrigadeError", "ConfigError", "CheckpointError", "PipelineError",
-    "DecodeError", "write_synthetic_images", "STATE_FORMAT",
+    "DecodeError", "write_synthetic_images", "cuda_devices", "STATE_FORMAT",
 ]
 
 #: The ``format`` entry of a Loader's state dict.
@@ -111,7 +111,10 @@ class Loader:
         **keys: settings named as the TOML keys (data, list, kind, batch_size, epochs,
             seed, shuffle, order, threads, rank, world_size, max_failures, layout,
             transform ("eval", "train", "none"), size, resize, scale, ratio,
-            flip_probability, normalize, normalize_mean, normalize_std, checkpoint_dir, keep_checkpoints, launch_id, resume_from, stages={"read":
+            flip_probability, normalize, normalize_mean, normalize_std, normalize_dtype,
+            device ("cuda:N": batches copied to the GPU on Brigade's own stream and handed
+            out there, see README; "cpu": the same path in host memory), checkpoint_dir,
+            keep_checkpoints, launch_id, resume_from, stages={"read":
             {"concurrency": N}, "decode": {...}}, remote={"workers": [...], ...}); they
             override the config file's. None means "not given".
 
@@ -124,6 +127,12 @@ class Loader:
     the same epoch. A sample that fails to read or decode is left out of its batch and
     listed in ``batch["failed"]``; beyond ``max_failures`` iteration raises DecodeError
     (or PipelineError) naming the causes, as ``brigade run`` exits 1.
+
+    With ``device``, ``batch["data"]`` is on the device (``ids`` and ``failed`` stay on
+    the host); torch.from_dlpack orders torch's current stream after Brigade's copy
+    without a host wait. The loader keeps at most 4 batches on the device, those the
+    loop holds included: keeping 4 alive makes the next iteration raise RuntimeError
+    (``.clone()`` what must outlive its step).
     """
 
     def __init__(self, config: Optional[Union[str, os.PathLike]] = None, *,

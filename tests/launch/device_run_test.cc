@@ -103,6 +103,30 @@ TEST_F(DeviceRun, NormalizesOnTheDevice) {
   }
 }
 
+// A consumer (the Python Loader's batches) may keep device batches after the job that
+// made them is gone, mid-epoch: their memory stays valid and is freed when they are.
+TEST_F(DeviceRun, DeviceBatchesOutliveTheirJobStoppedMidEpoch) {
+  const auto host = run(config(""));
+  for (int round = 0; round < 20; ++round) {
+    std::vector<JobBatch> kept;
+    {
+      auto c = config("cpu");
+      Job job(c, list_folder(c.data, MediaKind::image));
+      job.begin_epoch();
+      for (int i = 0; i < (round % 3) + 1; ++i) {
+        auto r = job.next(std::chrono::seconds(30));
+        ASSERT_EQ(r.status, JobStatus::batch);
+        kept.push_back(std::move(*r.batch));
+      }
+    }  // the job, its copy stage, pools and device handle go; the batches stay
+    for (const auto& b : kept) {
+      b.device.wait();
+      const auto* p = static_cast<const std::uint8_t*>(b.device.data());
+      EXPECT_EQ(std::vector<std::uint8_t>(p, p + b.device.nbytes()), host.at(b.ids));
+    }
+  }
+}
+
 TEST_F(DeviceRun, WithoutADeviceNormalizingRunsOnTheCpuAsFloat32) {
   const auto host = run(config(""));
   for (auto layout : {Layout::nhwc, Layout::nchw}) {

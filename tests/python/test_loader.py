@@ -84,7 +84,7 @@ def test_config_errors_name_the_key(images, tmp_path):
         (dict(kind="audio"), "kind", "expected one of image, video"),
         (dict(max_failures="120%"), "max_failures", "expected a count"),
         (dict(rank=2, world_size=2), "rank", "rank"),
-        (dict(device="cpu"), "device", "host batches"),
+        (dict(device="cuda:9"), "device", "cuda:9"),  # no such GPU, or no CUDA build
         (dict(seed=object()), "seed", "expected a string, number"),
         (dict(resize=100, size=224), "resize", "at least size 224"),
         (dict(list="files.txt"), "list", "give one of them"),

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <future>
+#include <memory>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -111,6 +114,33 @@ TEST(CpuDevice, DestructionRunsWhatIsQueued) {
     for (int i = 0; i < 10; ++i) device->submit([&] { ++ran; });
   }
   EXPECT_EQ(ran.load(), 10);
+}
+
+// The last reference dropped by a task on the worker: the device is destroyed there, the
+// worker runs what is still queued and ends without touching the destroyed device.
+TEST(CpuDevice, ATaskDroppingTheLastReferenceLetsTheWorkerFinishTheQueue) {
+  for (int round = 0; round < 50; ++round) {
+    auto ran = std::make_shared<std::atomic<int>>(0);
+    auto done = std::make_shared<std::promise<void>>();
+    auto finished = done->get_future();
+    {
+      auto device = std::make_shared<CpuDevice>();
+      device->pause();
+      auto* raw = device.get();
+      raw->submit([keep = device, ran] { ++*ran; });  // holds the device until it has run
+      auto event = raw->record();
+      for (int i = 0; i < 5; ++i) raw->submit([ran] { ++*ran; });
+      raw->submit([ran, done] {
+        ++*ran;
+        done->set_value();
+      });
+      device.reset();  // only the first task's capture holds it now
+      raw->resume();
+      event->wait();
+    }
+    ASSERT_EQ(finished.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    EXPECT_EQ(ran->load(), 7);
+  }
 }
 
 }  // namespace

@@ -21,15 +21,15 @@ bool CpuEvent::ready() const {
   return done_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
 }
 
-CpuDevice::CpuDevice() : worker_([this] { run(); }) {}
+CpuDevice::CpuDevice() : worker_([q = queue_] { run(*q); }) {}
 
 CpuDevice::~CpuDevice() {
   {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-    paused_ = false;
+    std::lock_guard lock(queue_->mutex);
+    queue_->stopping = true;
+    queue_->paused = false;
   }
-  wake_.notify_all();
+  queue_->wake.notify_all();
   if (worker_.get_id() == std::this_thread::get_id()) {
     worker_.detach();  // the last reference was dropped by a task: the loop ends by itself
   } else {
@@ -37,44 +37,44 @@ CpuDevice::~CpuDevice() {
   }
 }
 
-void CpuDevice::run() {
+void CpuDevice::run(Queue& q) {
   for (;;) {
     std::function<void()> task;
     {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock,
-                 [&] { return (!paused_ && !queue_.empty()) || (stopping_ && queue_.empty()); });
-      if (queue_.empty()) return;
-      task = std::move(queue_.front());
-      queue_.pop_front();
+      std::unique_lock lock(q.mutex);
+      q.wake.wait(
+          lock, [&] { return (!q.paused && !q.tasks.empty()) || (q.stopping && q.tasks.empty()); });
+      if (q.tasks.empty()) return;
+      task = std::move(q.tasks.front());
+      q.tasks.pop_front();
     }
     try {
       task();
     } catch (...) {
-      if (!pending_error_) pending_error_ = std::current_exception();
+      if (!q.pending_error) q.pending_error = std::current_exception();
     }
+    task = nullptr;  // what it captured goes now, the device's last reference maybe
   }
 }
 
 void CpuDevice::submit(std::function<void()> task) {
   {
-    std::lock_guard lock(mutex_);
-    queue_.push_back(std::move(task));
+    std::lock_guard lock(queue_->mutex);
+    queue_->tasks.push_back(std::move(task));
   }
-  wake_.notify_one();
+  queue_->wake.notify_one();
 }
 
 void CpuDevice::pause() {
-  std::lock_guard lock(mutex_);
-  paused_ = true;
+  std::lock_guard lock(queue_->mutex);
+  queue_->paused = true;
 }
 
 void CpuDevice::resume() {
-  {
-    std::lock_guard lock(mutex_);
-    paused_ = false;
-  }
-  wake_.notify_all();
+  // Notified under the lock: the work it releases may drop the device's last reference.
+  std::lock_guard lock(queue_->mutex);
+  queue_->paused = false;
+  queue_->wake.notify_all();
 }
 
 std::shared_ptr<void> CpuDevice::allocate(std::size_t nbytes) {
@@ -107,9 +107,9 @@ void CpuDevice::normalize(const NormalizeJob& job) {
 std::shared_ptr<Event> CpuDevice::record() {
   auto done = std::make_shared<std::promise<void>>();
   auto event = std::make_shared<CpuEvent>(done->get_future().share());
-  submit([this, done] {
-    if (pending_error_) {
-      done->set_exception(std::exchange(pending_error_, nullptr));
+  submit([q = queue_.get(), done] {  // runs on the worker, which holds the queue
+    if (q->pending_error) {
+      done->set_exception(std::exchange(q->pending_error, nullptr));
     } else {
       done->set_value();
     }

@@ -37,7 +37,11 @@ class CpuEvent final : public Event {
 class CpuDevice final : public Device {
  public:
   CpuDevice();
-  ~CpuDevice() override;  // runs what is queued, then joins the worker
+  // Runs what is queued, then joins the worker. Dropped by a task on the worker itself
+  // (the last reference held by something a task released), it detaches the worker,
+  // which runs the rest of the queue and ends: the queue is shared with the worker, so
+  // nothing there touches the destroyed device.
+  ~CpuDevice() override;
 
   DeviceSpec spec() const override { return {DeviceKind::cpu, 0}; }
   std::shared_ptr<void> allocate_host(std::size_t nbytes) override;
@@ -61,15 +65,19 @@ class CpuDevice final : public Device {
   long live_allocations() const { return live_->load(); }
 
  private:
-  void run();
+  // The stream: what the worker and the queued tasks use (never the device itself).
+  struct Queue {
+    std::mutex mutex;
+    std::condition_variable wake;
+    std::deque<std::function<void()>> tasks;
+    bool paused = false;
+    bool stopping = false;
+    std::exception_ptr pending_error;  // worker only
+  };
+  static void run(Queue& q);
   std::shared_ptr<void> allocate(std::size_t nbytes);
 
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::function<void()>> queue_;
-  bool paused_ = false;
-  bool stopping_ = false;
-  std::exception_ptr pending_error_;  // worker only
+  std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
   std::shared_ptr<std::atomic<long>> live_ = std::make_shared<std::atomic<long>>(0);
   std::thread worker_;
 };
