@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "launch/decode.h"
@@ -23,13 +24,25 @@ Getenv env(std::map<std::string, std::string> vars) {
   };
 }
 
-std::string error_of(const std::function<void()>& fn) {
+// The ConfigError `fn` throws, if any.
+std::optional<ConfigError> config_error(const std::function<void()>& fn) {
   try {
     fn();
   } catch (const ConfigError& e) {
-    return e.what();
+    return e;
   }
-  return "(no error)";
+  return std::nullopt;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  const auto e = config_error(fn);
+  return e ? e->what() : "(no error)";
+}
+
+// The key a ConfigError is about, or "(no error)".
+std::string key_of(const std::function<void()>& fn) {
+  const auto e = config_error(fn);
+  return e ? e->key() : "(no error)";
 }
 
 TEST(Config, DefaultsAfterResolve) {
@@ -167,16 +180,6 @@ TEST(Config, BadFlagValueNamesFlag) {
   EXPECT_EQ(
       error_of([&] { apply_flag(c, "--max-failures", "120%"); }),
       "--max-failures: max_failures: expected a count N or a rate \"N%\" (0-100), got '120%'");
-}
-
-// The key a ConfigError is about, or "(no error)".
-std::string key_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const ConfigError& e) {
-    return e.key();
-  }
-  return "(no error)";
 }
 
 TEST(Config, ErrorsCarryTheKeyTheyAreAbout) {
