@@ -39,7 +39,8 @@
 // `layout` is the normalized batch's). The consumer waits for a batch — wait(), or
 // use_on(its stream) — and nothing else does; run_job's consumer waits before each
 // on_batch. At most kDeviceBatches batches are on the device at once (the one the
-// consumer holds included): that bound is the copy stage's backpressure.
+// consumer holds included): that bound is the copy stage's backpressure. Batches, on
+// the host or the device, may outlive their Job, also one destroyed mid-epoch.
 //
 // REMOTE. With `workers` or a `directory` (RunConfig::remote()), the pipeline is
 // source → batch → "remote_decode" (io, `remote_inflight` batches at once, default 16)
