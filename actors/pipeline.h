@@ -369,6 +369,9 @@ class Pipeline {
   /// item, every actor and thread of the run is joined. Safe to call at any point.
   void stop() { engine_->stop(); }
   bool running() const { return engine_->running(); }
+  /// Replaces BuildOptions::max_failures from the next run on; the counts it judges
+  /// stay those of the pipeline's whole life. Between runs only (std::logic_error).
+  void set_failure_budget(FailureBudget budget) { engine_->set_failure_budget(std::move(budget)); }
 
   /// The next item; `timeout` unset waits as long as it takes. Throws PipelineFailure
   /// once if the run failed. After `end`, the next call starts a new epoch.

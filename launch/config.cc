@@ -73,6 +73,12 @@ std::array<float, 3> as_channels(const Value& v) {
   return {static_cast<float>(n[0]), static_cast<float>(n[1]), static_cast<float>(n[2])};
 }
 
+actors::TailPolicy to_tail(const std::string& s) {
+  if (s == "drop") return actors::TailPolicy::drop_last;
+  if (s == "none") return actors::TailPolicy::none;
+  return actors::TailPolicy::pad;
+}
+
 actors::Order to_order(const std::string& s) {
   return s == "completion" ? actors::Order::completion : actors::Order::input;
 }
@@ -119,7 +125,11 @@ const std::vector<Key>& keys() {
        Type::positive,
        "total epochs of the job (default 1)",
        {},
-       [](RunConfig& c, const Value& v) { c.epochs = static_cast<std::uint64_t>(as_int(v)); }},
+       [](RunConfig& c, const Value& v) { c.epochs = static_cast<std::uint64_t>(as_int(v)); },
+       0,
+       false,
+       {},
+       &RunConfig::epochs_origin},
       {"seed",
        "--seed",
        Type::seed,
@@ -133,6 +143,23 @@ const std::vector<Key>& keys() {
        "sorted order)",
        {},
        [](RunConfig& c, const Value& v) { c.shuffle = std::get<bool>(v); },
+       0,
+       true},
+      {"tail",
+       "--tail",
+       Type::choice,
+       "evening ranks' shares of an epoch, as DistributedSampler: pad (default: repeat "
+       "samples from the epoch's start so every rank gets ceil(n / world_size)), drop (drop "
+       "the tail: floor(n / world_size) each), none (every sample exactly once; shares "
+       "differ by one: for evaluation)",
+       {"pad", "drop", "none"},
+       [](RunConfig& c, const Value& v) { c.tail = to_tail(as_text(v)); }},
+      {"drop_last",
+       "--drop-last",
+       Type::boolean,
+       "drop each rank's last partial batch, as DataLoader's drop_last (default off)",
+       {},
+       [](RunConfig& c, const Value& v) { c.drop_last = std::get<bool>(v); },
        0,
        true},
       {"order",
@@ -234,7 +261,9 @@ const std::vector<Key>& keys() {
        {},
        [](RunConfig& c, const Value& v) { c.progress = std::get<bool>(v); },
        0,
-       true},
+       true,
+       {},
+       &RunConfig::progress_origin},
       {"layout",
        "--layout",
        Type::choice,
@@ -372,6 +401,15 @@ const std::vector<Key>& keys() {
        "(default off, as PIL-based loaders)",
        {},
        [](RunConfig& c, const Value& v) { c.exif_orientation = std::get<bool>(v); },
+       0,
+       true},
+      {"roi_decode",
+       "--roi-decode",
+       Type::boolean,
+       "JPEG: decode only the region the transform reads, at the largest DCT scale that "
+       "still covers it (default on: faster; off: a full decode, pixel-exact to PIL's)",
+       {},
+       [](RunConfig& c, const Value& v) { c.roi_decode = std::get<bool>(v); },
        0,
        true},
       {"clip_stride",
@@ -728,8 +766,9 @@ std::string show(const toml::node& node) {
   if (node.is_table()) return "a table";
   if (node.is_array()) return node.as_array()->empty() ? "an empty array" : "an array";
   if (auto s = node.value<std::string>(); s && node.is_string()) return "\"" + *s + "\"";
-  if (node.is_floating_point())
-    out << *node.value<double>();
+  if (const auto d = node.value<double>(); node.is_floating_point())
+    out << (std::trunc(*d) == *d ? fmt::format("{:.1f}", *d) : fmt::format("{}", *d))
+        << " (a float)";
   else if (node.is_integer())
     out << *node.value<std::int64_t>();
   else if (node.is_boolean())

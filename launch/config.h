@@ -10,13 +10,13 @@
 //   resolve(config, getenv);                                      // env defaults, checks
 //
 // KEYS (TOML key = flag without "--", with '-' as '_'; tables group them):
-//   data, list, kind, batch_size, epochs, seed, shuffle, order, threads,
+//   data, list, kind, batch_size, epochs, seed, shuffle, tail, drop_last, order, threads,
 //   [stages.read] concurrency (--read-concurrency), [stages.decode] concurrency
 //   (--decode-concurrency), rank, world_size, max_failures, ids_out,
 //   stop_after_batches, json, progress (--no-progress), layout, checkpoint_dir,
 //   keep_checkpoints, launch_id, resume_from, device, normalize, normalize_dtype,
 //   normalize_mean, normalize_std, transform, size, resize, scale, ratio,
-//   flip_probability, exif_orientation, clip_stride,
+//   flip_probability, exif_orientation, roi_decode, clip_stride,
 //   [remote] workers, directory, on_no_workers, token_file, tls_cert, tls_key, tls_ca,
 //   task_timeout, max_attempts, inflight (--remote-inflight). Relative paths in a TOML
 //   file resolve against the file's folder. [remote] workers is an array of "HOST:PORT"
@@ -71,6 +71,7 @@
 #include <vector>
 
 #include "actors/options.h"
+#include "actors/sampler.h"
 #include "transport/endpoint.h"
 
 namespace brigade::launch {
@@ -114,6 +115,11 @@ struct RunConfig {
   MediaKind kind = MediaKind::image;
   std::optional<int> batch_size{};  // default 32 (image) or 8 (video)
   std::uint64_t epochs = 1;         // total epochs of the job (a resume continues toward it)
+  // How the ranks' shares of an epoch are evened (actors/sampler.h, THE EPOCH SEQUENCE):
+  // pad (default; DistributedSampler's drop_last=False), drop_last (its drop_last=True)
+  // or none (every sample exactly once, shares differ by one: evaluation).
+  actors::TailPolicy tail = actors::TailPolicy::pad;
+  bool drop_last = false;  // drop each rank's last partial batch (DataLoader's drop_last)
   std::uint64_t seed = 0;
   bool shuffle = true;
   actors::Order order = actors::Order::input;
@@ -168,6 +174,7 @@ struct RunConfig {
   std::array<double, 2> ratio{3.0 / 4.0, 4.0 / 3.0};  // train: aspect ratio range
   double flip_probability = 0.5;                      // train
   bool exif_orientation = false;  // JPEG: turn images upright first (off: as PIL loaders)
+  bool roi_decode = true;         // JPEG: region-of-interest decode (media/transform.h)
   int clip_stride = 4;            // clips, train: frames between a clip's selected frames
   // Remote decode workers (REMOTE DECODE above).
   // --workers HOST:PORT,HOST:PORT ; [remote] workers = ["h:p", ...] (an array of strings,
@@ -196,6 +203,10 @@ struct RunConfig {
   // Where rank and world size came from ("--rank", "RANK", ...), for error messages.
   std::string rank_origin = "default";
   std::string world_size_origin = "default";
+  // Whether epochs and progress were given ("default" if not): the Python Loader runs
+  // without an epoch limit unless one is given, and warns about `brigade run`'s keys.
+  std::string epochs_origin = "default";
+  std::string progress_origin = "default";
 };
 
 /// Applies the keys of a TOML document; `name` (the file) prefixes errors and its

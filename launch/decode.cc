@@ -120,6 +120,7 @@ DecodeSpec decode_spec(const RunConfig& config, std::uint64_t epoch) {
           .ratio_max = config.ratio[1],
           .flip_probability = config.flip_probability,
           .exif_orientation = config.exif_orientation,
+          .roi_decode = config.roi_decode,
           .clip_stride = config.clip_stride};
 }
 
@@ -133,7 +134,7 @@ media::TransformOptions transform_options(const DecodeSpec& spec) {
           .ratio_max = spec.ratio_max,
           .flip_probability = spec.flip_probability,
           .exif_orientation = spec.exif_orientation,
-          .roi_decode = true,
+          .roi_decode = spec.roi_decode,
           .seed = spec.seed,
           .epoch = spec.epoch};
 }

@@ -57,7 +57,8 @@ struct DecodeSpec {
   double ratio_min = 3.0 / 4.0, ratio_max = 4.0 / 3.0;
   double flip_probability = 0.5;
   bool exif_orientation = false;
-  int clip_stride = 4;  // video, train: frames between a clip's selected frames
+  bool roi_decode = true;  // JPEG: region-of-interest decode (media/transform.h)
+  int clip_stride = 4;     // video, train: frames between a clip's selected frames
 };
 
 /// The media options of `spec`'s image transform (seed and epoch included).

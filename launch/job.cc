@@ -26,13 +26,16 @@ std::unique_ptr<actors::DistributedSampler> make_sampler(const RunConfig& c, con
   const auto hash = actors::hash_sample_identities(d.identities);
   if (c.shuffle) {
     return std::make_unique<actors::DistributedRandomSampler>(
-        d.files.size(),
-        actors::RandomOptions{
-            .rank = *c.rank, .world_size = *c.world_size, .seed = c.seed, .identity_hash = hash});
+        d.files.size(), actors::RandomOptions{.rank = *c.rank,
+                                              .world_size = *c.world_size,
+                                              .seed = c.seed,
+                                              .tail = c.tail,
+                                              .identity_hash = hash});
   }
   return std::make_unique<actors::DistributedDeterministicSampler>(
-      d.files.size(), actors::DeterministicOptions{
-                          .rank = *c.rank, .world_size = *c.world_size, .identity_hash = hash});
+      d.files.size(),
+      actors::DeterministicOptions{
+          .rank = *c.rank, .world_size = *c.world_size, .tail = c.tail, .identity_hash = hash});
 }
 
 namespace {
@@ -111,6 +114,18 @@ JobBatch normalize_on_cpu(const RunConfig& c, JobBatch b, const media::Allocator
   media::normalize_into(b.data, {c.normalize_mean, c.normalize_std}, out);
   b.data = std::move(out);
   return b;
+}
+
+// A delivered batch's tensor when every sample failed: 0 samples of the dtype and
+// sample shape its good batches have (see BATCHES in job.h).
+media::Tensor empty_batch(const RunConfig& c, DecodeSpec spec) {
+  spec.layout = c.layout;
+  auto shape = sample_shape(spec);
+  shape.insert(shape.begin(), 0);
+  const auto dtype = c.normalize == "none"            ? media::DType::uint8
+                     : c.normalize_dtype == "float16" ? media::DType::float16
+                                                      : media::DType::float32;
+  return media::Tensor::empty(dtype, std::move(shape));
 }
 
 // The job's failure budget: a rate becomes a count over the samples this process will
@@ -211,6 +226,8 @@ struct Job::Impl {
   actors::CommitState committed;  // of the last epoch that ended
   JobCounts counts;
   std::uint64_t expected = 0;
+  std::uint64_t begun_samples = 0;    // an open-ended job's epochs begun so far
+  std::uint64_t current_batches = 0;  // what the epoch in progress delivers in all
 
   Impl(RunConfig config, Dataset dataset, JobOptions options)
       : c(std::move(config)), d(std::move(dataset)), sampler(make_sampler(c, d)) {
@@ -316,10 +333,20 @@ struct Job::Impl {
     }
   }
 
+  bool open_ended() const { return c.epochs == kUnlimitedEpochs; }
+
+  // The samples the next epoch begun delivers or fails (a restored epoch: its rest).
+  std::uint64_t epoch_samples(std::uint64_t e) const {
+    return restored && e == next_epoch ? sampler->state(restored_committed).remaining()
+                                       : sampler->size_of(e);
+  }
+
+  // The samples this process consumes over the job; without an epoch limit, over the
+  // next epoch (see kUnlimitedEpochs).
   std::uint64_t planned_samples() const {
     if (next_epoch >= c.epochs) return 0;
-    std::uint64_t n =
-        restored ? sampler->state(restored_committed).remaining() : sampler->size_of(next_epoch);
+    std::uint64_t n = epoch_samples(next_epoch);
+    if (open_ended()) return n;
     for (auto e = next_epoch + 1; e < c.epochs; ++e) n += sampler->size_of(e);
     return n;
   }
@@ -356,7 +383,8 @@ struct Job::Impl {
                          .output_order = actors::Order::input,  // batch contents never vary
                          .executor = actors::Executor::io,
                          .name = "read"})
-            .aggregate(static_cast<std::size_t>(*c.batch_size), {.name = "batch"})
+            .aggregate(static_cast<std::size_t>(*c.batch_size),
+                       {.drop_last = c.drop_last, .name = "batch"})
             .pipe(
                 decode,
                 {.concurrency = *c.decode_concurrency, .output_order = c.order, .name = "decode"});
@@ -370,8 +398,11 @@ struct Job::Impl {
 
   // The host tensor is dropped here: its pinned buffer goes back once the copy is done.
   std::function<JobBatch(JobBatch, actors::TaskContext&)> copy_stage() const {
-    return [stage = *to_device](JobBatch b, actors::TaskContext& task) {
-      if (b.ids.empty()) return b;  // every sample failed: nothing to copy
+    return [this, stage = *to_device](JobBatch b, actors::TaskContext& task) {
+      if (b.ids.empty()) {  // every sample failed: nothing to copy (BATCHES in job.h)
+        b.data = empty_batch(c, spec());
+        return b;
+      }
       b.device = stage(b.data, task.stop_token());
       b.data = {};
       return b;
@@ -406,7 +437,8 @@ struct Job::Impl {
     const int inflight = c.remote_inflight > 0 ? c.remote_inflight : 16;
     auto decoded = actors::PipelineBuilder()
                        .add_source(std::ref(*sampler))
-                       .aggregate(static_cast<std::size_t>(*c.batch_size), {.name = "batch"})
+                       .aggregate(static_cast<std::size_t>(*c.batch_size),
+                                  {.drop_last = c.drop_last, .name = "batch"})
                        .pipe(remote, {.concurrency = inflight,
                                       .output_order = c.order,
                                       .executor = actors::Executor::io,
@@ -435,6 +467,12 @@ struct Job::Impl {
     } else {
       sampler->set_epoch(e);
     }
+    if (open_ended() && !c.failure_budget.is_unlimited()) {
+      // Without an epoch limit a rate counts over the epochs begun so far.
+      begun_samples += epoch_samples(e);
+      pipeline->set_failure_budget(job_budget(c, begun_samples));
+    }
+    current_batches = batches_of(epoch_samples(e));
     restored = false;
     epoch->store(e);
     committed = start;
@@ -488,11 +526,28 @@ struct Job::Impl {
         return {JobStatus::epoch_end};
       }
       counts.failed += r.item->failed.size();
-      if (r.item->ids.empty()) continue;  // every sample failed: nothing to hand out
       counts.samples += r.item->ids.size();
       ++counts.batches;
       return {JobStatus::batch, std::move(r.item)};
     }
+  }
+
+  void abandon() {
+    if (!in_epoch) return;
+    pipeline->stop();
+    in_epoch = false;
+    committed = pipeline->committed();
+    next_epoch = epoch->load() + 1;
+  }
+
+  std::uint64_t batches_of(std::uint64_t samples) const {
+    const auto n = static_cast<std::uint64_t>(*c.batch_size);
+    return c.drop_last ? samples / n : (samples + n - 1) / n;
+  }
+
+  std::uint64_t batches_in(std::uint64_t e) const {
+    if (in_epoch && e == epoch->load()) return current_batches;
+    return batches_of(epoch_samples(e));
   }
 
   actors::SamplerState state() const {
@@ -509,11 +564,18 @@ Job::~Job() = default;
 const RunConfig& Job::config() const { return impl_->c; }
 const Dataset& Job::dataset() const { return impl_->d; }
 std::uint64_t Job::next_epoch() const { return impl_->next_epoch; }
-bool Job::finished() const { return !impl_->in_epoch && impl_->next_epoch >= impl_->c.epochs; }
+bool Job::finished() const {
+  return !impl_->open_ended() && !impl_->in_epoch && impl_->next_epoch >= impl_->c.epochs;
+}
 void Job::begin_epoch(std::optional<std::uint64_t> epoch) { impl_->begin(epoch); }
 bool Job::in_epoch() const { return impl_->in_epoch; }
 JobNext Job::next(std::optional<std::chrono::milliseconds> timeout) { return impl_->next(timeout); }
 void Job::stop() { impl_->pipeline->stop(); }
+void Job::abandon_epoch() { impl_->abandon(); }
+std::uint64_t Job::batches_in_epoch(std::optional<std::uint64_t> epoch) const {
+  return impl_->batches_in(
+      epoch.value_or(impl_->in_epoch ? impl_->epoch->load() : impl_->next_epoch));
+}
 actors::SamplerState Job::state() const { return impl_->state(); }
 JobCounts Job::counts() const { return impl_->counts; }
 std::uint64_t Job::expected_samples() const { return impl_->expected; }
@@ -525,9 +587,11 @@ std::optional<RemoteSummary> Job::remote_summary() const {
                        impl_->decoded_locally.load()};
 }
 
-std::filesystem::path Job::write_checkpoint() {
+std::filesystem::path Job::write_checkpoint(const std::optional<actors::SamplerState>& saved) {
+  auto s = saved ? *saved : state();
+  s.generation = impl_->run_id.first_generation + impl_->saves;
   auto path = transport::write_checkpoint(
-      impl_->c.checkpoint_dir, state(),
+      impl_->c.checkpoint_dir, s,
       {.run = impl_->run_id, .keep = static_cast<std::uint32_t>(impl_->c.keep_checkpoints)});
   ++impl_->saves;
   return path;

@@ -9,13 +9,25 @@
 // sample ids and paths to remote decode workers (see REMOTE below).
 //
 // BATCHES. Batch k of an epoch holds the rank's samples k·n … k·n+n-1 in sampler
-// order (n = batch_size; the last batch may be short); a sample that fails to read or
-// decode is left out of its batch and listed in JobBatch::failed, the good ones
-// compacted to the front. The read stage always keeps input order, so a batch's
-// contents never depend on timing; `order` applies to the decode stage: with `input`
-// batches leave in sampler order, with `completion` as they finish. An epoch's batches are
-// deterministic given (seed, epoch, world size, rank), so the same job gives the same batches
-// locally, remotely, and after an exact resume.
+// order (n = batch_size; the last batch may be short, or dropped with `drop_last`); a
+// sample that fails to read or decode is left out of its batch and listed in
+// JobBatch::failed, the good ones compacted to the front. A batch whose every sample
+// failed is still delivered, empty (0 samples, the batch's dtype and sample shape, on
+// the host also with a device), so that every rank delivers the same number of
+// batches whatever fails where (EVEN RANKS).
+//
+// EVEN RANKS. With `tail` pad (the default) or drop every rank owns the same number of
+// samples in an epoch (actors/sampler.h: pad repeats samples from the start of the
+// epoch's sequence, as torch's DistributedSampler; drop leaves the tail out), so every
+// rank delivers the same number of batches, also with `drop_last`: what a synchronous
+// training step (DDP's all-reduce) needs. `tail` none delivers every sample exactly
+// once and shares differ by one sample (evaluation, where results are gathered). After
+// an elastic resume at another world size the resumed epoch's remaining shares differ
+// by at most one sample (actors::repartition); later epochs are even again. The read stage always
+// keeps input order, so a batch's contents never depend on timing; `order` applies to the decode
+// stage: with `input` batches leave in sampler order, with `completion` as they finish. An epoch's
+// batches are deterministic given (seed, epoch, world size, rank), so the same job gives the same
+// batches locally, remotely, and after an exact resume.
 //
 // FAILURES. A sample that fails is reported to the engine (TaskContext::fail) with
 // its typed cause: the engine's counts, budget, hooks and statistics see it, and the
@@ -82,6 +94,9 @@ namespace brigade::launch {
 
 /// Batches on the device at once with `device` set (see DEVICE).
 inline constexpr std::size_t kDeviceBatches = 4;
+/// RunConfig::epochs for a job without an epoch limit (the Python Loader's default):
+/// finished() is never true, and a rate budget counts over the epochs begun so far.
+inline constexpr std::uint64_t kUnlimitedEpochs = ~std::uint64_t{0};
 
 /// The dataset of a job: files[i] is sample i; `identities` (same length) are what
 /// checkpoints fingerprint (paths relative to the data folder, or the list's lines).
@@ -169,21 +184,31 @@ class Job {
   void begin_epoch(std::optional<std::uint64_t> epoch = std::nullopt);
   bool in_epoch() const;
 
-  /// The next batch of the epoch, a timeout, or the epoch's end. Batches whose every
-  /// sample failed are not returned (they count in counts()). Throws
-  /// actors::PipelineFailure once the failure budget is exceeded.
+  /// The next batch of the epoch, a timeout, or the epoch's end. A batch whose every
+  /// sample failed is returned empty (see BATCHES). Throws actors::PipelineFailure once
+  /// the failure budget is exceeded.
   JobNext next(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
   /// Stops the epoch in progress: queued work is dropped, running tasks see the stop
   /// token and are joined. Any thread.
   void stop();
+  /// Leaves the epoch in progress (a consumer that stopped iterating it early): stops
+  /// the pipeline; the next begin_epoch() starts the epoch after it. Take state() first
+  /// to resume the left epoch where it was left. No-op between epochs.
+  void abandon_epoch();
+  /// Batches the next begin_epoch() delivers (or the epoch in progress delivers in
+  /// all), at most: its samples for this rank (a restored epoch's: those not yet
+  /// committed) in batches of batch_size, without a partial one with drop_last.
+  std::uint64_t batches_in_epoch(std::optional<std::uint64_t> epoch = std::nullopt) const;
 
   /// This rank's checkpoint state for what next() has returned (see CHECKPOINTS).
   actors::SamplerState state() const;
-  /// Writes state() into config.checkpoint_dir as the next generation of this run's
-  /// set (transport/checkpoint.h), pruning to keep_checkpoints sets. Returns the file.
+  /// Writes state() (or `state`, one of this job's earlier states) into
+  /// config.checkpoint_dir as the next generation of this run's set
+  /// (transport/checkpoint.h), pruning to keep_checkpoints sets. Returns the file.
   /// Throws transport::CheckpointError.
-  std::filesystem::path write_checkpoint();
+  std::filesystem::path write_checkpoint(
+      const std::optional<actors::SamplerState>& state = std::nullopt);
   /// state() as the bytes of a checkpoint file of this run (the next generation), for
   /// callers that store it themselves (a Python state_dict).
   std::vector<std::byte> checkpoint_bytes();

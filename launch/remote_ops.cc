@@ -70,6 +70,7 @@ DecodedTask read_task(std::span<const char> bytes) {
   t.spec.ratio_max = task.ratio_max;
   t.spec.flip_probability = task.flip_probability;
   t.spec.exif_orientation = task.exif_orientation;
+  t.spec.roi_decode = task.roi_decode;
   if (t.spec.kind == MediaKind::image) {
     try {
       media::check_transform_options(transform_options(t.spec));
@@ -222,6 +223,7 @@ std::vector<char> encode_decode_task(const DecodeSpec& spec,
       .flip_probability = spec.flip_probability,
       .exif_orientation = spec.exif_orientation,
       .clip_stride = static_cast<std::uint32_t>(spec.clip_stride),
+      .roi_decode = spec.roi_decode,
       .samples = {}};
   task.samples.reserve(samples.size());
   for (const auto& s : samples) task.samples.push_back({s.id, s.path});

@@ -33,23 +33,36 @@ launch::RunConfig read_settings(const LoaderSettings& s, std::vector<std::string
       }
       throw ConfigError(message, e.key());
     }
+    // Where a keyword argument set rank or world size, as errors name it.
+    const auto line = s.keywords_name + ":";
+    if (c.rank_origin.starts_with(line)) c.rank_origin = s.keywords_name + "(rank=…)";
+    if (c.world_size_origin.starts_with(line))
+      c.world_size_origin = s.keywords_name + "(world_size=…)";
   }
+  // No epoch limit unless one is given (EPOCHS in loader.h).
+  if (c.epochs_origin == "default") c.epochs = launch::kUnlimitedEpochs;
   std::map<std::string, std::string> env(s.environment.begin(), s.environment.end());
   launch::resolve(c, [&env](const char* name) -> const char* {
     auto it = env.find(name);
     return it == env.end() ? nullptr : it->second.c_str();
   });
   if (c.json) ignored.push_back("json");
-  if (!c.progress) ignored.push_back("progress");
+  if (c.progress_origin != "default") ignored.push_back("progress");
   if (!c.ids_out.empty()) ignored.push_back("ids_out");
   if (!c.digests_out.empty()) ignored.push_back("digests_out");
   if (c.stop_after_batches >= 0) ignored.push_back("stop_after_batches");
   return c;
 }
 
-launch::Dataset read_dataset(const launch::RunConfig& c) {
+launch::Dataset read_dataset(const launch::RunConfig& c, bool demo_allowed) {
   if (!c.list.empty()) return launch::read_list(c.list);
   if (!c.data.empty()) return launch::list_folder(c.data, c.kind);
+  if (!demo_allowed) {
+    throw ConfigError(
+        "data: no data given: pass data=DIR (a folder of media) or list=FILE (a file of paths), "
+        "or demo=True for Brigade's synthetic demo set",
+        "data");
+  }
   const auto demo = launch::ensure_demo_dataset(launch::default_demo_dir());
   return launch::list_folder(
       (demo / (c.kind == launch::MediaKind::video ? "videos" : "images")).string(), c.kind);
@@ -88,9 +101,7 @@ Loader::Loader(const LoaderSettings& settings, py::object converter, py::object 
   }
   py::gil_scoped_release release;
   config_ = read_settings(settings, ignored_);
-  auto dataset = read_dataset(config_);
-  sampler_ = launch::make_sampler(config_, dataset);
-  job_ = std::make_unique<launch::Job>(config_, std::move(dataset));
+  job_ = std::make_unique<launch::Job>(config_, read_dataset(config_, settings.demo));
   if (!stage_.is_none()) pool_ = std::make_unique<StagePool>(stage_threads);
 }
 
@@ -101,13 +112,7 @@ Loader::~Loader() {
   job_.reset();
 }
 
-void Loader::set_epoch(std::uint64_t epoch) {
-  if (job_->in_epoch()) {
-    throw std::logic_error(
-        "set_epoch: an epoch is in progress; finish iterating it or call stop() first");
-  }
-  requested_epoch_ = epoch;
-}
+void Loader::set_epoch(std::uint64_t epoch) { requested_epoch_ = epoch; }
 
 std::uint64_t Loader::epoch() const {
   if (requested_epoch_) return *requested_epoch_;
@@ -115,14 +120,32 @@ std::uint64_t Loader::epoch() const {
   return job_->next_epoch();
 }
 
+void Loader::abandon() {
+  drop_pending();
+  handed_out_state_.reset();
+  handed_in_epoch_ = 0;
+  py::gil_scoped_release release;
+  job_->abandon_epoch();
+}
+
 bool Loader::begin() {
-  if (job_->in_epoch()) return true;
+  stop_requested_ = stopped_ = false;  // a stop() between iterations stops nothing
+  if (job_->in_epoch()) {
+    // Continue an epoch that has handed out nothing yet (iter() twice), else leave it.
+    if (handed_in_epoch_ == 0 && pending_.empty() &&
+        (!requested_epoch_ || *requested_epoch_ == job_->state().epoch)) {
+      requested_epoch_.reset();
+      epoch_ended_ = false;
+      return true;
+    }
+    abandon();
+  }
   if (!requested_epoch_ && job_->finished()) return false;
-  stop_requested_ = false;  // a stop() between epochs stops nothing
   const auto e = requested_epoch_;
   requested_epoch_.reset();
   epoch_ended_ = false;
   handed_out_state_.reset();
+  handed_in_epoch_ = 0;
   py::gil_scoped_release release;
   job_->begin_epoch(e);
   return true;
@@ -143,7 +166,7 @@ std::optional<launch::JobBatch> Loader::next_job_batch() {
   }
   for (;;) {
     if (stop_requested_.exchange(false)) {
-      rewind();
+      epoch_ended_ = stopped_ = true;  // this iteration is over (stop() in loader.h)
       return std::nullopt;
     }
     launch::JobNext r;
@@ -210,11 +233,21 @@ void Loader::fill_stage() {
 
 py::object Loader::next() {
   if (!pool_) {
+    if (epoch_ended_) return py::none();
     auto batch = next_job_batch();
-    if (!batch) return py::none();
+    if (!batch) {
+      epoch_ended_ = true;
+      return py::none();
+    }
+    ++handed_in_epoch_;
     return to_python(std::move(*batch));
   }
   fill_stage();
+  if (stopped_) {
+    stopped_ = false;
+    drop_pending();  // handed_out_state_ still covers exactly what was handed out
+    return py::none();
+  }
   if (pending_.empty()) {
     handed_out_state_.reset();  // the epoch is over: the job's state is exact again
     return py::none();
@@ -227,6 +260,7 @@ py::object Loader::next() {
   }
   handed_out_state_ = std::move(p.state);
   handed_out_counts_ = p.counts;
+  ++handed_in_epoch_;
   return p.result.get();  // the Python stage's exception, if it raised
 }
 
@@ -240,18 +274,10 @@ void Loader::drop_pending() {
 
 void Loader::stop() { stop_requested_ = true; }
 
-void Loader::rewind() {
-  // The job's state is exact only before its pipeline stops (`brigade run` saves first,
-  // too): a job resumed from it continues the epoch where the handing out stopped.
-  const auto state = checkpoint_bytes();
-  restore({state});
-  epoch_ended_ = true;  // this iteration is over; the next one continues the epoch
-}
-
 std::uint64_t Loader::batches_in_epoch() const {
-  const auto samples = sampler_->size_of(epoch());
-  const auto n = static_cast<std::uint64_t>(*config_.batch_size);
-  return (samples + n - 1) / n;
+  if (requested_epoch_) return job_->batches_in_epoch(*requested_epoch_);
+  if (job_->in_epoch()) return job_->batches_in_epoch();
+  return job_->finished() ? 0 : job_->batches_in_epoch(job_->next_epoch());
 }
 
 launch::JobCounts Loader::counts() const {
@@ -331,18 +357,14 @@ void Loader::restore(const std::vector<std::vector<std::byte>>& files) {
   requested_epoch_.reset();
   epoch_ended_ = false;
   handed_out_state_.reset();
+  handed_in_epoch_ = 0;
 }
 
 std::string Loader::write_checkpoint() {
   if (config_.checkpoint_dir.empty())
     throw ConfigError("checkpoint_dir: not set; write_checkpoint() needs it", "checkpoint_dir");
-  if (handed_out_state_) {
-    throw std::logic_error(
-        "write_checkpoint: batches are in the Python stage; use state_dict(), which covers "
-        "exactly the batches handed out");
-  }
   py::gil_scoped_release release;
-  return job_->write_checkpoint().string();
+  return job_->write_checkpoint(handed_out_state_).string();
 }
 
 }  // namespace brigade::python

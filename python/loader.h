@@ -29,10 +29,16 @@
 // RuntimeError) naming the cause instead of waiting for ever; the Python stage takes
 // no new batch while that many are held.
 //
-// EPOCHS. begin() starts the epoch set_epoch() asked for, else the job's next one
-// (Job::next_epoch); it does nothing while an epoch is in progress, so an iteration
-// that was left continues where it stopped. After the job's last epoch (epochs), a
-// begin() without set_epoch starts nothing and next() reports the end.
+// EPOCHS. Each begin() is a new iteration (Python's iter()): it runs the epoch
+// set_epoch() asked for, else the job's next one (Job::next_epoch), as
+// torch's DataLoader with a DistributedSampler whose epoch the loop advances. An epoch
+// left early (a `break`, or stop()) is abandoned by the next begin(), which then runs
+// the epoch after it; state_dict() taken in between resumes the left epoch exactly
+// where it was left (torchdata's StatefulDataLoader does the same). An iteration that
+// has handed out nothing yet is continued, not abandoned (iter() called twice).
+// Without `epochs` there is no epoch limit; with it, a begin() after the last epoch
+// without set_epoch starts nothing and next() reports the end. A restored loader's
+// first begin() continues the restored epoch.
 //
 // PYTHON STAGE (the slow path; "transform" is the C++ image transform's key). With a
 // Python callable, each batch (as the converter
@@ -63,7 +69,6 @@
 #include <thread>
 #include <vector>
 
-#include "actors/sampler.h"
 #include "launch/job.h"
 #include "python/stage_pool.h"
 
@@ -74,6 +79,7 @@ struct LoaderSettings {
   std::string config_file{};    // a TOML file, or empty
   std::string keywords_toml{};  // the keyword arguments as a TOML document
   std::string keywords_name{};  // how errors name that document ("brigade.Loader")
+  bool demo = false;            // without data or list: the synthetic demo set (else a ConfigError)
   std::vector<std::pair<std::string, std::string>> environment{};  // launch variables
 };
 
@@ -92,23 +98,25 @@ class Loader {
   const std::vector<std::string>& ignored_keys() const { return ignored_; }
   const launch::Dataset& dataset() const { return job_->dataset(); }
 
+  /// The epoch the next begin() runs (see EPOCHS). Any time: an epoch in progress is
+  /// abandoned by that begin().
   void set_epoch(std::uint64_t epoch);
-  /// The epoch the next begin() starts (or the one in progress).
+  /// The epoch the next begin() runs (or the one in progress).
   std::uint64_t epoch() const;
-  /// Starts an epoch unless one is in progress (see EPOCHS). Returns whether an epoch
-  /// is in progress afterwards.
+  /// A new iteration (see EPOCHS). Returns whether an epoch is in progress afterwards.
   bool begin();
   /// The next batch (a dict, or the Python stage's result), or None at the epoch's end.
   /// Throws actors::PipelineFailure once the failure budget is exceeded; rethrows what
   /// the Python stage raised.
   pybind11::object next();
-  /// Ends the iteration in progress (any thread, no GIL needed): the driving thread's
-  /// next() sees it within 100 ms (or at its next call), stops the job's pipeline and
-  /// reports the end; batches in the Python stage are dropped. The job is then rebuilt
-  /// from its state, so the next begin() continues the same epoch where it stopped.
+  /// Ends the iteration in progress as a `break` would (any thread, no GIL needed): the
+  /// driving thread's next() sees it within 100 ms (or at its next call) and reports
+  /// the end; batches in the Python stage are dropped. state_dict() then covers exactly
+  /// the batches handed out; the next begin() runs the next epoch (EPOCHS).
   void stop();
 
-  /// Batches the next (or current) epoch holds for this rank, at most (see __len__).
+  /// Batches of the epoch in progress in all, else of the one the next begin() runs
+  /// (a restored epoch: those left), at most (see __len__).
   std::uint64_t batches_in_epoch() const;
 
   std::vector<std::byte> checkpoint_bytes();
@@ -129,12 +137,13 @@ class Loader {
   std::optional<launch::JobBatch> next_job_batch();
   void fill_stage();
   void drop_pending();
-  void rewind();
+
+  void abandon();  // leaves the epoch in progress (EPOCHS)
 
   launch::RunConfig config_{};
   std::vector<std::string> ignored_{};
   std::unique_ptr<launch::Job> job_;
-  std::unique_ptr<actors::DistributedSampler> sampler_;  // for batches_in_epoch()
+  std::uint64_t handed_in_epoch_ = 0;  // batches handed out of the epoch in progress
   pybind11::object converter_, stage_;
   std::unique_ptr<StagePool> pool_;
   std::deque<Pending> pending_;
@@ -142,6 +151,7 @@ class Loader {
   launch::JobCounts handed_out_counts_{};
   std::atomic<bool> stop_requested_{false};
   bool epoch_ended_ = false;  // the job's epoch ended; pending_ may still hold batches
+  bool stopped_ = false;      // stop() ended this iteration: pending_ is dropped
   std::optional<std::uint64_t> requested_epoch_{};
   std::vector<std::weak_ptr<void>> held_{};  // one token per device batch handed out
 };

@@ -4,8 +4,12 @@
 #include <fmt/format.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
 
+#include <deque>
 #include <filesystem>
+#include <mutex>
 #include <regex>
 
 #include "actors/errors.h"
@@ -167,10 +171,58 @@ std::vector<std::string> write_synthetic_images(const std::string& folder, int c
   return paths;
 }
 
+// Brigade's log lines (sample failures, warnings), kept for Python's `logging` (the
+// "brigade" logger, python/brigade/__init__.py). The sink never takes the GIL: the
+// engine's threads log while Python may hold it. The Python side takes the lines
+// whenever it runs (each batch, the end of an iteration); at most kMaxLines wait, the
+// rest are counted and reported as one line.
+class PythonLogSink : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  static constexpr std::size_t kMaxLines = 10000;
+
+  std::vector<std::pair<int, std::string>> take() {
+    std::lock_guard lock(mutex_);
+    std::vector<std::pair<int, std::string>> out(lines_.begin(), lines_.end());
+    lines_.clear();
+    if (dropped_ > 0) {
+      out.emplace_back(
+          static_cast<int>(spdlog::level::warn),
+          fmt::format("brigade: {} log lines dropped (more than {} waiting)", dropped_, kMaxLines));
+      dropped_ = 0;
+    }
+    return out;
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    if (lines_.size() >= kMaxLines) {
+      ++dropped_;
+      return;
+    }
+    lines_.emplace_back(static_cast<int>(msg.level),
+                        std::string(msg.payload.data(), msg.payload.size()));
+  }
+  void flush_() override {}
+
+ private:
+  std::deque<std::pair<int, std::string>> lines_;
+  std::uint64_t dropped_ = 0;
+};
+
+std::shared_ptr<PythonLogSink> python_log_sink() {
+  static const auto sink = std::make_shared<PythonLogSink>();
+  return sink;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_brigade, m) {
   m.doc() = "Brigade's C++ loader (use the brigade package, not this module)";
+  // Brigade's log lines go to Python's logging, not to stderr (take_log()).
+  spdlog::default_logger()->sinks() = {python_log_sink()};
+  m.def(
+      "take_log", [] { return python_log_sink()->take(); },
+      "Brigade's log lines since the last call: (spdlog level 0-6, message)");
 
   py::register_exception_translator([](std::exception_ptr p) {
     try {
@@ -206,14 +258,14 @@ through DLPack without a copy (torch.from_dlpack, numpy.from_dlpack).)")
       .def(py::init([](const std::string& config_file, const std::string& keywords_toml,
                        const std::string& keywords_name,
                        const std::vector<std::pair<std::string, std::string>>& env,
-                       py::object converter, py::object stage, int stage_threads) {
+                       py::object converter, py::object stage, int stage_threads, bool demo) {
              return std::make_unique<python::Loader>(
-                 python::LoaderSettings{config_file, keywords_toml, keywords_name, env},
+                 python::LoaderSettings{config_file, keywords_toml, keywords_name, demo, env},
                  std::move(converter), std::move(stage), stage_threads);
            }),
            py::arg("config_file"), py::arg("keywords_toml"), py::arg("keywords_name"),
            py::arg("environment"), py::arg("converter"), py::arg("python_stage"),
-           py::arg("python_stage_threads"))
+           py::arg("python_stage_threads"), py::arg("demo") = false)
       .def("begin", &python::Loader::begin)
       .def("next",
            [](python::Loader& l) { return translating(&l.dataset(), [&] { return l.next(); }); })

@@ -74,6 +74,7 @@ struct DecodeTask {
   exifOrientation @14 :Bool;
   # Since brigade.decode.clips version 2: clips take eval or train.
   clipStride @15 :UInt32;     # clips, train: frames between the selected frames
+  roiDecode @16 :Bool = true; # JPEG: region-of-interest decode (media/transform.h)
 }
 
 struct TaskSample {

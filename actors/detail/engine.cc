@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <stdexcept>
 #include <thread>
 
 #include "actors/detail/run.h"
@@ -149,6 +150,12 @@ void Engine::stop() {
   }
   std::lock_guard lifecycle(impl_->lifecycle);
   impl_->join_locked(/*cancel=*/true);
+}
+
+void Engine::set_failure_budget(FailureBudget budget) {
+  std::lock_guard lifecycle(impl_->lifecycle);
+  if (running()) throw std::logic_error("set_failure_budget: a run is active");
+  impl_->options.max_failures = std::move(budget);
 }
 
 bool Engine::running() const {

@@ -29,6 +29,9 @@ class Engine {
   CommitState committed() const;        // of the current (or last) run
   void stop();  // cancels queued work, waits for running tasks, joins all actors
   bool running() const;
+  /// Replaces the pipeline's failure budget from the next run on. Between runs only
+  /// (throws std::logic_error while a run is active).
+  void set_failure_budget(FailureBudget budget);
 
   /// Takes the next item. Throws PipelineFailure once when the run failed (after the
   /// items already in the sink buffer); returns `end` when the epoch is over.

@@ -4,12 +4,12 @@
 ``brigade run``) in C++ threads and hands out its batches as dicts of tensors::
 
     loader = brigade.Loader(data="/data/train", batch_size=64, seed=3)
-    for epoch in range(10):
-        loader.set_epoch(epoch)
+    for epoch in range(10):                 # each iteration runs the next epoch
         for batch in loader:
             images = batch["data"]          # uint8 [N, 224, 224, 3] (layout="nchw": [N, 3, 224, 224])
             ids = batch["ids"]              # int64 [N]: the samples' ids (index in the file list)
             failed = batch.get("failed")    # int64 ids of samples that failed, when any did
+            paths = [loader.files[i] for i in ids.tolist()]
 
 The tensors are the C++ batch buffers themselves, exported through DLPack (no copy);
 a buffer returns to the loader's pool once every tensor made from it is gone. The GIL
@@ -24,6 +24,7 @@ torchrun's (or Slurm's) environment unless given.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import warnings
@@ -43,6 +44,19 @@ __all__ = [
 STATE_FORMAT = "brigade.Loader/1"
 
 _OUTPUTS = ("torch", "numpy", "dlpack")
+
+#: Brigade's log lines (a sample that failed, a worker lost) go to this logger.
+logger = logging.getLogger("brigade")
+
+# spdlog's levels (trace … critical) as logging's.
+_LEVELS = (5, logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL,
+           logging.CRITICAL)
+
+
+def _forward_log() -> None:
+    """Hands the C++ side's waiting log lines to the ``brigade`` logger."""
+    for level, message in _brigade.take_log():
+        logger.log(_LEVELS[min(max(level, 0), 6)], "%s", message)
 
 
 def _toml_value(key: str, value: Any) -> str:
@@ -91,6 +105,23 @@ def _converter(output: str) -> Optional[Callable[[Tensor], Any]]:
     raise ConfigError(f"output: expected one of {', '.join(_OUTPUTS)}, got {output!r}", "output")
 
 
+class _Iteration:
+    """One iteration of a Loader (what ``iter(loader)`` returns): its batches, until the
+    epoch ends, ``stop()`` is called, or a newer iteration of the loader starts."""
+
+    def __init__(self, loader: "Loader", number: int) -> None:
+        self._loader = loader
+        self._number = number
+
+    def __iter__(self) -> "_Iteration":
+        return self
+
+    def __next__(self) -> Any:
+        if self._loader._iteration != self._number:
+            raise StopIteration
+        return self._loader.__next__()
+
+
 class Loader:
     """Batches of Brigade's job, for a PyTorch training loop.
 
@@ -108,8 +139,11 @@ class Loader:
         python_stage_threads: threads calling ``python_stage`` (1 to 1024).
         environment: the launch environment read for rank and world size (default:
             ``os.environ``): torchrun's RANK/WORLD_SIZE, else Slurm's.
+        demo: without ``data`` or ``list``, load Brigade's synthetic demo set (generated
+            once under ~/.cache/brigade/demo); without it, no data is a ConfigError.
         **keys: settings named as the TOML keys (data, list, kind, batch_size, epochs,
-            seed, shuffle, order, threads, rank, world_size, max_failures, layout,
+            seed, shuffle, tail, drop_last, order, threads, rank, world_size,
+            max_failures, layout, roi_decode,
             transform ("eval", "train", "none"), size, resize, scale, ratio,
             flip_probability, normalize, normalize_mean, normalize_std, normalize_dtype,
             device ("cuda:N": batches copied to the GPU on Brigade's own stream and handed
@@ -121,12 +155,28 @@ class Loader:
     Raises:
         ConfigError: a bad key or value (``key`` names it), an unreadable data folder.
 
-    Iterating runs one epoch: the one ``set_epoch`` chose, else the next of the job
-    (``epochs`` of them; after the last one iteration yields nothing unless
-    ``set_epoch`` asks for another). Leaving a loop early and iterating again continues
-    the same epoch. A sample that fails to read or decode is left out of its batch and
-    listed in ``batch["failed"]``; beyond ``max_failures`` iteration raises DecodeError
-    (or PipelineError) naming the causes, as ``brigade run`` exits 1.
+    Each iteration (``for batch in loader``) runs one epoch: the one ``set_epoch``
+    chose, else the next one, as DataLoader with a DistributedSampler whose epoch the
+    loop advances. There is no epoch limit unless ``epochs`` is given (then, after the
+    last one, iteration yields nothing unless ``set_epoch`` asks for another). Leaving
+    a loop early (``break``) is fine: the next iteration runs the next epoch, and a
+    ``state_dict()`` taken after the break resumes exactly where the loop left.
+
+    Every rank yields the same number of batches per epoch (what DDP's synchronous
+    step needs), as DistributedSampler: ``tail="pad"`` (default) repeats samples from
+    the start of the epoch so every rank gets ceil(n / world_size) samples
+    (DistributedSampler's ``drop_last=False``), ``tail="drop"`` leaves the tail out
+    (its ``drop_last=True``); ``drop_last=True`` also drops each rank's last partial
+    batch (DataLoader's ``drop_last``). ``tail="none"`` yields every sample exactly
+    once and the ranks' counts differ by up to one batch: for evaluation, where results
+    are gathered rather than stepped together.
+
+    A sample that fails to read or decode is left out of its batch and listed in
+    ``batch["failed"]`` (logged to the ``brigade`` logger); a batch whose every sample
+    failed is still yielded, with 0 samples, so the ranks' counts stay equal (compute
+    the loss so that an empty batch adds zero, e.g. ``reduction="sum"`` divided by the
+    batch size asked for). Beyond ``max_failures`` iteration raises DecodeError (or
+    PipelineError) naming the causes, as ``brigade run`` exits 1.
 
     With ``device``, ``batch["data"]`` is on the device (``ids`` and ``failed`` stay on
     the host); torch.from_dlpack orders torch's current stream after Brigade's copy
@@ -140,13 +190,18 @@ class Loader:
                  python_stage: Optional[Callable[[Dict[str, Any]], Any]] = None,
                  python_stage_threads: int = 1,
                  environment: Optional[Mapping[str, str]] = None,
+                 demo: bool = False,
                  **keys: Any) -> None:
         env = os.environ if environment is None else environment
         self._output = output
-        self._impl = _brigade.Loader(
-            os.fspath(config) if config is not None else "", _keywords_toml(keys),
-            "brigade.Loader", [(str(k), str(v)) for k, v in env.items()],
-            _converter(output), python_stage, int(python_stage_threads))
+        self._iteration = 0
+        try:
+            self._impl = _brigade.Loader(
+                os.fspath(config) if config is not None else "", _keywords_toml(keys),
+                "brigade.Loader", [(str(k), str(v)) for k, v in env.items()],
+                _converter(output), python_stage, int(python_stage_threads), bool(demo))
+        finally:
+            _forward_log()
         for key in self._impl.ignored_keys:
             warnings.warn(f"brigade.Loader: {key} is a `brigade run` setting and is ignored",
                           stacklevel=2)
@@ -154,25 +209,35 @@ class Loader:
     # -- iteration -------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Any]:
-        self._impl.begin()
-        return self
+        """A new iteration: the next epoch (see the class's docstring)."""
+        try:
+            self._impl.begin()
+        finally:
+            _forward_log()
+        self._iteration += 1
+        return _Iteration(self, self._iteration)
 
     def __next__(self) -> Any:
-        batch = self._impl.next()
+        """The next batch of the iteration in progress."""
+        try:
+            batch = self._impl.next()
+        finally:
+            _forward_log()
         if batch is None:
             raise StopIteration
         return batch
 
     def __len__(self) -> int:
-        """Batches of this rank's epoch (the next one, or the one in progress), at most:
-        the epoch's samples for this rank divided by batch_size, rounded up; batches
-        whose every sample failed are not handed out."""
+        """Batches of the epoch in progress, else of the one the next iteration runs
+        (after load_state_dict: what is left of the resumed epoch): this rank's samples
+        of it divided by batch_size, rounded up (down with drop_last). Equal on every
+        rank unless ``tail="none"``."""
         return int(self._impl.batches_in_epoch())
 
     def set_epoch(self, epoch: int) -> None:
         """Runs epoch ``epoch`` on the next iteration, as DistributedSampler.set_epoch
-        does (its shuffle depends on (seed, epoch)). After load_state_dict, setting the
-        saved epoch continues it where it stopped. Not while an epoch is in progress."""
+        does (its shuffle depends on (seed, epoch)); an epoch in progress is left. After
+        load_state_dict, setting the saved epoch continues it where it stopped."""
         if epoch < 0:
             raise ValueError(f"set_epoch: expected an epoch >= 0, got {epoch}")
         self._impl.set_epoch(int(epoch))
@@ -183,9 +248,9 @@ class Loader:
         return int(self._impl.epoch)
 
     def stop(self) -> None:
-        """Ends the iteration in progress (any thread): the loop gets no more batches
-        (within 100 ms); the pipeline stops and the next iteration continues the same
-        epoch where it stopped (the state dict covers exactly what was handed out)."""
+        """Ends the iteration in progress as a ``break`` would, from any thread: the loop
+        gets no more batches (within 100 ms); the state dict covers exactly what was
+        handed out, and the next iteration runs the next epoch."""
         self._impl.stop()
 
     # -- checkpoints -----------------------------------------------------------------
@@ -227,7 +292,10 @@ class Loader:
                 raise CheckpointError(f"state_dict {i}: 'checkpoint' must be bytes",
                                       "corrupt", "state_dict")
             files.append(bytes(data))
-        self._impl.restore(files)
+        try:
+            self._impl.restore(files)
+        finally:
+            _forward_log()
 
     def write_checkpoint(self) -> str:
         """Writes this rank's checkpoint into ``checkpoint_dir`` as ``brigade run``
@@ -258,5 +326,6 @@ class Loader:
 
     @property
     def files(self) -> List[str]:
-        """The dataset's files: a sample's id is its index here."""
+        """The dataset's files: a sample's id is its index here
+        (``loader.files[i]`` for ``i`` in ``batch["ids"].tolist()``)."""
         return list(self._impl.files)

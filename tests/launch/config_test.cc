@@ -140,7 +140,10 @@ TEST(Config, BadValueNamesKeyLineAndExpectation) {
   EXPECT_EQ(error_of([&] { apply_toml(c, "max_failures = \"lots\"\n", "run.toml"); }),
             "run.toml:1: max_failures: expected a count N or a rate \"N%\" (0-100), got \"lots\"");
   EXPECT_EQ(error_of([&] { apply_toml(c, "threads = 2.5\n", "run.toml"); }),
-            "run.toml:1: threads: expected a positive integer up to 1024, got 2.5");
+            "run.toml:1: threads: expected a positive integer up to 1024, got 2.5 (a float)");
+  EXPECT_EQ(
+      error_of([&] { apply_toml(c, "batch_size = 32.0\n", "run.toml"); }),
+      "run.toml:1: batch_size: expected a positive integer up to 1048576, got 32.0 (a float)");
 }
 
 TEST(Config, ConcurrenciesAndBatchSizeHaveDocumentedMaxima) {
@@ -310,6 +313,7 @@ TEST(Config, EveryFlagIsAccepted) {
                               : f.flag == "--directory"       ? "auto"
                               : f.flag == "--on-no-workers"   ? "fail"
                               : f.flag == "--transform"       ? "train"
+                              : f.flag == "--tail"            ? "drop"
                               : f.flag == "--scale"           ? "0.5,1"
                               : f.flag == "--ratio"           ? "0.5,2"
                               : f.flag == "--normalize-mean"  ? "0.5,0.5,0.5"

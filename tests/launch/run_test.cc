@@ -171,8 +171,8 @@ TEST_F(RunTest, SameSeedSameOrderAndNoShuffleIsSorted) {
 }
 
 TEST_F(RunTest, RanksSplitTheDataset) {
-  ASSERT_EQ(run(data() + ids("r0") + " --rank 0 --world-size 2").code, 0);
-  ASSERT_EQ(run(data() + ids("r1"), "RANK=1 WORLD_SIZE=2 ").code, 0);
+  ASSERT_EQ(run(data() + ids("r0") + " --rank 0 --world-size 2 --tail none").code, 0);
+  ASSERT_EQ(run(data() + ids("r1") + " --tail none", "RANK=1 WORLD_SIZE=2 ").code, 0);
   auto r0 = read_ids(dir_ / "r0"), r1 = read_ids(dir_ / "r1");
   std::set<std::uint64_t> all(r0.begin(), r0.end());
   for (auto id : r1) EXPECT_TRUE(all.insert(id).second) << id << " on both ranks";
@@ -261,8 +261,8 @@ TEST_F(RunTest, StopAndResumeDeliverTheUninterruptedSequence) {
 }
 
 TEST_F(RunTest, TwoRanksStopAndOneRankFinishesTheEpoch) {
-  const std::string common =
-      data() + " --seed 4 --batch-size 4 --checkpoint-dir '" + (dir_ / "ckpt").string() + "'";
+  const std::string common = data() + " --seed 4 --batch-size 4 --tail none --checkpoint-dir '" +
+                             (dir_ / "ckpt").string() + "'";
   ASSERT_EQ(run(common + ids("r0") + " --rank 0 --world-size 2 --stop-after-batches 3").code, 0);
   ASSERT_EQ(run(common + ids("r1") + " --rank 1 --world-size 2 --stop-after-batches 5").code, 0);
   const auto resumed =
@@ -516,7 +516,8 @@ TEST_F(RunTest, SigtermWhileAReadIsBlockedStillSavesEverything) {
 // Ranks stop near an epoch boundary, in different epochs: the set still resumes, at
 // another world size, delivering exactly the rest of both epochs.
 TEST_F(RunTest, RanksStoppedInDifferentEpochsResumeElastically) {
-  const std::string common = data() + " --seed 5 --batch-size 5 --epochs 2 --checkpoint-dir '" +
+  const std::string common = data() +
+                             " --seed 5 --batch-size 5 --epochs 2 --tail none --checkpoint-dir '" +
                              (dir_ / "ckpt").string() + "'";
   // 60 good samples + 3 corrupt over 2 ranks: 32 and 31 per rank, 7 batches of 5 per epoch.
   ASSERT_EQ(run(common + ids("r0") + " --rank 0 --world-size 2 --stop-after-batches 7").code, 0);
@@ -539,8 +540,8 @@ TEST_F(RunTest, RanksStoppedInDifferentEpochsResumeElastically) {
 // A resume into the same folder that crashes mid-save (one rank of two saves) leaves
 // the previous complete set: the job still resumes from it, at any world size.
 TEST_F(RunTest, AnIncompleteNewerSetLeavesTheOlderOneResumable) {
-  const std::string common =
-      data() + " --seed 8 --batch-size 4 --checkpoint-dir '" + (dir_ / "ckpt").string() + "'";
+  const std::string common = data() + " --seed 8 --batch-size 4 --tail none --checkpoint-dir '" +
+                             (dir_ / "ckpt").string() + "'";
   ASSERT_EQ(run(common + ids("a0") + " --rank 0 --world-size 2 --stop-after-batches 2").code, 0);
   ASSERT_EQ(run(common + ids("a1") + " --rank 1 --world-size 2 --stop-after-batches 2").code, 0);
   const auto from = " --resume-from '" + (dir_ / "ckpt").string() + "'";

@@ -63,7 +63,7 @@ def test_an_exception_in_the_transform_reaches_the_loop(images):
         make_loader(images, python_stage=3)
 
 
-def test_stop_drops_the_batches_in_the_transform_and_iteration_continues(images):
+def test_stop_drops_the_batches_in_the_transform_and_a_resume_continues(images):
     full = epoch_ids(make_loader(images, batch_size=4, seed=2))
     loader = make_loader(images, batch_size=4, seed=2, python_stage=lambda b: b,
                          python_stage_threads=3)
@@ -73,4 +73,6 @@ def test_stop_drops_the_batches_in_the_transform_and_iteration_continues(images)
         if len(seen) == 8:
             loader.stop()
     assert seen == full[:8]
-    assert seen + epoch_ids(loader) == full
+    resumed = make_loader(images, batch_size=4, seed=2, python_stage=lambda b: b)
+    resumed.load_state_dict(loader.state_dict())
+    assert seen + epoch_ids(resumed) == full

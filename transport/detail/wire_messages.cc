@@ -155,6 +155,7 @@ std::vector<char> write_decode_task(const DecodeTaskFields& t) {
   task.setFlipProbability(t.flip_probability);
   task.setExifOrientation(t.exif_orientation);
   task.setClipStride(t.clip_stride);
+  task.setRoiDecode(t.roi_decode);
   auto list = task.initSamples(static_cast<unsigned>(t.samples.size()));
   for (unsigned i = 0; i < list.size(); ++i) {
     list[i].setId(t.samples[i].id);
@@ -181,6 +182,7 @@ DecodeTaskFields read_decode_task(std::span<const char> bytes, std::size_t max_s
     t.flip_probability = r.getFlipProbability();
     t.exif_orientation = r.getExifOrientation();
     t.clip_stride = r.getClipStride();
+    t.roi_decode = r.getRoiDecode();
     const auto samples = r.getSamples();
     if (samples.size() > max_samples) {
       throw RemoteError(

@@ -61,6 +61,7 @@ struct DecodeTaskFields {
   double scale_min = 0, scale_max = 0, ratio_min = 0, ratio_max = 0, flip_probability = 0;
   bool exif_orientation = false;
   std::uint32_t clip_stride = 0;
+  bool roi_decode = true;
   struct Sample {
     std::uint64_t id = 0;
     std::string path;
