@@ -385,9 +385,13 @@ struct Job::Impl {
                          .name = "read"})
             .aggregate(static_cast<std::size_t>(*c.batch_size),
                        {.drop_last = c.drop_last, .name = "batch"})
-            .pipe(
-                decode,
-                {.concurrency = *c.decode_concurrency, .output_order = c.order, .name = "decode"});
+            // One batch queued for the decode workers, not the engine's default 2 per
+            // worker: the aggregate upstream holds the next ones ready, and each queued
+            // batch is 32 files' bytes held (and, finished, a decoded batch) for nothing.
+            .pipe(decode, {.concurrency = *c.decode_concurrency,
+                           .output_order = c.order,
+                           .name = "decode",
+                           .queue_capacity = 1});
     if (!to_device) return std::move(decoded).add_sink(4).build(build);
     return std::move(decoded)
         .pipe(copy_stage(),

@@ -1,5 +1,8 @@
 #include <spdlog/spdlog.h>
 
+#include <optional>
+#include <string>
+
 #include "actors/detail/run.h"
 
 namespace brigade::actors::detail {
@@ -10,19 +13,69 @@ struct SourceState {
   static inline const char* name = "brigade.source";
   std::unique_ptr<SourceCursor> cursor;
   std::uint64_t next_position = 0;
+  std::optional<Item> first;  // drawn before the actor started (see spawn_source)
+  bool exhausted = false;     // the cursor has ended
 };
 
-// The source runs on a thread of its own (detached): a sampler may take a while at
-// the start of an epoch (a 10 M-id permutation takes ~0.2 s) and must not stall a
-// scheduler thread meanwhile. Blocking work (reading files) belongs in an io stage.
-source_actor::behavior_type source_main(source_actor::stateful_pointer<SourceState> self,
-                                        std::shared_ptr<RunShared> run,
-                                        downstream_actor downstream) {
+// What spawn_source prepares on the calling thread: the open cursor and its first item.
+struct SourceStart {
+  std::unique_ptr<SourceCursor> cursor;
+  std::optional<Item> first;
+  std::uint64_t next_position = 0;
+  bool exhausted = false;
+  std::string error;  // non-empty: the run fails with it
+};
+
+// Draws the source's next item; false when it has ended.
+bool draw(SourceCursor& cursor, std::uint64_t& next_position, Item& out) {
+  AnyValue value;
+  std::uint64_t position = next_position;
+  if (!cursor.next(value, position)) return false;
+  next_position = position + 1;
+  out = Item{std::move(value), Positions(position)};
+  return true;
+}
+
+SourceStart open_source(const RunShared& run) {
+  SourceStart start;
   try {
-    self->state.cursor = run->spec.source->open();
+    start.cursor = run.spec.source->open();
   } catch (const std::exception& e) {
-    run->fail(std::string("the source failed to open: ") + e.what());
+    start.error = std::string("the source failed to open: ") + e.what();
+    return start;
   }
+  try {
+    Item item;
+    if (draw(*start.cursor, start.next_position, item)) {
+      start.first = std::move(item);
+    } else {
+      start.exhausted = true;
+    }
+  } catch (const std::exception& e) {
+    start.error = "the source threw after position 0: " + std::string(e.what());
+  }
+  return start;
+}
+
+// The source runs on the scheduler like the stages: a detached thread of its own
+// costs a futex wake-up and two context switches per demand message (measured: 35% of
+// bench_engine's context switches, a third of its rate). What may take long is the
+// start of an epoch (opening the cursor, a sampler's 10 M-id permutation: ~0.2 s):
+// spawn_source does that on the thread that starts the run (the consumer, which
+// waits for the first item anyway) by drawing the first item before the actor exists.
+// Later draws are expected to be cheap; blocking work belongs in an io stage.
+source_actor::behavior_type source_main(source_actor::stateful_pointer<SourceState> self,
+                                        std::shared_ptr<RunShared> run, downstream_actor downstream,
+                                        std::shared_ptr<SourceStart> start) {
+  if (!start->error.empty()) {
+    run->fail(start->error);
+    self->quit();
+    return {[=](demand_atom, std::uint32_t) {}, [=](stop_atom) {}};
+  }
+  self->state.cursor = std::move(start->cursor);
+  self->state.first = std::move(start->first);
+  self->state.next_position = start->next_position;
+  self->state.exhausted = start->exhausted;
   return {
       [=](demand_atom, std::uint32_t n) {
         auto& st = self->state;
@@ -32,17 +85,18 @@ source_actor::behavior_type source_main(source_actor::stateful_pointer<SourceSta
         }
         auto items = std::make_shared<std::vector<Item>>();
         items->reserve(n);
-        bool exhausted = false;
+        if (st.first && n > 0) {
+          items->push_back(std::move(*st.first));
+          st.first.reset();
+        }
         try {
-          for (std::uint32_t i = 0; i < n; ++i) {
-            AnyValue value;
-            std::uint64_t position = st.next_position;
-            if (!st.cursor->next(value, position)) {
-              exhausted = true;
+          while (!st.exhausted && items->size() < n) {
+            Item item;
+            if (!draw(*st.cursor, st.next_position, item)) {
+              st.exhausted = true;
               break;
             }
-            st.next_position = position + 1;
-            items->push_back(Item{std::move(value), Positions(position)});
+            items->push_back(std::move(item));
           }
         } catch (const std::exception& e) {
           run->fail("the source threw after position " + std::to_string(st.next_position) + ": " +
@@ -52,7 +106,7 @@ source_actor::behavior_type source_main(source_actor::stateful_pointer<SourceSta
         }
         run->source_items.fetch_add(items->size(), std::memory_order_relaxed);
         if (!items->empty()) self->send(downstream, items_atom::value, ItemBatch{items});
-        if (exhausted) {
+        if (st.exhausted) {
           self->send(downstream, end_atom::value);
           self->quit();
         }
@@ -100,7 +154,8 @@ sink_actor::behavior_type sink_main(sink_actor::stateful_pointer<SinkState> self
 
 source_actor spawn_source(caf::actor_system& system, std::shared_ptr<RunShared> run,
                           downstream_actor downstream) {
-  return system.spawn<caf::detached>(source_main, std::move(run), std::move(downstream));
+  auto start = std::make_shared<SourceStart>(open_source(*run));
+  return system.spawn(source_main, std::move(run), std::move(downstream), std::move(start));
 }
 
 sink_actor spawn_sink(caf::actor_system& system, std::shared_ptr<RunShared> run) {

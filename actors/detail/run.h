@@ -123,6 +123,7 @@ class RunShared {
   std::vector<std::unique_ptr<StageCounters>> counters;  // one per stage
   std::atomic<bool> stopping{false};
   std::stop_source stop_source;  // requested with `stopping`: tasks see it (TaskContext)
+  const std::stop_token task_stop = stop_source.get_token();  // the one tasks get
   std::shared_ptr<LifetimeCounts> lifetime;
   std::atomic<std::uint64_t> source_items{0};
   std::atomic<std::uint64_t> total_tasks{0};

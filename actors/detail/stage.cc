@@ -63,7 +63,9 @@ bool retryable(const StageSpec& spec, const std::exception& error) {
 
 // Runs one task: the stage function with a TaskContext, retries, hooks, timing.
 struct TaskRunner {
-  static Result run(const RunShared& run, const StageSpec& spec, Task&& task) {
+  // `outs` is the caller's scratch, reused across tasks (one allocation per batch).
+  static Result run(const RunShared& run, const StageSpec& spec, Task&& task,
+                    std::vector<AnyValue>& outs) {
     Result r;
     r.seq = task.seq;
     r.positions = std::move(task.item.positions);
@@ -71,14 +73,13 @@ struct TaskRunner {
     if (!run.options.hooks.empty()) call_hooks_before(run, info);
     const int attempts = std::max(1, spec.options.retry.attempts);
     std::chrono::duration<double, std::milli> backoff = spec.options.retry.backoff;
-    std::vector<AnyValue> outs;
     const auto t0 = Clock::now();
     for (int attempt = 1;; ++attempt) {
       bool again = false;
       try {
         outs.clear();
         r.sample_failures.clear();
-        TaskContext context(r.positions, run.stop_source.get_token(), r.sample_failures);
+        TaskContext context(r.positions, run.task_stop, r.sample_failures);
         spec.fn(task.item.value, outs, attempt < attempts, context);
         r.threw = false;
         r.error.clear();
@@ -133,9 +134,10 @@ worker_actor::behavior_type worker_main(worker_actor::stateful_pointer<WorkerSta
         const StageSpec& spec = run->spec.stages[stage];
         auto results = std::make_shared<std::vector<Result>>();
         results->reserve(batch.tasks->size());
+        std::vector<AnyValue> outs;
         for (auto& task : *batch.tasks) {
           if (run->stopping.load(std::memory_order_relaxed)) return;  // cancelled
-          results->push_back(TaskRunner::run(*run, spec, std::move(task)));
+          results->push_back(TaskRunner::run(*run, spec, std::move(task), outs));
         }
         self->send(coordinator, done_atom::value, ResultBatch{std::move(results), index});
       },
@@ -179,6 +181,7 @@ struct StageState {
   std::uint64_t tasks = 0;
   std::uint64_t failures = 0;
   double ewma_ns = -1;
+  std::vector<std::uint64_t> task_ns;  // scratch: the times of a batch of results
   bool upstream_done = false;
   bool flushed = false;
   bool finished = false;
@@ -203,12 +206,15 @@ void record_failure(StagePtr self, FailureRecord record) {
   st.run->record_failure(std::move(record));
 }
 
-void count_task(StagePtr self) {
+// Counted once per batch of results, not per task: these counters are shared with
+// the other stages' coordinators (and the stats reader), and a no-op task costs less
+// than an atomic add on a contended cache line.
+void count_tasks(StagePtr self, std::uint64_t n) {
   auto& st = self->state;
-  ++st.tasks;
-  st.run->total_tasks.fetch_add(1, std::memory_order_relaxed);
-  st.run->lifetime->tasks.fetch_add(1, std::memory_order_relaxed);
-  st.run->lifetime->stage_tasks[st.index].fetch_add(1, std::memory_order_relaxed);
+  st.tasks += n;
+  st.run->total_tasks.fetch_add(n, std::memory_order_relaxed);
+  st.run->lifetime->tasks.fetch_add(n, std::memory_order_relaxed);
+  st.run->lifetime->stage_tasks[st.index].fetch_add(n, std::memory_order_relaxed);
 }
 
 // Budgets are judged on the pipeline's lifetime counts (every run of it).
@@ -244,7 +250,7 @@ void accumulate(StagePtr self, Item&& item) {
   auto& st = self->state;
   const auto t0 = Clock::now();
   const bool fixed = st.spec->aggregate_size > 0;
-  count_task(self);
+  count_tasks(self, 1);
   try {
     auto batch = st.aggregator->accumulate(std::move(item.value));
     st.accumulated.append(item.positions);
@@ -303,10 +309,6 @@ void accept(StagePtr self, ItemBatch& batch) {
 
 void take_result(StagePtr self, Result&& r) {
   auto& st = self->state;
-  count_task(self);
-  st.counters->record_task(r.ns, r.outcome, r.retries,
-                           r.threw ? 1 : static_cast<std::uint64_t>(r.sample_failures.size()));
-  st.ewma_ns = st.ewma_ns < 0 ? static_cast<double>(r.ns) : 0.9 * st.ewma_ns + 0.1 * r.ns;
   if (r.threw) {
     spdlog::warn("brigade: stage '{}' failed on source position {}: {}", st.spec->options.name,
                  r.positions.empty() ? 0 : r.positions.front(), r.error);
@@ -333,8 +335,20 @@ void take_result(StagePtr self, Result&& r) {
 
 void on_results(StagePtr self, ResultBatch& batch) {
   auto& st = self->state;
-  st.load[batch.worker] -= batch.results->size();
-  st.in_flight -= batch.results->size();
+  const auto n = batch.results->size();
+  st.load[batch.worker] -= n;
+  st.in_flight -= n;
+  std::uint64_t filtered = 0, retries = 0, failures = 0;
+  st.task_ns.clear();
+  for (const auto& r : *batch.results) {
+    st.task_ns.push_back(r.ns);
+    filtered += r.outcome == TaskOutcome::filtered ? 1 : 0;
+    retries += static_cast<std::uint64_t>(r.retries);
+    failures += r.threw ? 1 : static_cast<std::uint64_t>(r.sample_failures.size());
+    st.ewma_ns = st.ewma_ns < 0 ? static_cast<double>(r.ns) : 0.9 * st.ewma_ns + 0.1 * r.ns;
+  }
+  count_tasks(self, n);
+  st.counters->record_tasks(st.task_ns, filtered, retries, failures);
   for (auto& r : *batch.results) take_result(self, std::move(r));
   while (!st.reorder.empty() && st.reorder.front()) {
     for (auto& item : st.reorder.front()->outputs) st.out.push_back(OutItem{std::move(item), 1});

@@ -19,6 +19,16 @@ void StageCounters::record_task(std::uint64_t ns, TaskOutcome outcome, int retri
   task_ns_.record(ns);
 }
 
+void StageCounters::record_tasks(const std::vector<std::uint64_t>& ns, std::uint64_t filtered,
+                                 std::uint64_t retries, std::uint64_t failures) {
+  std::lock_guard lock(mutex_);
+  stats_.tasks += ns.size();
+  stats_.retries += retries;
+  stats_.failures += failures;
+  stats_.filtered += filtered;
+  for (const auto t : ns) task_ns_.record(t);
+}
+
 void StageCounters::record_filtered(std::uint64_t n) {
   std::lock_guard lock(mutex_);
   stats_.filtered += n;

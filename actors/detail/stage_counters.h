@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "actors/detail/histogram.h"
 #include "actors/hooks.h"
@@ -25,6 +26,9 @@ class StageCounters {
   /// One finished task. `ns` is its run time, `retries` the extra attempts, `failures`
   /// the failures it counts for (1 if it threw, else the samples it reported failed).
   void record_task(std::uint64_t ns, TaskOutcome outcome, int retries, std::uint64_t failures);
+  /// A batch of tasks under one lock: each task's time in `ns`, the batch's totals.
+  void record_tasks(const std::vector<std::uint64_t>& ns, std::uint64_t filtered,
+                    std::uint64_t retries, std::uint64_t failures);
   void record_filtered(std::uint64_t n);  // items dropped without a task (aggregate tail)
   void record_outputs(std::uint64_t n);
   /// Integrates the previous state up to `now`, then remembers the new one.
