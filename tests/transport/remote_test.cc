@@ -96,11 +96,20 @@ void expect_refused(const WorkerNode& worker, PoolOptions o, const std::string& 
   EXPECT_EQ(worker.stats().sessions_opened, 0u);
 }
 
+// Refused by the token's handshake before BASP (no TLS): no hello ever reaches the gate.
 TEST(Remote, AWrongTokenIsRefused) {
   WorkerNode worker(worker_options(), upper_ops());
   auto o = pool_for(worker);
   o.security.token = "another job's token";
-  expect_refused(worker, o, "job token differs");
+  RemotePool pool(std::move(o));
+  EXPECT_FALSE(pool.wait_for_worker(1500ms, {}));
+  const auto lost = pool.lost_workers();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_NE(lost[0].find("the job token differs"), std::string::npos) << lost[0];
+  EXPECT_GE(worker.stats().connections_refused, 1u);
+  EXPECT_EQ(worker.stats().connections_authenticated, 0u);
+  EXPECT_EQ(worker.stats().hellos_refused, 0u);
+  EXPECT_EQ(worker.stats().sessions_opened, 0u);
 }
 
 TEST(Remote, AnOperationOfAnotherVersionIsRefusedNamingBothVersions) {
