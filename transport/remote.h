@@ -44,8 +44,13 @@
 // when it missed heartbeats for heartbeat_timeout (a frozen process: SIGSTOP), or for
 // one task when that task passed task_timeout (a stuck operation; the worker is told
 // to cancel it). Every call outstanding on a lost worker returns CallStatus::lost at
-// once, naming the worker and the reason: the caller decides whether to try again
-// (RemotePool never re-runs a task itself, so the caller's attempt count is exact).
+// once, naming the worker and the reason, and whether the worker had started it
+// (CallResult::started: the worker says so when a thread takes a task): the caller
+// decides whether to try again and whether the loss counts against the task (RemotePool
+// never re-runs a task itself, so the caller's attempt count is exact). A worker whose
+// started task passed its deadline is suspect: it stays connected but gets no new task,
+// and does not count as live, until that task's thread is free (a read that never
+// returns keeps it out for good).
 // A result is accepted only from the session and worker the attempt was sent to and
 // only while the attempt is outstanding: a late result of a lost attempt (a frozen
 // worker that wakes) and any duplicate is dropped and counted. Lost workers are
@@ -196,6 +201,10 @@ struct CallResult {
   std::vector<char> bytes{};
   std::string worker{};  // the worker it ran on ("host:port")
   std::string reason{};
+  // lost: whether the worker had begun running the task. An attempt lost before it
+  // started (its worker died or froze with it queued, or sent to a worker already
+  // dead) says nothing about the task: the caller need not count it.
+  bool started = false;
 };
 
 struct WorkerFigures {
@@ -246,6 +255,9 @@ class RemotePool {
   PoolStats stats() const;
   /// The directory's bound address (host_directory; its port if `directory` had 0).
   std::optional<Endpoint> directory_address() const;
+  /// Why the directory could not be reached, while it has not been reached (after a
+  /// failed attempt); nullopt once reached, before the first attempt, or without one.
+  std::optional<std::string> directory_unreachable() const;
 
  private:
   struct Impl;

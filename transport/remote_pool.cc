@@ -34,6 +34,7 @@ struct Call {
   std::string avoid;
   std::size_t link = 0;  // while outstanding
   Clock::time_point sent{};
+  bool started = false;  // the worker said a thread began running it
   bool finished = false;
   CallResult result;
   std::condition_variable_any done;  // its caller waits here (with Shared::mutex)
@@ -52,6 +53,11 @@ struct Link {
   std::string worker_key, trainer_key;
   std::uint32_t window = 0;
   std::set<std::uint64_t> outstanding;
+  // Tasks that passed their deadline after they had started and whose thread has not
+  // been freed (a read that never returns): while any, the worker is suspect — live
+  // (it answers heartbeats) but out of the rotation and not counted in Shared::live.
+  std::set<std::uint64_t> stuck;
+  bool suspect = false;
   bool ever_live = false;
   std::string last_error;
   WorkerFigures figures;
@@ -77,6 +83,7 @@ struct Shared {
   // Every actor of the pool's system is guarded by it (detail/remote_guard.h).
   std::shared_ptr<Guard> guard = std::make_shared<Guard>("brigade");
   std::string dead;  // why the dispatcher ended, if it did while the pool runs
+  std::optional<std::string> directory_unreachable;  // why, until it has been reached
 
   // With `mutex` held.
   void finish(const std::shared_ptr<Call>& call, CallStatus status, std::string reason,
@@ -118,7 +125,7 @@ using Dispatcher = caf::stateful_actor<DispatcherState>;
 void lose(Dispatcher* self, Shared& sh, std::size_t index, const std::string& reason) {
   auto& l = sh.links[index];
   if (l.phase == Link::Phase::live) {
-    --sh.live;
+    if (!l.suspect) --sh.live;
     spdlog::warn("brigade: lost worker {}: {} ({} tasks outstanding, sent again)", l.name, reason,
                  l.outstanding.size());
     l.last_error = reason;
@@ -127,6 +134,8 @@ void lose(Dispatcher* self, Shared& sh, std::size_t index, const std::string& re
   if (l.session) self->demonitor(l.session);
   l.session = {};
   l.phase = Link::Phase::idle;
+  l.suspect = false;
+  l.stuck.clear();
   l.next_attempt = Clock::now() + sh.options.reconnect_interval;
   sh.forget_key(l);
   for (auto id : l.outstanding) {
@@ -134,6 +143,7 @@ void lose(Dispatcher* self, Shared& sh, std::size_t index, const std::string& re
     if (it == sh.outstanding.end()) continue;
     ++l.figures.lost;
     ++sh.stats.lost;
+    it->second->result.started = it->second->started;
     sh.finish(it->second, CallStatus::lost, fmt::format("worker {}: {}", l.name, reason));
     it->second->result.worker = l.name;
     sh.outstanding.erase(it);
@@ -153,7 +163,7 @@ void dispatch(Shared& sh, caf::event_based_actor* self) {
     std::int64_t best_free = 0;
     for (std::size_t i = 0; i < sh.links.size(); ++i) {
       const auto& l = sh.links[i];
-      if (l.phase != Link::Phase::live) continue;
+      if (l.phase != Link::Phase::live || l.suspect) continue;
       std::int64_t free = std::int64_t(l.window) - std::int64_t(l.outstanding.size());
       if (free <= 0) continue;
       if (!call->avoid.empty() && l.name == call->avoid && sh.live > 1) free -= 1'000'000;
@@ -282,6 +292,10 @@ void subscribe(Dispatcher* self) {
       self, sh.options.security, at, sh.guard,
       [self, send_subscribe](caf::actor dir) {
         auto& st = self->state;
+        {
+          std::lock_guard lock(st.shared->mutex);
+          st.shared->directory_unreachable.reset();
+        }
         st.subscribing = false;
         if (!dir) {  // the port answered before the directory was published there
           st.next_subscribe = Clock::now() + st.shared->options.reconnect_interval;
@@ -293,6 +307,10 @@ void subscribe(Dispatcher* self) {
         auto& st = self->state;
         st.subscribing = false;
         st.next_subscribe = Clock::now() + st.shared->options.reconnect_interval;
+        {
+          std::lock_guard lock(st.shared->mutex);
+          if (!st.directory) st.shared->directory_unreachable = why;
+        }
         if (why != st.directory_error) {
           spdlog::info("brigade: the directory at {} is not reachable (trying again): {}",
                        at.to_string(), why);
@@ -347,6 +365,24 @@ void tick_locked(Dispatcher* self) {
     if (l.session) self->send(l.session, cancel_atom::value, l.worker_key, id);
     ++l.figures.lost;
     ++sh.stats.lost;
+    call->result.started = call->started;
+    if (call->started && l.phase == Link::Phase::live) {
+      l.stuck.insert(id);
+      if (!l.suspect) {
+        l.suspect = true;
+        --sh.live;
+        spdlog::warn(
+            "brigade: worker {} is suspect: a task passed its deadline of {} ms; no new "
+            "task until its thread is free",
+            l.name, ms(sh.options.task_timeout));
+        if (sh.live == 0) {
+          sh.no_worker_since = now;
+          for (auto& c : sh.pending) sh.finish(c, CallStatus::no_workers, "no worker is live");
+          sh.pending.clear();
+        }
+        sh.changed.notify_all();
+      }
+    }
     sh.finish(call, CallStatus::lost,
               fmt::format("worker {}: the task passed its deadline of {} ms", l.name,
                           ms(sh.options.task_timeout)));
@@ -457,6 +493,27 @@ caf::behavior dispatcher_actor(Dispatcher* self, std::shared_ptr<Shared> shared)
       },
       [self](tfailed_atom, const std::string& tkey, std::uint64_t id, const std::string& why) {
         accept_reply(self, tkey, id, CallStatus::failed, why, {});
+      },
+      [self](started_atom, const std::string& tkey, std::uint64_t id) {
+        auto& sh = *self->state.shared;
+        std::lock_guard lock(sh.mutex);
+        auto* l = sh.find(tkey, Link::Phase::live);
+        if (!l || !l->outstanding.count(id)) return;
+        l->last_heard = Clock::now();
+        if (auto it = sh.outstanding.find(id); it != sh.outstanding.end())
+          it->second->started = true;
+      },
+      [self](freed_atom, const std::string& tkey, std::uint64_t id) {
+        auto& sh = *self->state.shared;
+        std::lock_guard lock(sh.mutex);
+        auto* l = sh.find(tkey, Link::Phase::live);
+        if (!l || !l->stuck.erase(id) || !l->stuck.empty() || !l->suspect) return;
+        l->suspect = false;
+        ++sh.live;
+        sh.no_worker_since.reset();
+        spdlog::info("brigade: worker {} is back in the rotation (its stuck task ended)", l->name);
+        sh.changed.notify_all();
+        dispatch(sh, self);
       },
       [self](pong_atom, const std::string& tkey) {
         auto& sh = *self->state.shared;
@@ -709,6 +766,10 @@ std::vector<std::string> RemotePool::lost_workers() const {
   std::lock_guard lock(impl_->shared->mutex);
   std::vector<std::string> out;
   for (const auto& l : impl_->shared->links) {
+    if (l.phase == Link::Phase::live && l.suspect) {
+      out.push_back(fmt::format("{} (suspect: a task stuck past its deadline)", l.name));
+      continue;
+    }
     if (l.phase == Link::Phase::live) continue;
     if (l.ever_live || !l.last_error.empty())
       out.push_back(
@@ -730,7 +791,7 @@ PoolStats RemotePool::stats() const {
   if (impl_->listener) s.connections_refused = impl_->listener->refused();
   for (const auto& l : impl_->shared->links) {
     auto f = l.figures;
-    f.live = l.phase == Link::Phase::live;
+    f.live = l.phase == Link::Phase::live && !l.suspect;
     auto lat = l.latencies_ms;
     if (!lat.empty()) {
       std::sort(lat.begin(), lat.end());
@@ -743,5 +804,10 @@ PoolStats RemotePool::stats() const {
 }
 
 std::optional<Endpoint> RemotePool::directory_address() const { return impl_->directory_bound; }
+
+std::optional<std::string> RemotePool::directory_unreachable() const {
+  std::lock_guard lock(impl_->shared->mutex);
+  return impl_->shared->directory_unreachable;
+}
 
 }  // namespace brigade::transport

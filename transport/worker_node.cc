@@ -105,6 +105,8 @@ struct Core {
       std::shared_ptr<Session> s;
       QueuedTask task;
       std::stop_source stop;
+      caf::actor actor;
+      std::string key;
       {
         std::unique_lock lock(mutex);
         wake.wait(lock, [&] { return stopping || !ring.empty(); });
@@ -123,7 +125,11 @@ struct Core {
           ring.push_back(s);  // its next task waits for the other sessions' turns
         }
         s->running.emplace(task.id, stop);
+        actor = s->actor;
+        key = s->key;
       }
+      // The trainer counts a lost attempt against the task only once it has started.
+      caf::anon_send(actor, started_atom::value, key, task.id);
       run(*s, std::move(task), stop.get_token());
     }
   }
@@ -159,7 +165,12 @@ struct Core {
       actor = s.actor;
       key = s.key;
     }
-    if (cancelled) return;
+    if (cancelled) {
+      // The thread is free again (a task stuck past its deadline keeps its worker out of
+      // the trainer's rotation until then).
+      caf::anon_send(actor, freed_atom::value, key, task.id);
+      return;
+    }
     caf::anon_send(actor, done_atom::value, key, task.id, error.empty(), std::move(result), error);
   }
 };
@@ -225,6 +236,14 @@ caf::behavior session_actor(caf::stateful_actor<SessionState>* self, std::shared
         if (!same_secret(k, key)) return drop(self, "a ping with a wrong session key");
         self->state.last_heard = Clock::now();
         self->send(self->state.trainer, pong_atom::value, self->state.session->trainer_key);
+      },
+      [self, key](started_atom, const std::string& k, std::uint64_t id) {
+        if (!same_secret(k, key)) return drop(self, "a start with a wrong session key");
+        self->send(self->state.trainer, started_atom::value, self->state.session->trainer_key, id);
+      },
+      [self, key](freed_atom, const std::string& k, std::uint64_t id) {
+        if (!same_secret(k, key)) return drop(self, "a free with a wrong session key");
+        self->send(self->state.trainer, freed_atom::value, self->state.session->trainer_key, id);
       },
       [self, key](done_atom, const std::string& k, std::uint64_t id, bool ok,
                   std::vector<char>& result, const std::string& error) {

@@ -182,6 +182,18 @@ int client_handshake(const Endpoint& at, std::string_view token, const Guard* gu
   throw RemoteError(fmt::format("cannot connect to {}: {}", at.to_string(), last_error));
 }
 
+std::string peer_name(const sockaddr_storage& a) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (a.ss_family == AF_INET6) {
+    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(a);
+    ::inet_ntop(AF_INET6, &v6.sin6_addr, host, sizeof host);
+    return fmt::format("[{}]:{}", host, ntohs(v6.sin6_port));
+  }
+  const auto& v4 = reinterpret_cast<const sockaddr_in&>(a);
+  ::inet_ntop(AF_INET, &v4.sin_addr, host, sizeof host);
+  return fmt::format("{}:{}", host, ntohs(v4.sin_port));
+}
+
 caf::actor basp_broker(caf::actor_system& system) {
   return system.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
 }
@@ -291,6 +303,7 @@ Listener::~Listener() {
 void Listener::run() {
   struct Pending {
     int fd = -1;
+    std::string peer;  // "host:port"
     Clock::time_point deadline;
     std::string nonce;
     char buf[kAnswer];
@@ -300,7 +313,7 @@ void Listener::run() {
   const auto broker = basp_broker(system_);
   auto refuse = [&](Pending& p, std::string_view why) {
     ++refused_;
-    guard_->log.note(fmt::format("a connection that failed the authentication ({})", why));
+    guard_->log.note(fmt::format("a connection that failed the authentication ({})", why), p.peer);
     close_fd(p.fd);
     p.fd = -1;
   };
@@ -357,10 +370,14 @@ void Listener::run() {
     std::erase_if(pending, [](const Pending& p) { return p.fd < 0; });
     if (fds[1].revents) {
       for (;;) {
-        const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        sockaddr_storage from{};
+        socklen_t from_len = sizeof(from);
+        const int fd = ::accept4(fd_, reinterpret_cast<sockaddr*>(&from), &from_len,
+                                 SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) break;
         Pending p;
         p.fd = fd;
+        p.peer = peer_name(from);
         if (pending.size() >= kMaxPending) {
           refuse(p, fmt::format("{} connections already in the handshake", kMaxPending));
           continue;
