@@ -763,6 +763,64 @@ TEST_F(Cluster, StuckSampleIsFailedAfterMaxAttemptsAndWorkersKeepServing) {
 #endif
 }
 
+// The red team's hung read (issue 21, item 5) with three one-thread workers: the two
+// workers that reach the stuck file have no free thread left. They must leave the
+// rotation (suspect) instead of taking batches they never start, and no innocent
+// sample may fail: only the stuck one, after max_attempts.
+TEST_F(Cluster, HungReadOnOneThreadWorkersFailsOnlyTheStuckSample) {
+#ifndef BRIGADE_HUNG_FS
+  GTEST_SKIP() << "built without libfuse3 (no hung_fs helper)";
+#else
+  const auto mnt = file("mnt");
+  fs::create_directories(mnt);
+  struct Unmount {
+    fs::path mnt;
+    ~Unmount() { (void)std::system(("umount -l '" + mnt.string() + "' 2>/dev/null").c_str()); }
+  } unmount{mnt};
+  // Destroyed in reverse: the FUSE server first (the workers' blocked reads then end),
+  // then the workers, then the mount.
+  std::vector<Worker> workers;
+  Subprocess hung({BRIGADE_HUNG_FS, mnt.string(), file("read-started").string()}, {},
+                  file("fs.out"), file("fs.err"));
+  if (!test::wait_until([&] { return fs::exists(mnt / "hung.jpg"); }, 5s))
+    GTEST_SKIP() << "cannot mount a FUSE file system here: " << hung.err();
+  constexpr std::uint64_t kStuck = 9, kListed = 40;
+  {
+    std::ofstream list(file("list.txt"));
+    for (std::uint64_t i = 0; i < kListed; ++i) {
+      if (i == kStuck) {
+        list << (mnt / "hung.jpg").string() << "\n";
+      } else {
+        list << (root_ / "data" / ((i < 10 ? "img-0" : "img-") + std::to_string(i) + ".jpg"))
+                    .string()
+             << "\n";
+      }
+    }
+  }
+  workers = start_workers(3, {"--threads", "1"});
+  const auto r = run("poison", {"--list", file("list.txt").string(), "--no-shuffle", "--batch-size",
+                                "4", "--task-timeout", "1", "--max-attempts", "2", "--max-failures",
+                                "1", "--workers", joined(workers)});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(file("read-started"))) << "the workers read the stuck file";
+  const auto j = r.json();
+  EXPECT_EQ(j["failed"], 1) << j.dump();
+  EXPECT_EQ(j["samples"], kListed - 1) << j.dump();
+  std::vector<std::uint64_t> expected;
+  for (std::uint64_t i = 0; i < kListed; ++i)
+    if (i != kStuck) expected.push_back(i);
+  EXPECT_EQ(read_ids(file("poison.ids")), expected);
+  const auto cause = "sample " + std::to_string(kStuck) + " (" + (mnt / "hung.jpg").string() + ")";
+  const auto at = r.err.find(cause);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const auto line = r.err.substr(at, r.err.find('\n', at) - at);
+  EXPECT_NE(line.find("lost on 2 attempts"), std::string::npos) << line;
+  EXPECT_GE(j["remote"]["redispatched"].get<int>(), 2) << j.dump();
+
+  for (auto& w : workers) EXPECT_TRUE(w.process.running());
+#endif
+}
+
 // -- 10. Launchers ---------------------------------------------------------------------
 
 // Two ranks of one launch (the launcher's variables), with --directory auto: rank 0 hosts
