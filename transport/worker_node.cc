@@ -382,6 +382,8 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<C
 struct JoinerState {
   caf::actor directory;
   std::string last_error;
+  bool joined = false;
+  std::uint64_t attempts = 0;
   static inline const char* name = "brigade.worker.joiner";
 };
 
@@ -395,6 +397,10 @@ caf::behavior joiner_actor(caf::stateful_actor<JoinerState>* self, std::shared_p
           self->monitor(dir);
           self->send(dir, join_atom::value,
                      write_join({token_digest(core->options.security.token), advertise}));
+          // A join nobody answers (--join pointed at a worker's port): say so, try again.
+          self->state.joined = false;
+          self->delayed_send(self, std::chrono::seconds(5), kick_atom::value,
+                             ++self->state.attempts);
         },
         [self, at](const std::string& why) {
           if (why != self->state.last_error) {
@@ -423,9 +429,23 @@ caf::behavior joiner_actor(caf::stateful_actor<JoinerState>* self, std::shared_p
   self->send(self, tick_atom::value);
   return {
       [attempt](tick_atom) { attempt(); },
+      [self, at](kick_atom, std::uint64_t n) {
+        auto& st = self->state;
+        if (self->current_sender().get() != self->ctrl() || n != st.attempts || st.joined ||
+            !st.directory)
+          return;
+        spdlog::error(
+            "brigade worker: {} did not answer the join within 5 s (is it a worker's "
+            "port rather than the directory's?); trying again",
+            at.to_string());
+        self->demonitor(st.directory);
+        st.directory = {};
+        self->delayed_send(self, std::chrono::seconds(1), tick_atom::value);
+      },
       [self, at](joined_atom) {
         if (self->current_sender() != caf::actor_cast<caf::strong_actor_ptr>(self->state.directory))
           return;
+        self->state.joined = true;
         self->state.last_error.clear();
         spdlog::info("brigade worker: joined the directory at {}", at.to_string());
       },

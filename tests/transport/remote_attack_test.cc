@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <spdlog/sinks/base_sink.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "transport/detail/remote_auth.h"
@@ -353,6 +355,50 @@ TEST(RemoteAttack, TheDropLogIsBounded) {
   EXPECT_EQ(log.lines(), 1u);
   log.flush(true);
   EXPECT_EQ(log.lines(), 2u);
+}
+
+}  // namespace
+}  // namespace brigade::transport
+
+namespace brigade::transport {
+namespace {
+
+// A --join pointed at a worker's port rather than the directory's: the gate drops the
+// join; the joining worker says so instead of waiting silently.
+// What the log says, for a test to read while the actors write it.
+class CaptureSink : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  std::string str() {
+    std::lock_guard lock(mutex_);
+    return text_;
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& m) override {
+    text_.append(m.payload.data(), m.payload.size());
+    text_ += '\n';
+  }
+  void flush_() override {}
+
+ private:
+  std::string text_;
+};
+
+TEST(RemoteAttack, AJoinNobodyAnswersIsReported) {
+  auto sink = std::make_shared<CaptureSink>();
+  auto& log = *sink;
+  spdlog::default_logger()->sinks().push_back(sink);
+  {
+    WorkerNode gate(worker_options(), upper_ops());
+    auto wo = worker_options();
+    wo.join = gate.address();
+    WorkerNode joining(wo, upper_ops());
+    for (int i = 0; i < 500 && log.str().find("did not answer the join") == std::string::npos; ++i)
+      std::this_thread::sleep_for(20ms);
+  }
+  auto& sinks = spdlog::default_logger()->sinks();
+  sinks.erase(std::remove(sinks.begin(), sinks.end(), sink), sinks.end());
+  EXPECT_NE(log.str().find(" did not answer the join within 5 s"), std::string::npos) << log.str();
 }
 
 }  // namespace
