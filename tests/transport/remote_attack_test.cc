@@ -111,7 +111,7 @@ struct Attacker {
   void sync(const caf::actor& target) {
     caf::scoped_actor self{*system};
     bool answered = false;
-    self->request(target, 10s, caf::sys_atom::value, caf::get_atom::value, std::string("info"))
+    self->request(target, 60s, caf::sys_atom::value, caf::get_atom::value, std::string("info"))
         .receive([&](caf::ok_atom, const std::string&, const caf::strong_actor_ptr&,
                      const std::string&) { answered = true; },
                  [&](const caf::error&) {});
