@@ -243,6 +243,7 @@ TEST(RemoteAttack, AHeaderAnnouncingGigabytesReservesNothing) {
   EXPECT_EQ(worker.stats().connections_refused, 3u);
   EXPECT_EQ(worker.stats().connections_authenticated, 0u);
   const auto after = rss_bytes();
+  std::cerr << "RSS " << (before >> 20) << " MiB before, " << (after >> 20) << " MiB after\n";
   EXPECT_LT(after, before + (std::size_t{64} << 20)) << before << " → " << after;
   for (int fd : fds) ::close(fd);
   RemotePool pool(pool_for({worker.address()}));
