@@ -58,6 +58,7 @@ struct Link {
   // (it answers heartbeats) but out of the rotation and not counted in Shared::live.
   std::set<std::uint64_t> stuck;
   bool suspect = false;
+  Clock::time_point parole{};  // with no stuck task: back in the rotation then
   bool ever_live = false;
   std::string last_error;
   WorkerFigures figures;
@@ -156,6 +157,19 @@ void lose(Dispatcher* self, Shared& sh, std::size_t index, const std::string& re
   sh.changed.notify_all();
 }
 
+void dispatch(Shared& sh, caf::event_based_actor* self);
+
+// A suspect worker back in the rotation (with Shared::mutex held).
+void readmit(caf::event_based_actor* self, Shared& sh, Link& l, const char* why) {
+  if (!l.suspect) return;
+  l.suspect = false;
+  ++sh.live;
+  sh.no_worker_since.reset();
+  spdlog::info("brigade: worker {} is back in the rotation ({})", l.name, why);
+  sh.changed.notify_all();
+  dispatch(sh, self);
+}
+
 void dispatch(Shared& sh, caf::event_based_actor* self) {
   while (!sh.pending.empty()) {
     auto& call = sh.pending.front();
@@ -247,7 +261,10 @@ void connect_link(Dispatcher* self, std::size_t index) {
                                         .fingerprint = sh.options.fingerprint});
         l.phase = Link::Phase::hello;
         l.hello_sent = Clock::now();
-        self->send(gate, hello_atom::value, hello);
+        // The reply-to handle too: CAF 0.17 delivers a message that came over a second
+        // connection to the same node (a worker woken from SIGSTOP with its old one not yet
+        // closed) with no sender.
+        self->send(gate, hello_atom::value, hello, caf::actor_cast<caf::actor>(self));
       },
       [self, index](const std::string& why) {
         auto& sh = *self->state.shared;
@@ -350,6 +367,7 @@ void tick_locked(Dispatcher* self) {
           l.last_ping = now;
           self->send(l.session, ping_atom::value, l.worker_key);
         }
+        if (l.suspect && l.stuck.empty() && now >= l.parole) readmit(self, sh, l, "on parole");
         break;
     }
   }
@@ -366,15 +384,20 @@ void tick_locked(Dispatcher* self) {
     ++l.figures.lost;
     ++sh.stats.lost;
     call->result.started = call->started;
-    if (call->started && l.phase == Link::Phase::live) {
-      l.stuck.insert(id);
+    if (l.phase == Link::Phase::live) {
+      // Started: out until that thread is free. Never started (every thread of the worker
+      // busy or stuck): out for one task_timeout, then given one more chance (parole).
+      if (call->started) l.stuck.insert(id);
+      l.parole = now + sh.options.task_timeout;
       if (!l.suspect) {
         l.suspect = true;
         --sh.live;
         spdlog::warn(
-            "brigade: worker {} is suspect: a task passed its deadline of {} ms; no new "
-            "task until its thread is free",
-            l.name, ms(sh.options.task_timeout));
+            "brigade: worker {} is suspect: a task passed its deadline of {} ms {}; no new "
+            "task until {}",
+            l.name, ms(sh.options.task_timeout),
+            call->started ? "while running" : "before it started",
+            call->started ? "its thread is free" : "a task of it starts, or for a deadline's time");
         if (sh.live == 0) {
           sh.no_worker_since = now;
           for (auto& c : sh.pending) sh.finish(c, CallStatus::no_workers, "no worker is live");
@@ -502,18 +525,15 @@ caf::behavior dispatcher_actor(Dispatcher* self, std::shared_ptr<Shared> shared)
         l->last_heard = Clock::now();
         if (auto it = sh.outstanding.find(id); it != sh.outstanding.end())
           it->second->started = true;
+        // A thread took a task: only a stuck one keeps it out.
+        if (l->stuck.empty()) readmit(self, sh, *l, "a task started");
       },
       [self](freed_atom, const std::string& tkey, std::uint64_t id) {
         auto& sh = *self->state.shared;
         std::lock_guard lock(sh.mutex);
         auto* l = sh.find(tkey, Link::Phase::live);
-        if (!l || !l->stuck.erase(id) || !l->stuck.empty() || !l->suspect) return;
-        l->suspect = false;
-        ++sh.live;
-        sh.no_worker_since.reset();
-        spdlog::info("brigade: worker {} is back in the rotation (its stuck task ended)", l->name);
-        sh.changed.notify_all();
-        dispatch(sh, self);
+        if (!l || !l->stuck.erase(id) || !l->stuck.empty()) return;
+        readmit(self, sh, *l, "its stuck task ended");
       },
       [self](pong_atom, const std::string& tkey) {
         auto& sh = *self->state.shared;

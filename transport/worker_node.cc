@@ -325,9 +325,10 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<C
     self->state.core->guard->log.note("a down message at the gate (it monitors nothing)");
   });
   return {
-      [self](hello_atom, const std::vector<char>& bytes) {
+      [self](hello_atom, const std::vector<char>& bytes, const caf::actor& reply_to) {
         auto& core = *self->state.core;
         auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+        if (!sender) sender = reply_to;  // a second connection of a node: no sender (CAF 0.17)
         std::string why, trainer_key, name;
         try {
           const auto hello = read_hello(bytes);

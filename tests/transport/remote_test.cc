@@ -474,6 +474,45 @@ TEST(Remote, AWorkerJoinsTheDirectoryAndTheTrainerFindsIt) {
   EXPECT_EQ(text_of(r.bytes), "FOUND");
 }
 
+// Every thread of a worker stuck (another trainer's read that never returns): a new
+// trainer's task never starts. Lost as never started at its deadline, the worker is out
+// of this trainer's rotation for a deadline's time (parole), then tried again.
+TEST(Remote, AWorkerWhoseThreadsAreAllStuckIsOutOfANewTrainersRotationOnParole) {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool open = false;
+  OperationRegistry ops;
+  ops.add({"read", 1}, [&](std::span<const char> task, const OperationContext&) {
+    if (std::string_view(task.data(), task.size()) == "hung") {
+      std::unique_lock lock(mutex);
+      cv.wait(lock, [&] { return open; });
+    }
+    return std::vector<char>(task.begin(), task.end());
+  });
+  WorkerNode worker(worker_options(1), std::move(ops));
+  auto o = pool_for(worker, {{"read", 1}});
+  o.task_timeout = 300ms;
+  RemotePool first(o);
+  ASSERT_TRUE(first.wait_for_worker(5s, {}));
+  EXPECT_EQ(first.call("read", bytes_of("hung"), {}).status, CallStatus::lost);
+  RemotePool second(o);
+  ASSERT_TRUE(second.wait_for_worker(5s, {}));
+  auto r = second.call("read", bytes_of("never starts"), {});
+  EXPECT_EQ(r.status, CallStatus::lost);
+  EXPECT_FALSE(r.started);
+  EXPECT_EQ(second.live_workers(), 0u);
+  EXPECT_EQ(second.call("read", bytes_of("not sent"), {}).status, CallStatus::no_workers);
+  ASSERT_TRUE(second.wait_for_worker(5s, {}));  // on parole after 300 ms
+  {
+    std::lock_guard lock(mutex);
+    open = true;
+  }
+  cv.notify_all();
+  r = second.call("read", bytes_of("served"), {});
+  ASSERT_EQ(r.status, CallStatus::done) << r.reason;
+  EXPECT_EQ(text_of(r.bytes), "served");
+}
+
 // A late rank whose directory cannot be reached can say so (not "it listed none").
 TEST(Remote, ADirectoryThatCannotBeReachedSaysWhy) {
   PoolOptions o;

@@ -6,7 +6,8 @@
 //
 // MESSAGES (each a CAF tuple; `bytes` is a std::vector<char> holding one message of
 // transport/remote.capnp, keys are 16 random bytes in a std::string):
-//   trainer → gate       (hello, bytes Hello)  → (welcome, tkey, bytes Welcome, actor session)
+//   trainer → gate       (hello, bytes Hello, actor reply_to)
+//                                              → (welcome, tkey, bytes Welcome, actor session)
 //                                                 | (refuse, tkey, string reason)
 //   trainer → session    (task, key, u64 id, string op, bytes) (cancel, key, u64 id)
 //                        (ping, key)
