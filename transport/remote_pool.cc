@@ -206,6 +206,9 @@ void accept_reply(Dispatcher* self, const std::string& tkey, std::uint64_t id, C
   auto* link = sh.find(tkey, Link::Phase::live);
   if (!link || !link->outstanding.count(id)) {
     ++sh.stats.late_dropped;  // a lost attempt's late result, or a forgery
+    // A task stuck past its deadline that finished after all: its thread is free.
+    if (link && link->stuck.erase(id) && link->stuck.empty())
+      readmit(self, sh, *link, "its stuck task ended");
     return;
   }
   link->outstanding.erase(id);
