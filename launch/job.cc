@@ -492,15 +492,17 @@ struct Job::Impl {
     if (!since || Clock::now() - *since < kNoWorkerGrace) return;
     std::string lost;
     for (const auto& w : pool->lost_workers()) lost += (lost.empty() ? "" : ", ") + w;
-    throw actors::PipelineFailure(
-        fmt::format("no remote worker live for {} s (on_no_workers = fail): {}",
-                    kNoWorkerGrace.count(),
-                    !lost.empty()         ? lost
-                    : c.directory.empty() ? std::string("none was ever reached")
-                                          : fmt::format("the directory at {} listed none that "
-                                                        "could be reached",
-                                                        c.directory)),
-        {});
+    const auto unreachable = pool->directory_unreachable();
+    std::string why =
+        !lost.empty()         ? lost
+        : c.directory.empty() ? std::string("none was ever reached")
+        : unreachable
+            ? fmt::format("the directory at {} could not be reached: {}", c.directory, *unreachable)
+            : fmt::format("the directory at {} listed none that could be reached", c.directory);
+    throw actors::PipelineFailure(fmt::format("no remote worker live for {} s (on_no_workers = "
+                                              "fail): {}",
+                                              kNoWorkerGrace.count(), why),
+                                  {});
   }
 
   JobNext next(std::optional<std::chrono::milliseconds> timeout) {

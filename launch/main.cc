@@ -316,9 +316,10 @@ int worker(const WorkerArgs& a) {
   const auto st = node->stats();
   spdlog::info(
       "brigade worker: stopping: {} sessions opened, {} tasks done, {} failed, {} cancelled, "
-      "{} hellos refused, {} messages dropped, {:.1f} s busy",
+      "{} hellos refused, {} messages dropped, {} system messages not obeyed, {} connections "
+      "refused by the token's handshake, {:.1f} s busy",
       st.sessions_opened, st.tasks_done, st.tasks_failed, st.tasks_cancelled, st.hellos_refused,
-      st.messages_dropped, st.busy_seconds);
+      st.messages_dropped, st.system_messages_dropped, st.connections_refused, st.busy_seconds);
   spdlog::default_logger()->flush();
   // An operation blocked outside the process (a hung file system) cannot be joined.
   std::fflush(stderr);

@@ -242,6 +242,12 @@ std::optional<DecodedBatch> remote_decode_batch(transport::RemotePool& pool, con
   std::vector<const std::uint8_t*> rows(n, nullptr);
   std::vector<std::optional<SampleFailure>> failed(n);
   std::vector<int> losses(n, 0);
+  // Attempts lost before their worker started them (it died or froze with them queued,
+  // or they were sent to a worker already dead): not the samples' fault, so they do not
+  // count, and the group is sent again whole. Bounded all the same, in case a worker
+  // dies before its "started" can reach us: beyond it they count.
+  int unstarted = 0;
+  const int max_unstarted = 8 * std::max(1, options.max_attempts);
   std::vector<Part> parts;  // own the rows until the batch is assembled
   std::deque<std::vector<std::size_t>> work(1);
   for (std::size_t i = 0; i < n; ++i) work.front().push_back(i);
@@ -273,6 +279,7 @@ std::optional<DecodedBatch> remote_decode_batch(transport::RemotePool& pool, con
         continue;
       } catch (const RemoteError& e) {
         r.status = CallStatus::lost;
+        r.started = true;  // it ran: the loss counts
         r.reason = fmt::format("worker {} sent a result that does not match its task ({})",
                                r.worker, e.what());
       }
@@ -288,6 +295,10 @@ std::optional<DecodedBatch> remote_decode_batch(transport::RemotePool& pool, con
       case CallStatus::lost:
         if (figures) ++figures->attempts_lost;
         avoid = r.worker;
+        if (!r.started && ++unstarted <= max_unstarted) {
+          work.push_front(std::move(group));
+          break;
+        }
         for (auto i : group) {
           if (++losses[i] >= options.max_attempts) {
             fail(i, fmt::format("lost on {} attempts ({})", losses[i], r.reason),

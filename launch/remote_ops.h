@@ -18,8 +18,11 @@
 // and the data n × sample bytes; a failure's index and id agree. A result that does
 // not is treated as a lost attempt on that worker (a bug or a lying peer), never used.
 //
-// RETRIES (remote_decode_batch). One attempt sends the whole batch. When the attempt
-// is lost (the worker died, froze, passed the deadline, or sent a bad result) the
+// RETRIES (remote_decode_batch). One attempt sends the whole batch. An attempt lost
+// before its worker started it (CallResult::started: the worker died or froze with it
+// queued, or it went to a worker already dead) sends the same batch again and counts
+// against no sample (up to 8 × max_attempts such losses per batch). When a started
+// attempt is lost (the worker died, froze, passed the deadline, or sent a bad result) the
 // batch's samples are sent again one by one, each until it has been lost
 // `max_attempts` times in all; a sample lost that often is failed ("lost on N
 // attempts: <last reason>") and counted like any failed sample. So a poison file that

@@ -14,15 +14,22 @@
 // published by rank 0's pool. Messages are CAF tuples of atoms, integers, strings and
 // Cap'n Proto bytes (transport/remote.capnp); nothing else is accepted.
 //
-// SECURITY. CAF's wire protocol has no authentication and guessable actor ids. So the
-// job token (Security::token, from a file or the environment, never argv) is checked
-// in constant time in the hello at the gate (and at the directory); a session then
-// has two random 128-bit keys, the worker's (in every trainer → worker message) and
-// the trainer's (in every worker → trainer message), compared in constant time.
-// Anything else — a wrong token, a wrong key, an unknown message — is dropped and
-// logged with the peer's address; no work is done for it. With TLS, a peer whose
-// certificate is not signed by Security::tls_ca is refused by the handshake.
-//
+// SECURITY. CAF's wire protocol has no authentication and guessable actor ids, so:
+// - Without TLS no connection becomes a BASP peer before it has passed a
+//   challenge-response on the job token (Security::token, from a file or the
+//   environment, never argv): HMAC-SHA256 over a fresh nonce from each side, so the
+//   token never crosses the network; then the socket is handed to CAF's middleman
+//   (detail/remote_auth.h). Connections in that handshake are bounded in number, bytes
+//   and time. With TLS, a peer whose certificate is not signed by Security::tls_ca is
+//   refused by the TLS handshake.
+// - The hello (at the gate) and the join and subscribe (at the directory) carry a
+//   digest of the token, compared in constant time; a session then has two random
+//   128-bit keys, the worker's (in every trainer → worker message) and the trainer's (in
+//   every worker → trainer message), compared in constant time.
+// - No actor of a worker's or a pool's system obeys a peer's exit, error or down
+//   message (detail/remote_guard.h): they are dropped and counted, and act only on
+//   actors it monitors. Anything else — a wrong key, an unknown message — is dropped and
+//   counted too; the log gets a summary line at most every 10 s, not a line per message.
 // SESSIONS AND FAIRNESS (worker). Each trainer connection is a session with a credit
 // window (WorkerOptions::window tasks outstanding; a task beyond it is refused): the
 // window, not CAF's unbounded mailbox, bounds the worker's memory. The worker's
@@ -37,8 +44,13 @@
 // when it missed heartbeats for heartbeat_timeout (a frozen process: SIGSTOP), or for
 // one task when that task passed task_timeout (a stuck operation; the worker is told
 // to cancel it). Every call outstanding on a lost worker returns CallStatus::lost at
-// once, naming the worker and the reason: the caller decides whether to try again
-// (RemotePool never re-runs a task itself, so the caller's attempt count is exact).
+// once, naming the worker and the reason, and whether the worker had started it
+// (CallResult::started: the worker says so when a thread takes a task): the caller
+// decides whether to try again and whether the loss counts against the task (RemotePool
+// never re-runs a task itself, so the caller's attempt count is exact). A worker whose
+// started task passed its deadline is suspect: it stays connected but gets no new task,
+// and does not count as live, until that task's thread is free (a read that never
+// returns keeps it out for good).
 // A result is accepted only from the session and worker the attempt was sent to and
 // only while the attempt is outstanding: a late result of a lost attempt (a frozen
 // worker that wakes) and any duplicate is dropped and counted. Lost workers are
@@ -132,7 +144,11 @@ struct WorkerStats {
   std::uint64_t sessions_opened = 0;
   std::uint64_t sessions_open = 0;
   std::uint64_t hellos_refused = 0;
-  std::uint64_t messages_dropped = 0;  // unauthenticated or unknown
+  std::uint64_t messages_dropped = 0;           // unauthenticated or unknown
+  std::uint64_t system_messages_dropped = 0;    // exits, downs, errors… not obeyed
+  std::uint64_t connections_authenticated = 0;  // passed the token's handshake (no TLS)
+  std::uint64_t connections_refused = 0;        // failed it, or too many in it at once
+  std::uint64_t drop_log_lines = 0;             // summary lines logged about the drops
   std::uint64_t tasks_done = 0;
   std::uint64_t tasks_failed = 0;     // the operation threw
   std::uint64_t tasks_cancelled = 0;  // cancelled, or dropped with their session
@@ -185,6 +201,10 @@ struct CallResult {
   std::vector<char> bytes{};
   std::string worker{};  // the worker it ran on ("host:port")
   std::string reason{};
+  // lost: whether the worker had begun running the task. An attempt lost before it
+  // started (its worker died or froze with it queued, or sent to a worker already
+  // dead) says nothing about the task: the caller need not count it.
+  bool started = false;
 };
 
 struct WorkerFigures {
@@ -202,7 +222,9 @@ struct PoolStats {
   std::uint64_t done = 0;
   std::uint64_t failed = 0;
   std::uint64_t lost = 0;
-  std::uint64_t late_dropped = 0;  // results of attempts no longer outstanding
+  std::uint64_t late_dropped = 0;         // results of attempts no longer outstanding
+  std::uint64_t messages_dropped = 0;     // from peers (unknown, system messages, refusals)
+  std::uint64_t connections_refused = 0;  // at the directory: failed the handshake
   std::uint64_t bytes = 0;
   std::size_t live_workers = 0;
   std::vector<WorkerFigures> workers{};
@@ -233,6 +255,9 @@ class RemotePool {
   PoolStats stats() const;
   /// The directory's bound address (host_directory; its port if `directory` had 0).
   std::optional<Endpoint> directory_address() const;
+  /// Why the directory could not be reached, while it has not been reached (after a
+  /// failed attempt); nullopt once reached, before the first attempt, or without one.
+  std::optional<std::string> directory_unreachable() const;
 
  private:
   struct Impl;

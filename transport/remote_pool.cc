@@ -12,6 +12,8 @@
 #include <set>
 #include <unordered_map>
 
+#include "transport/detail/remote_auth.h"
+#include "transport/detail/remote_guard.h"
 #include "transport/detail/remote_protocol.h"
 #include "transport/detail/wire_messages.h"
 #include "transport/remote.h"
@@ -32,6 +34,7 @@ struct Call {
   std::string avoid;
   std::size_t link = 0;  // while outstanding
   Clock::time_point sent{};
+  bool started = false;  // the worker said a thread began running it
   bool finished = false;
   CallResult result;
   std::condition_variable_any done;  // its caller waits here (with Shared::mutex)
@@ -50,6 +53,12 @@ struct Link {
   std::string worker_key, trainer_key;
   std::uint32_t window = 0;
   std::set<std::uint64_t> outstanding;
+  // Tasks that passed their deadline after they had started and whose thread has not
+  // been freed (a read that never returns): while any, the worker is suspect — live
+  // (it answers heartbeats) but out of the rotation and not counted in Shared::live.
+  std::set<std::uint64_t> stuck;
+  bool suspect = false;
+  Clock::time_point parole{};  // with no stuck task: back in the rotation then
   bool ever_live = false;
   std::string last_error;
   WorkerFigures figures;
@@ -72,6 +81,10 @@ struct Shared {
   std::optional<Clock::time_point> no_worker_since = Clock::now();
   PoolStats stats;
   caf::actor dispatcher;
+  // Every actor of the pool's system is guarded by it (detail/remote_guard.h).
+  std::shared_ptr<Guard> guard = std::make_shared<Guard>("brigade");
+  std::string dead;  // why the dispatcher ended, if it did while the pool runs
+  std::optional<std::string> directory_unreachable;  // why, until it has been reached
 
   // With `mutex` held.
   void finish(const std::shared_ptr<Call>& call, CallStatus status, std::string reason,
@@ -102,6 +115,7 @@ struct DispatcherState {
   std::string directory_key;
   bool subscribing = false;
   Clock::time_point next_subscribe{};
+  std::string directory_error;  // why it could not be reached, the last time
   static inline const char* name = "brigade.pool.dispatcher";
 };
 
@@ -112,7 +126,7 @@ using Dispatcher = caf::stateful_actor<DispatcherState>;
 void lose(Dispatcher* self, Shared& sh, std::size_t index, const std::string& reason) {
   auto& l = sh.links[index];
   if (l.phase == Link::Phase::live) {
-    --sh.live;
+    if (!l.suspect) --sh.live;
     spdlog::warn("brigade: lost worker {}: {} ({} tasks outstanding, sent again)", l.name, reason,
                  l.outstanding.size());
     l.last_error = reason;
@@ -121,6 +135,8 @@ void lose(Dispatcher* self, Shared& sh, std::size_t index, const std::string& re
   if (l.session) self->demonitor(l.session);
   l.session = {};
   l.phase = Link::Phase::idle;
+  l.suspect = false;
+  l.stuck.clear();
   l.next_attempt = Clock::now() + sh.options.reconnect_interval;
   sh.forget_key(l);
   for (auto id : l.outstanding) {
@@ -128,6 +144,7 @@ void lose(Dispatcher* self, Shared& sh, std::size_t index, const std::string& re
     if (it == sh.outstanding.end()) continue;
     ++l.figures.lost;
     ++sh.stats.lost;
+    it->second->result.started = it->second->started;
     sh.finish(it->second, CallStatus::lost, fmt::format("worker {}: {}", l.name, reason));
     it->second->result.worker = l.name;
     sh.outstanding.erase(it);
@@ -140,6 +157,19 @@ void lose(Dispatcher* self, Shared& sh, std::size_t index, const std::string& re
   sh.changed.notify_all();
 }
 
+void dispatch(Shared& sh, caf::event_based_actor* self);
+
+// A suspect worker back in the rotation (with Shared::mutex held).
+void readmit(caf::event_based_actor* self, Shared& sh, Link& l, const char* why) {
+  if (!l.suspect) return;
+  l.suspect = false;
+  ++sh.live;
+  sh.no_worker_since.reset();
+  spdlog::info("brigade: worker {} is back in the rotation ({})", l.name, why);
+  sh.changed.notify_all();
+  dispatch(sh, self);
+}
+
 void dispatch(Shared& sh, caf::event_based_actor* self) {
   while (!sh.pending.empty()) {
     auto& call = sh.pending.front();
@@ -147,7 +177,7 @@ void dispatch(Shared& sh, caf::event_based_actor* self) {
     std::int64_t best_free = 0;
     for (std::size_t i = 0; i < sh.links.size(); ++i) {
       const auto& l = sh.links[i];
-      if (l.phase != Link::Phase::live) continue;
+      if (l.phase != Link::Phase::live || l.suspect) continue;
       std::int64_t free = std::int64_t(l.window) - std::int64_t(l.outstanding.size());
       if (free <= 0) continue;
       if (!call->avoid.empty() && l.name == call->avoid && sh.live > 1) free -= 1'000'000;
@@ -176,6 +206,9 @@ void accept_reply(Dispatcher* self, const std::string& tkey, std::uint64_t id, C
   auto* link = sh.find(tkey, Link::Phase::live);
   if (!link || !link->outstanding.count(id)) {
     ++sh.stats.late_dropped;  // a lost attempt's late result, or a forgery
+    // A task stuck past its deadline that finished after all: its thread is free.
+    if (link && link->stuck.erase(id) && link->stuck.empty())
+      readmit(self, sh, *link, "its stuck task ended");
     return;
   }
   link->outstanding.erase(id);
@@ -209,44 +242,42 @@ void connect_link(Dispatcher* self, std::size_t index) {
   auto& l = sh.links[index];
   l.phase = Link::Phase::connecting;
   const auto at = l.at;
-  auto mm = network_actor(self->home_system(), sh.options.security);
-  self->request(mm, std::chrono::seconds(5), caf::connect_atom::value, at.host, at.port)
-      .then(
-          [self, index](const caf::node_id&, caf::strong_actor_ptr& p,
-                        const std::set<std::string>&) {
-            auto& sh = *self->state.shared;
-            std::lock_guard lock(sh.mutex);
-            auto& l = sh.links[index];
-            auto gate = caf::actor_cast<caf::actor>(p);
-            if (l.phase != Link::Phase::connecting || !gate) {
-              l.phase = Link::Phase::idle;
-              l.next_attempt = Clock::now() + sh.options.reconnect_interval;
-              return;
-            }
-            l.trainer_key = random_key();
-            sh.by_key[l.trainer_key] = index;
-            const auto hello = write_hello({.protocol = kProtocolVersion,
-                                            .build_id = std::string(build_id()),
-                                            .token = sh.options.security.token,
-                                            .trainer_key = l.trainer_key,
-                                            .name = sh.options.name,
-                                            .operations = sh.options.operations,
-                                            .fingerprint = sh.options.fingerprint});
-            l.phase = Link::Phase::hello;
-            l.hello_sent = Clock::now();
-            self->send(gate, hello_atom::value, hello);
-          },
-          [self, index](const caf::error& e) {
-            auto& sh = *self->state.shared;
-            std::lock_guard lock(sh.mutex);
-            auto& l = sh.links[index];
-            l.phase = Link::Phase::idle;
-            l.next_attempt = Clock::now() + sh.options.reconnect_interval;
-            const auto why = self->home_system().render(e);
-            if (why != l.last_error)
-              spdlog::info("brigade: cannot reach worker {}: {}", l.name, why);
-            l.last_error = why;
-          });
+  connect(
+      self, sh.options.security, at, sh.guard,
+      [self, index](caf::actor gate) {
+        auto& sh = *self->state.shared;
+        std::lock_guard lock(sh.mutex);
+        auto& l = sh.links[index];
+        if (l.phase != Link::Phase::connecting || !gate) {
+          l.phase = Link::Phase::idle;
+          l.next_attempt = Clock::now() + sh.options.reconnect_interval;
+          return;
+        }
+        l.trainer_key = random_key();
+        sh.by_key[l.trainer_key] = index;
+        const auto hello = write_hello({.protocol = kProtocolVersion,
+                                        .build_id = std::string(build_id()),
+                                        .token = token_digest(sh.options.security.token),
+                                        .trainer_key = l.trainer_key,
+                                        .name = sh.options.name,
+                                        .operations = sh.options.operations,
+                                        .fingerprint = sh.options.fingerprint});
+        l.phase = Link::Phase::hello;
+        l.hello_sent = Clock::now();
+        // The reply-to handle too: CAF 0.17 delivers a message that came over a second
+        // connection to the same node (a worker woken from SIGSTOP with its old one not yet
+        // closed) with no sender.
+        self->send(gate, hello_atom::value, hello, caf::actor_cast<caf::actor>(self));
+      },
+      [self, index](const std::string& why) {
+        auto& sh = *self->state.shared;
+        std::lock_guard lock(sh.mutex);
+        auto& l = sh.links[index];
+        l.phase = Link::Phase::idle;
+        l.next_attempt = Clock::now() + sh.options.reconnect_interval;
+        if (why != l.last_error) spdlog::info("brigade: cannot reach worker {}: {}", l.name, why);
+        l.last_error = why;
+      });
 }
 
 std::size_t add_link(Shared& sh, const Endpoint& at) {
@@ -273,30 +304,39 @@ void subscribe(Dispatcher* self) {
     st.directory = dir;
     self->monitor(dir);
     self->send(dir, subscribe_atom::value,
-               write_subscribe({st.shared->options.security.token, st.shared->options.name}));
+               write_subscribe(
+                   {token_digest(st.shared->options.security.token), st.shared->options.name}));
   };
   const auto at = *sh.options.directory;
-  auto mm = network_actor(self->home_system(), sh.options.security);
-  self->request(mm, std::chrono::seconds(5), caf::connect_atom::value, at.host, at.port)
-      .then(
-          [self, send_subscribe](const caf::node_id&, caf::strong_actor_ptr& p,
-                                 const std::set<std::string>&) {
-            auto dir = caf::actor_cast<caf::actor>(p);
-            auto& st = self->state;
-            st.subscribing = false;
-            if (!dir) {  // the port answered before the directory was published there
-              st.next_subscribe = Clock::now() + st.shared->options.reconnect_interval;
-              return;
-            }
-            send_subscribe(dir);
-          },
-          [self, at](const caf::error& e) {
-            auto& st = self->state;
-            st.subscribing = false;
-            st.next_subscribe = Clock::now() + st.shared->options.reconnect_interval;
-            spdlog::debug("brigade: directory {} not reachable: {}", at.to_string(),
-                          self->home_system().render(e));
-          });
+  connect(
+      self, sh.options.security, at, sh.guard,
+      [self, send_subscribe](caf::actor dir) {
+        auto& st = self->state;
+        {
+          std::lock_guard lock(st.shared->mutex);
+          st.shared->directory_unreachable.reset();
+        }
+        st.subscribing = false;
+        if (!dir) {  // the port answered before the directory was published there
+          st.next_subscribe = Clock::now() + st.shared->options.reconnect_interval;
+          return;
+        }
+        send_subscribe(dir);
+      },
+      [self, at](const std::string& why) {
+        auto& st = self->state;
+        st.subscribing = false;
+        st.next_subscribe = Clock::now() + st.shared->options.reconnect_interval;
+        {
+          std::lock_guard lock(st.shared->mutex);
+          if (!st.directory) st.shared->directory_unreachable = why;
+        }
+        if (why != st.directory_error) {
+          spdlog::info("brigade: the directory at {} is not reachable (trying again): {}",
+                       at.to_string(), why);
+        }
+        st.directory_error = why;
+      });
 }
 
 // With Shared::mutex held.
@@ -330,6 +370,7 @@ void tick_locked(Dispatcher* self) {
           l.last_ping = now;
           self->send(l.session, ping_atom::value, l.worker_key);
         }
+        if (l.suspect && l.stuck.empty() && now >= l.parole) readmit(self, sh, l, "on parole");
         break;
     }
   }
@@ -345,6 +386,29 @@ void tick_locked(Dispatcher* self) {
     if (l.session) self->send(l.session, cancel_atom::value, l.worker_key, id);
     ++l.figures.lost;
     ++sh.stats.lost;
+    call->result.started = call->started;
+    if (l.phase == Link::Phase::live) {
+      // Started: out until that thread is free. Never started (every thread of the worker
+      // busy or stuck): out for one task_timeout, then given one more chance (parole).
+      if (call->started) l.stuck.insert(id);
+      l.parole = now + sh.options.task_timeout;
+      if (!l.suspect) {
+        l.suspect = true;
+        --sh.live;
+        spdlog::warn(
+            "brigade: worker {} is suspect: a task passed its deadline of {} ms {}; no new "
+            "task until {}",
+            l.name, ms(sh.options.task_timeout),
+            call->started ? "while running" : "before it started",
+            call->started ? "its thread is free" : "a task of it starts, or for a deadline's time");
+        if (sh.live == 0) {
+          sh.no_worker_since = now;
+          for (auto& c : sh.pending) sh.finish(c, CallStatus::no_workers, "no worker is live");
+          sh.pending.clear();
+        }
+        sh.changed.notify_all();
+      }
+    }
     sh.finish(call, CallStatus::lost,
               fmt::format("worker {}: the task passed its deadline of {} ms", l.name,
                           ms(sh.options.task_timeout)));
@@ -361,22 +425,21 @@ void tick(Dispatcher* self) {
 }
 
 void drop_unknown(Dispatcher* self, const std::string& what) {
+  // Counted by the log (PoolStats::messages_dropped); may run with Shared::mutex held.
   auto sender = self->current_sender();
-  with_peer_address(self, sender ? sender->node() : caf::node_id{}, [what](const std::string& a) {
-    spdlog::warn("brigade: dropped {} from {}", what, a);
-  });
+  self->state.shared->guard->log.note(what, sender ? caf::to_string(sender->node()) : "");
 }
 
 caf::behavior dispatcher_actor(Dispatcher* self, std::shared_ptr<Shared> shared) {
   self->state.shared = shared;
   self->set_default_handler(
-      [self](caf::scheduled_actor*, caf::message_view& m) -> caf::result<caf::message> {
-        drop_unknown(self, "an unknown message " + caf::to_string(m.content()).substr(0, 80));
+      [self](caf::scheduled_actor*, caf::message_view&) -> caf::result<caf::message> {
+        drop_unknown(self, "an unknown message");
         return caf::none;
       });
   self->set_down_handler([self](const caf::down_msg& down) {
     auto& st = self->state;
-    if (down.source == st.directory.address()) {
+    if (st.directory && down.source == st.directory.address()) {
       spdlog::warn("brigade: the directory is gone; its workers stay in use");
       st.directory = {};
       st.directory_key.clear();
@@ -384,12 +447,16 @@ caf::behavior dispatcher_actor(Dispatcher* self, std::shared_ptr<Shared> shared)
       return;
     }
     auto& sh = *st.shared;
-    std::lock_guard lock(sh.mutex);
+    std::unique_lock lock(sh.mutex);
+    bool ours = false;
     for (std::size_t i = 0; i < sh.links.size(); ++i) {
       if (sh.links[i].session && sh.links[i].session.address() == down.source) {
+        ours = true;
         lose(self, sh, i, "its connection went down");
       }
     }
+    lock.unlock();
+    if (!ours) drop_unknown(self, "a down message about an actor it does not monitor");
   });
   self->send(self, tick_atom::value);
   return {
@@ -453,6 +520,24 @@ caf::behavior dispatcher_actor(Dispatcher* self, std::shared_ptr<Shared> shared)
       [self](tfailed_atom, const std::string& tkey, std::uint64_t id, const std::string& why) {
         accept_reply(self, tkey, id, CallStatus::failed, why, {});
       },
+      [self](started_atom, const std::string& tkey, std::uint64_t id) {
+        auto& sh = *self->state.shared;
+        std::lock_guard lock(sh.mutex);
+        auto* l = sh.find(tkey, Link::Phase::live);
+        if (!l || !l->outstanding.count(id)) return;
+        l->last_heard = Clock::now();
+        if (auto it = sh.outstanding.find(id); it != sh.outstanding.end())
+          it->second->started = true;
+        // A thread took a task: only a stuck one keeps it out.
+        if (l->stuck.empty()) readmit(self, sh, *l, "a task started");
+      },
+      [self](freed_atom, const std::string& tkey, std::uint64_t id) {
+        auto& sh = *self->state.shared;
+        std::lock_guard lock(sh.mutex);
+        auto* l = sh.find(tkey, Link::Phase::live);
+        if (!l || !l->stuck.erase(id) || !l->stuck.empty()) return;
+        readmit(self, sh, *l, "its stuck task ended");
+      },
       [self](pong_atom, const std::string& tkey) {
         auto& sh = *self->state.shared;
         std::lock_guard lock(sh.mutex);
@@ -489,7 +574,8 @@ caf::behavior dispatcher_actor(Dispatcher* self, std::shared_ptr<Shared> shared)
 // -- the directory (rank 0) --------------------------------------------------------
 
 struct DirectoryState {
-  std::string token;
+  std::string token;  // its digest (token_digest)
+  std::shared_ptr<Guard> guard;
   std::string key = random_key();
   std::map<caf::actor_addr, std::string> workers;  // joined worker → its endpoint
   std::map<caf::actor_addr, caf::actor> subscribers;
@@ -504,32 +590,36 @@ std::vector<char> worker_list(const DirectoryState& st) {
   return write_worker_list({st.key, {unique.begin(), unique.end()}});
 }
 
-void refuse_peer(Directory* self, const std::string& why) {
+void refuse_peer(Directory* self, const std::string& why, bool answer = true) {
   auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-  with_peer_address(self, sender ? sender.node() : caf::node_id{}, [why](const std::string& a) {
-    spdlog::warn("brigade directory: refused {}: {}", a, why);
-  });
-  if (sender) self->send(sender, refuse_atom::value, why);
+  self->state.guard->log.note("at the directory: " + why,
+                              sender ? caf::to_string(sender.node()) : "");
+  if (sender && answer) self->send(sender, refuse_atom::value, why);
 }
 
-caf::behavior directory_actor(Directory* self, std::string token) {
-  self->state.token = std::move(token);
+caf::behavior directory_actor(Directory* self, std::string token, std::shared_ptr<Guard> guard) {
+  self->state.token = token_digest(token);
+  self->state.guard = std::move(guard);
   auto broadcast = [self] {
     const auto bytes = worker_list(self->state);
     for (auto& [a, s] : self->state.subscribers) self->send(s, workers_atom::value, bytes);
   };
   self->set_down_handler([self, broadcast](const caf::down_msg& down) {
     auto& st = self->state;
-    st.subscribers.erase(down.source);
-    if (auto it = st.workers.find(down.source); it != st.workers.end()) {
+    const bool subscriber = st.subscribers.erase(down.source) > 0;
+    auto it = st.workers.find(down.source);
+    if (!subscriber && it == st.workers.end()) {
+      return st.guard->log.note("a down message about an actor the directory does not monitor");
+    }
+    if (it != st.workers.end()) {
       spdlog::info("brigade directory: worker {} left", it->second);
       st.workers.erase(it);
       broadcast();
     }
   });
   self->set_default_handler(
-      [self](caf::scheduled_actor*, caf::message_view& m) -> caf::result<caf::message> {
-        refuse_peer(self, "an unknown message " + caf::to_string(m.content()).substr(0, 80));
+      [self](caf::scheduled_actor*, caf::message_view&) -> caf::result<caf::message> {
+        refuse_peer(self, "an unknown message", false);
         return caf::none;
       });
   return {
@@ -574,6 +664,7 @@ struct RemotePool::Impl {
   caf::actor_system_config config;
   std::unique_ptr<caf::actor_system> system;
   caf::actor directory;
+  std::unique_ptr<Listener> listener;  // the directory's, without TLS
   std::optional<Endpoint> directory_bound;
 
   explicit Impl(PoolOptions o) {
@@ -581,23 +672,62 @@ struct RemotePool::Impl {
     configure_network(config, o.security, o.heartbeat_timeout);
     system = std::make_unique<caf::actor_system>(config);
     if (o.host_directory && o.directory) {
-      directory = system->spawn(directory_actor, o.security.token);
+      directory = spawn_guarded<DirectoryState>(
+          *system, shared->guard, [token = o.security.token, g = shared->guard](auto* self) {
+            return directory_actor(self, token, g);
+          });
       try {
-        directory_bound = Endpoint{o.directory->host, publish(directory, *o.directory, o.security)};
+        if (o.security.tls()) {
+          directory_bound =
+              Endpoint{o.directory->host, publish(directory, *o.directory, o.security)};
+        } else {
+          listener = std::make_unique<Listener>(*system, directory, *o.directory, o.security.token,
+                                                shared->guard);
+          directory_bound = Endpoint{o.directory->host, listener->port()};
+        }
       } catch (...) {
+        shared->guard->stopping = true;
         caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
         throw;
       }
+      // Nothing a peer sends can end it (Guarded); if it ends anyway, say so: workers
+      // can no longer join, and trainers of other ranks no longer learn of new ones.
+      directory->attach_functor([g = shared->guard](const caf::error& reason) {
+        if (!g->stopping.load()) {
+          spdlog::error("brigade: the directory ended ({}); new workers cannot join",
+                        caf::to_string(reason));
+        }
+      });
       // Subscribe to our own directory at its bound address (port 0 resolved).
       o.directory = directory_bound;
       spdlog::info("brigade: the directory listens on {}", directory_bound->to_string());
     }
     for (const auto& w : o.workers) add_link(*shared, w);
     shared->options = std::move(o);
-    shared->dispatcher = system->spawn(dispatcher_actor, shared);
+    shared->dispatcher = spawn_guarded<DispatcherState>(
+        *system, shared->guard, [s = shared](auto* self) { return dispatcher_actor(self, s); });
+    // If the dispatcher ends while the pool runs (it should not: nothing a peer sends
+    // can end it), every call fails at once with the reason instead of waiting forever.
+    shared->dispatcher->attach_functor([w = std::weak_ptr<Shared>(shared)](const caf::error& e) {
+      auto sh = w.lock();
+      if (!sh) return;
+      std::lock_guard lock(sh->mutex);
+      if (sh->stopping) return;
+      sh->dead = fmt::format("the remote pool's dispatcher ended ({})", caf::to_string(e));
+      spdlog::error("brigade: {}", sh->dead);
+      for (auto& c : sh->pending) sh->finish(c, CallStatus::no_workers, sh->dead);
+      for (auto& [id, c] : sh->outstanding) sh->finish(c, CallStatus::no_workers, sh->dead);
+      sh->pending.clear();
+      sh->outstanding.clear();
+      if (sh->live > 0) sh->no_worker_since = Clock::now();
+      sh->live = 0;
+      sh->changed.notify_all();
+    });
   }
 
   ~Impl() {
+    listener.reset();
+    shared->guard->stopping = true;  // our own exits from here on
     {
       std::lock_guard lock(shared->mutex);
       shared->stopping = true;
@@ -624,6 +754,7 @@ CallResult RemotePool::call(std::string_view operation, std::vector<char> task,
   call->avoid = std::string(avoid);
   std::unique_lock lock(sh.mutex);
   if (sh.stopping) return {CallStatus::stopped, {}, {}, "the pool stopped"};
+  if (!sh.dead.empty()) return {CallStatus::no_workers, {}, {}, sh.dead};
   if (sh.live == 0) return {CallStatus::no_workers, {}, {}, "no worker is live"};
   call->id = sh.next_id++;
   ++sh.stats.calls;
@@ -658,6 +789,10 @@ std::vector<std::string> RemotePool::lost_workers() const {
   std::lock_guard lock(impl_->shared->mutex);
   std::vector<std::string> out;
   for (const auto& l : impl_->shared->links) {
+    if (l.phase == Link::Phase::live && l.suspect) {
+      out.push_back(fmt::format("{} (suspect: a task stuck past its deadline)", l.name));
+      continue;
+    }
     if (l.phase == Link::Phase::live) continue;
     if (l.ever_live || !l.last_error.empty())
       out.push_back(
@@ -675,9 +810,11 @@ PoolStats RemotePool::stats() const {
   std::lock_guard lock(impl_->shared->mutex);
   auto s = impl_->shared->stats;
   s.live_workers = impl_->shared->live;
+  s.messages_dropped = impl_->shared->guard->log.total();
+  if (impl_->listener) s.connections_refused = impl_->listener->refused();
   for (const auto& l : impl_->shared->links) {
     auto f = l.figures;
-    f.live = l.phase == Link::Phase::live;
+    f.live = l.phase == Link::Phase::live && !l.suspect;
     auto lat = l.latencies_ms;
     if (!lat.empty()) {
       std::sort(lat.begin(), lat.end());
@@ -690,5 +827,10 @@ PoolStats RemotePool::stats() const {
 }
 
 std::optional<Endpoint> RemotePool::directory_address() const { return impl_->directory_bound; }
+
+std::optional<std::string> RemotePool::directory_unreachable() const {
+  std::lock_guard lock(impl_->shared->mutex);
+  return impl_->shared->directory_unreachable;
+}
 
 }  // namespace brigade::transport

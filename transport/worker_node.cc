@@ -10,6 +10,8 @@
 #include <mutex>
 #include <thread>
 
+#include "transport/detail/remote_auth.h"
+#include "transport/detail/remote_guard.h"
 #include "transport/detail/remote_protocol.h"
 #include "transport/detail/wire_messages.h"
 #include "transport/remote.h"
@@ -46,6 +48,9 @@ struct Core {
   OperationRegistry operations;
   std::string name;  // "host:port"
   std::uint32_t window = 0;
+  // Every actor of the worker's system is guarded by it (detail/remote_guard.h); what
+  // the actors drop themselves (wrong keys, unknown messages) is logged through it too.
+  std::shared_ptr<Guard> guard = std::make_shared<Guard>("brigade worker");
 
   std::mutex mutex;
   std::condition_variable wake;
@@ -100,6 +105,8 @@ struct Core {
       std::shared_ptr<Session> s;
       QueuedTask task;
       std::stop_source stop;
+      caf::actor actor;
+      std::string key;
       {
         std::unique_lock lock(mutex);
         wake.wait(lock, [&] { return stopping || !ring.empty(); });
@@ -118,7 +125,11 @@ struct Core {
           ring.push_back(s);  // its next task waits for the other sessions' turns
         }
         s->running.emplace(task.id, stop);
+        actor = s->actor;
+        key = s->key;
       }
+      // The trainer counts a lost attempt against the task only once it has started.
+      caf::anon_send(actor, started_atom::value, key, task.id);
       run(*s, std::move(task), stop.get_token());
     }
   }
@@ -154,7 +165,12 @@ struct Core {
       actor = s.actor;
       key = s.key;
     }
-    if (cancelled) return;
+    if (cancelled) {
+      // The thread is free again (a task stuck past its deadline keeps its worker out of
+      // the trainer's rotation until then).
+      caf::anon_send(actor, freed_atom::value, key, task.id);
+      return;
+    }
     caf::anon_send(actor, done_atom::value, key, task.id, error.empty(), std::move(result), error);
   }
 };
@@ -173,9 +189,7 @@ void drop(caf::stateful_actor<SessionState>* self, const std::string& what) {
     ++self->state.core->stats.messages_dropped;
   }
   auto sender = self->current_sender();
-  with_peer_address(self, sender ? sender->node() : caf::node_id{}, [what](const std::string& a) {
-    spdlog::warn("brigade worker: dropped {} from {}", what, a);
-  });
+  self->state.core->guard->log.note(what, sender ? caf::to_string(sender->node()) : "");
 }
 
 caf::behavior session_actor(caf::stateful_actor<SessionState>* self, std::shared_ptr<Core> core,
@@ -189,10 +203,13 @@ caf::behavior session_actor(caf::stateful_actor<SessionState>* self, std::shared
     self->state.core->close(*self->state.session);
     self->quit();
   };
-  self->set_down_handler([end](const caf::down_msg&) { end("the trainer is gone"); });
+  self->set_down_handler([self, end](const caf::down_msg& down) {
+    if (down.source == self->state.trainer.address()) return end("the trainer is gone");
+    drop(self, "a down message about an actor the session does not monitor");
+  });
   self->set_default_handler(
-      [self](caf::scheduled_actor*, caf::message_view& m) -> caf::result<caf::message> {
-        drop(self, "an unknown message " + caf::to_string(m.content()));
+      [self](caf::scheduled_actor*, caf::message_view&) -> caf::result<caf::message> {
+        drop(self, "an unknown message");
         return caf::none;
       });
   self->delayed_send(self, std::chrono::milliseconds(200), tick_atom::value);
@@ -219,6 +236,14 @@ caf::behavior session_actor(caf::stateful_actor<SessionState>* self, std::shared
         if (!same_secret(k, key)) return drop(self, "a ping with a wrong session key");
         self->state.last_heard = Clock::now();
         self->send(self->state.trainer, pong_atom::value, self->state.session->trainer_key);
+      },
+      [self, key](started_atom, const std::string& k, std::uint64_t id) {
+        if (!same_secret(k, key)) return drop(self, "a start with a wrong session key");
+        self->send(self->state.trainer, started_atom::value, self->state.session->trainer_key, id);
+      },
+      [self, key](freed_atom, const std::string& k, std::uint64_t id) {
+        if (!same_secret(k, key)) return drop(self, "a free with a wrong session key");
+        self->send(self->state.trainer, freed_atom::value, self->state.session->trainer_key, id);
       },
       [self, key](done_atom, const std::string& k, std::uint64_t id, bool ok,
                   std::vector<char>& result, const std::string& error) {
@@ -255,7 +280,7 @@ std::string check_hello(const Core& core, const HelloFields& hello) {
     return fmt::format("protocol version {} (trainer) differs from {} (worker {})", hello.protocol,
                        kProtocolVersion, core.name);
   }
-  if (!same_secret(hello.token, o.security.token)) {
+  if (!same_secret(hello.token, token_digest(o.security.token))) {
     return fmt::format("the job token differs from worker {}'s", core.name);
   }
   if (hello.build_id != build_id()) {
@@ -285,23 +310,25 @@ std::string check_hello(const Core& core, const HelloFields& hello) {
 
 caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<Core> core) {
   self->state.core = core;
-  self->set_default_handler([self](caf::scheduled_actor*,
-                                   caf::message_view& m) -> caf::result<caf::message> {
-    {
-      std::lock_guard lock(self->state.core->mutex);
-      ++self->state.core->stats.messages_dropped;
-    }
-    auto sender = self->current_sender();
-    const auto what = caf::to_string(m.content()).substr(0, 80);
-    with_peer_address(self, sender ? sender->node() : caf::node_id{}, [what](const std::string& a) {
-      spdlog::warn("brigade worker: dropped an unknown message {} from {}", what, a);
-    });
-    return caf::none;
+  self->set_default_handler(
+      [self](caf::scheduled_actor*, caf::message_view&) -> caf::result<caf::message> {
+        {
+          std::lock_guard lock(self->state.core->mutex);
+          ++self->state.core->stats.messages_dropped;
+        }
+        auto sender = self->current_sender();
+        self->state.core->guard->log.note("an unknown message at the gate",
+                                          sender ? caf::to_string(sender->node()) : "");
+        return caf::none;
+      });
+  self->set_down_handler([self](const caf::down_msg&) {
+    self->state.core->guard->log.note("a down message at the gate (it monitors nothing)");
   });
   return {
-      [self](hello_atom, const std::vector<char>& bytes) {
+      [self](hello_atom, const std::vector<char>& bytes, const caf::actor& reply_to) {
         auto& core = *self->state.core;
         auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+        if (!sender) sender = reply_to;  // a second connection of a node: no sender (CAF 0.17)
         std::string why, trainer_key, name;
         try {
           const auto hello = read_hello(bytes);
@@ -317,10 +344,8 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<C
             std::lock_guard lock(core.mutex);
             ++core.stats.hellos_refused;
           }
-          with_peer_address(self, sender ? sender.node() : caf::node_id{},
-                            [why](const std::string& a) {
-                              spdlog::warn("brigade worker: refused a hello from {}: {}", a, why);
-                            });
+          core.guard->log.note("a hello refused: " + why,
+                               sender ? caf::to_string(sender.node()) : "");
           if (sender) self->send(sender, refuse_atom::value, trainer_key, why);
           return;
         }
@@ -328,7 +353,10 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<C
         session->key = random_key();
         session->trainer_key = trainer_key;
         session->name = name;
-        auto actor = self->spawn(session_actor, self->state.core, session, sender);
+        auto actor = spawn_guarded<SessionState>(*self, core.guard,
+                                                 [c = self->state.core, session, sender](auto* s) {
+                                                   return session_actor(s, c, session, sender);
+                                                 });
         {
           std::lock_guard lock(core.mutex);
           session->actor = actor;
@@ -354,32 +382,47 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<C
 // comes back (rank 0 may start after the workers, or restart).
 struct JoinerState {
   caf::actor directory;
+  std::string last_error;
+  bool joined = false;
+  std::uint64_t attempts = 0;
   static inline const char* name = "brigade.worker.joiner";
 };
 
 caf::behavior joiner_actor(caf::stateful_actor<JoinerState>* self, std::shared_ptr<Core> core,
                            Endpoint at, std::string advertise) {
   auto attempt = [self, core, at, advertise] {
-    auto mm = network_actor(self->home_system(), core->options.security);
-    self->request(mm, std::chrono::seconds(5), caf::connect_atom::value, at.host, at.port)
-        .then(
-            [self, core, advertise](const caf::node_id&, caf::strong_actor_ptr& p,
-                                    const std::set<std::string>&) {
-              auto dir = caf::actor_cast<caf::actor>(p);
-              if (!dir) {
-                self->delayed_send(self, std::chrono::seconds(1), tick_atom::value);
-                return;
-              }
-              self->state.directory = dir;
-              self->monitor(dir);
-              self->send(dir, join_atom::value,
-                         write_join({core->options.security.token, advertise}));
-            },
-            [self](const caf::error&) {
-              self->delayed_send(self, std::chrono::seconds(1), tick_atom::value);
-            });
+    connect(
+        self, core->options.security, at, core->guard,
+        [self, core, advertise](caf::actor dir) {
+          self->state.directory = dir;
+          self->monitor(dir);
+          self->send(dir, join_atom::value,
+                     write_join({token_digest(core->options.security.token), advertise}));
+          // A join nobody answers (--join pointed at a worker's port): say so, try again.
+          self->state.joined = false;
+          self->delayed_send(self, std::chrono::seconds(5), kick_atom::value,
+                             ++self->state.attempts);
+        },
+        [self, at](const std::string& why) {
+          if (why != self->state.last_error) {
+            spdlog::info(
+                "brigade worker: cannot reach the directory at {} (trying again every "
+                "second): {}",
+                at.to_string(), why);
+          }
+          self->state.last_error = why;
+          self->delayed_send(self, std::chrono::seconds(1), tick_atom::value);
+        });
   };
-  self->set_down_handler([self](const caf::down_msg&) {
+  self->set_default_handler(
+      [core](caf::scheduled_actor*, caf::message_view&) -> caf::result<caf::message> {
+        core->guard->log.note("an unknown message at the joiner");
+        return caf::none;
+      });
+  self->set_down_handler([self, core](const caf::down_msg& down) {
+    if (!self->state.directory || down.source != self->state.directory.address()) {
+      return core->guard->log.note("a down message about an actor the joiner does not monitor");
+    }
     spdlog::warn("brigade worker: the directory is gone; joining again when it is back");
     self->state.directory = {};
     self->delayed_send(self, std::chrono::seconds(1), tick_atom::value);
@@ -387,10 +430,29 @@ caf::behavior joiner_actor(caf::stateful_actor<JoinerState>* self, std::shared_p
   self->send(self, tick_atom::value);
   return {
       [attempt](tick_atom) { attempt(); },
-      [at](joined_atom) {
+      [self, at](kick_atom, std::uint64_t n) {
+        auto& st = self->state;
+        if (self->current_sender().get() != self->ctrl() || n != st.attempts || st.joined ||
+            !st.directory)
+          return;
+        spdlog::error(
+            "brigade worker: {} did not answer the join within 5 s (is it a worker's "
+            "port rather than the directory's?); trying again",
+            at.to_string());
+        self->demonitor(st.directory);
+        st.directory = {};
+        self->delayed_send(self, std::chrono::seconds(1), tick_atom::value);
+      },
+      [self, at](joined_atom) {
+        if (self->current_sender() != caf::actor_cast<caf::strong_actor_ptr>(self->state.directory))
+          return;
+        self->state.joined = true;
+        self->state.last_error.clear();
         spdlog::info("brigade worker: joined the directory at {}", at.to_string());
       },
       [self, at](refuse_atom, const std::string& why) {
+        if (self->current_sender() != caf::actor_cast<caf::strong_actor_ptr>(self->state.directory))
+          return;
         spdlog::error("brigade worker: the directory at {} refused to list this worker: {}",
                       at.to_string(), why);
         self->state.directory = {};
@@ -405,6 +467,7 @@ struct WorkerNode::Impl {
   caf::actor_system_config config;
   std::unique_ptr<caf::actor_system> system;
   caf::actor gate, joiner;
+  std::unique_ptr<Listener> listener;  // without TLS: the token's handshake before BASP
   Endpoint bound;
   std::vector<std::thread> threads;
 
@@ -417,10 +480,18 @@ struct WorkerNode::Impl {
     core->options = o;
     configure_network(config, o.security, o.heartbeat_timeout);
     system = std::make_unique<caf::actor_system>(config);
-    gate = system->spawn(gate_actor, core);
+    gate = spawn_guarded<GateState>(*system, core->guard,
+                                    [c = core](auto* self) { return gate_actor(self, c); });
     try {
-      bound = {o.listen.host, publish(gate, o.listen, o.security)};
+      if (o.security.tls()) {
+        bound = {o.listen.host, publish(gate, o.listen, o.security)};
+      } else {
+        listener =
+            std::make_unique<Listener>(*system, gate, o.listen, o.security.token, core->guard);
+        bound = {o.listen.host, listener->port()};
+      }
     } catch (...) {
+      core->guard->stopping = true;
       caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
       throw;
     }
@@ -429,11 +500,16 @@ struct WorkerNode::Impl {
     if (o.join) {
       Endpoint adv = o.advertise.value_or(Endpoint{bound.host, bound.port});
       if (adv.port == 0) adv.port = bound.port;
-      joiner = system->spawn(joiner_actor, core, *o.join, adv.to_string());
+      joiner = spawn_guarded<JoinerState>(
+          *system, core->guard, [c = core, at = *o.join, a = adv.to_string()](auto* self) {
+            return joiner_actor(self, c, at, a);
+          });
     }
   }
 
   ~Impl() {
+    listener.reset();              // no new connection
+    core->guard->stopping = true;  // our own exits from here on
     {
       std::lock_guard lock(core->mutex);
       core->stopping = true;
@@ -459,7 +535,14 @@ WorkerNode::~WorkerNode() = default;
 Endpoint WorkerNode::address() const { return impl_->bound; }
 WorkerStats WorkerNode::stats() const {
   std::lock_guard lock(impl_->core->mutex);
-  return impl_->core->stats;
+  auto s = impl_->core->stats;
+  s.system_messages_dropped = impl_->core->guard->dropped();
+  if (impl_->listener) {
+    s.connections_authenticated = impl_->listener->accepted();
+    s.connections_refused = impl_->listener->refused();
+  }
+  s.drop_log_lines = impl_->core->guard->log.lines();
+  return s;
 }
 
 }  // namespace brigade::transport

@@ -333,7 +333,10 @@ TEST_F(RemoteOps, APoisonSampleIsFailedAfterMaxAttemptsAndTheOthersDelivered) {
   transport::RemotePool pool(o);
   ASSERT_TRUE(pool.wait_for_worker(5s, {}));
   RemoteDecodeFigures figures;
-  auto batch = remote_decode_batch(pool, {}, samples_, {}, {.max_attempts = 2}, {}, &figures);
+  // No local fallback: while the worker is suspect (its stuck task's thread not yet
+  // free) it is not live, and the batch waits for it instead of decoding here.
+  auto batch = remote_decode_batch(pool, {}, samples_, {},
+                                   {.max_attempts = 2, .local_fallback = false}, {}, &figures);
   ASSERT_TRUE(batch);
   EXPECT_EQ(batch->ids, (std::vector<std::uint64_t>{0, 1, 2, 4, 5}));
   ASSERT_EQ(batch->failures.size(), 3u);

@@ -96,11 +96,20 @@ void expect_refused(const WorkerNode& worker, PoolOptions o, const std::string& 
   EXPECT_EQ(worker.stats().sessions_opened, 0u);
 }
 
+// Refused by the token's handshake before BASP (no TLS): no hello ever reaches the gate.
 TEST(Remote, AWrongTokenIsRefused) {
   WorkerNode worker(worker_options(), upper_ops());
   auto o = pool_for(worker);
   o.security.token = "another job's token";
-  expect_refused(worker, o, "job token differs");
+  RemotePool pool(std::move(o));
+  EXPECT_FALSE(pool.wait_for_worker(1500ms, {}));
+  const auto lost = pool.lost_workers();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_NE(lost[0].find("the job token differs"), std::string::npos) << lost[0];
+  EXPECT_GE(worker.stats().connections_refused, 1u);
+  EXPECT_EQ(worker.stats().connections_authenticated, 0u);
+  EXPECT_EQ(worker.stats().hellos_refused, 0u);
+  EXPECT_EQ(worker.stats().sessions_opened, 0u);
 }
 
 TEST(Remote, AnOperationOfAnotherVersionIsRefusedNamingBothVersions) {
@@ -233,12 +242,61 @@ TEST(Remote, ATaskPastItsDeadlineIsLostAndCancelledOnTheWorker) {
   const auto started = std::chrono::steady_clock::now();
   auto r = pool.call("held", bytes_of("stuck"), {});
   EXPECT_EQ(r.status, CallStatus::lost);
+  EXPECT_TRUE(r.started);
   EXPECT_NE(r.reason.find("deadline of 300 ms"), std::string::npos) << r.reason;
   EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);
   for (int i = 0; i < 100 && worker.stats().tasks_cancelled == 0; ++i)
     std::this_thread::sleep_for(20ms);
   EXPECT_EQ(worker.stats().tasks_cancelled, 1u);
-  EXPECT_EQ(pool.live_workers(), 1u);  // the worker itself is not lost
+  // The worker itself is not lost: back in the rotation once its thread is free.
+  for (int i = 0; i < 100 && pool.live_workers() == 0; ++i) std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(pool.live_workers(), 1u);
+}
+
+// A read that never returns (an operation that ignores its cancel): the worker is
+// suspect from the deadline on — connected, but it gets no new task and does not count
+// as live — until that thread is free. The task it had queued behind is lost as never
+// started (CallResult::started: the caller need not count it).
+TEST(Remote, AStuckWorkerLeavesTheRotationUntilItsThreadIsFree) {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool open = false;
+  OperationRegistry ops;
+  ops.add({"read", 1}, [&](std::span<const char> task, const OperationContext&) {
+    std::unique_lock lock(mutex);
+    cv.wait(lock, [&] { return open; });  // deaf to the cancel, like read() on a hung mount
+    return std::vector<char>(task.begin(), task.end());
+  });
+  WorkerNode worker(worker_options(1), std::move(ops));
+  auto o = pool_for(worker, {{"read", 1}});
+  o.task_timeout = 300ms;
+  RemotePool pool(o);
+  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
+  CallResult first, second;
+  std::thread a([&] { first = pool.call("read", bytes_of("hung"), {}); });
+  // The second is sent once the first is outstanding (queued behind it on the one thread).
+  for (int i = 0; i < 100 && pool.stats().calls < 1; ++i) std::this_thread::sleep_for(10ms);
+  std::thread b([&] { second = pool.call("read", bytes_of("queued"), {}); });
+  a.join();
+  b.join();
+  EXPECT_EQ(first.status, CallStatus::lost);
+  EXPECT_TRUE(first.started);
+  EXPECT_EQ(second.status, CallStatus::lost) << second.reason;
+  EXPECT_FALSE(second.started) << second.reason;
+  EXPECT_EQ(pool.live_workers(), 0u);
+  const auto lost = pool.lost_workers();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_NE(lost[0].find("suspect"), std::string::npos) << lost[0];
+  EXPECT_EQ(pool.call("read", bytes_of("not sent"), {}).status, CallStatus::no_workers);
+  {
+    std::lock_guard lock(mutex);
+    open = true;
+  }
+  cv.notify_all();
+  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
+  auto r = pool.call("read", bytes_of("back"), {});
+  ASSERT_EQ(r.status, CallStatus::done) << r.reason;
+  EXPECT_EQ(text_of(r.bytes), "back");
 }
 
 TEST(Remote, ACancelledAttemptsResultIsNeverSent) {
@@ -414,6 +472,67 @@ TEST(Remote, AWorkerJoinsTheDirectoryAndTheTrainerFindsIt) {
   auto r = pool.call("upper", bytes_of("found"), {});
   ASSERT_EQ(r.status, CallStatus::done) << r.reason;
   EXPECT_EQ(text_of(r.bytes), "FOUND");
+}
+
+// Every thread of a worker stuck (another trainer's read that never returns): a new
+// trainer's task never starts. Lost as never started at its deadline, the worker is out
+// of this trainer's rotation for a deadline's time (parole), then tried again.
+TEST(Remote, AWorkerWhoseThreadsAreAllStuckIsOutOfANewTrainersRotationOnParole) {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool open = false;
+  OperationRegistry ops;
+  ops.add({"read", 1}, [&](std::span<const char> task, const OperationContext&) {
+    if (std::string_view(task.data(), task.size()) == "hung") {
+      std::unique_lock lock(mutex);
+      cv.wait(lock, [&] { return open; });
+    }
+    return std::vector<char>(task.begin(), task.end());
+  });
+  WorkerNode worker(worker_options(1), std::move(ops));
+  auto o = pool_for(worker, {{"read", 1}});
+  o.task_timeout = 300ms;
+  RemotePool first(o);
+  ASSERT_TRUE(first.wait_for_worker(5s, {}));
+  EXPECT_EQ(first.call("read", bytes_of("hung"), {}).status, CallStatus::lost);
+  RemotePool second(o);
+  ASSERT_TRUE(second.wait_for_worker(5s, {}));
+  auto r = second.call("read", bytes_of("never starts"), {});
+  EXPECT_EQ(r.status, CallStatus::lost);
+  EXPECT_FALSE(r.started);
+  EXPECT_EQ(second.live_workers(), 0u);
+  EXPECT_EQ(second.call("read", bytes_of("not sent"), {}).status, CallStatus::no_workers);
+  ASSERT_TRUE(second.wait_for_worker(5s, {}));  // on parole after 300 ms
+  {
+    std::lock_guard lock(mutex);
+    open = true;
+  }
+  cv.notify_all();
+  r = second.call("read", bytes_of("served"), {});
+  ASSERT_EQ(r.status, CallStatus::done) << r.reason;
+  EXPECT_EQ(text_of(r.bytes), "served");
+}
+
+// A late rank whose directory cannot be reached can say so (not "it listed none").
+TEST(Remote, ADirectoryThatCannotBeReachedSaysWhy) {
+  PoolOptions o;
+  o.directory = Endpoint{"127.0.0.1", 1};  // nothing listens there
+  o.security = kSecurity;
+  o.reconnect_interval = 100ms;
+  RemotePool pool(o);
+  for (int i = 0; i < 250 && !pool.directory_unreachable(); ++i) std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(pool.directory_unreachable());
+  EXPECT_NE(pool.directory_unreachable()->find("refused"), std::string::npos)
+      << *pool.directory_unreachable();
+  // Reached: no reason any more.
+  RemotePool host(directory_host());
+  auto wo = worker_options();
+  wo.join = *host.directory_address();
+  WorkerNode worker(wo, upper_ops());
+  o.directory = host.directory_address();
+  RemotePool reached(o);
+  ASSERT_TRUE(reached.wait_for_worker(5s, {}));
+  EXPECT_FALSE(reached.directory_unreachable());
 }
 
 TEST(Remote, TheDirectoryRefusesAWrongToken) {

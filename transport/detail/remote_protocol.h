@@ -6,12 +6,15 @@
 //
 // MESSAGES (each a CAF tuple; `bytes` is a std::vector<char> holding one message of
 // transport/remote.capnp, keys are 16 random bytes in a std::string):
-//   trainer → gate       (hello, bytes Hello)  → (welcome, tkey, bytes Welcome, actor session)
+//   trainer → gate       (hello, bytes Hello, actor reply_to)
+//                                              → (welcome, tkey, bytes Welcome, actor session)
 //                                                 | (refuse, tkey, string reason)
 //   trainer → session    (task, key, u64 id, string op, bytes) (cancel, key, u64 id)
 //                        (ping, key)
 //   session → trainer    (result, key, u64 id, bytes)   (tfailed, key, u64 id, string why)
 //                        (pong, key)                    (refuse, key, u64 id, string why)
+//                        (started, key, u64 id): a thread began running the task
+//                        (freed, key, u64 id): a cancelled task's thread is free again
 //   worker  → directory  (join, bytes Join)               → (joined) | (refuse, string)
 //   trainer → directory  (subscribe, bytes Subscribe)     → (workers, bytes WorkerList) …
 //                                                           | (refuse, string)
@@ -49,6 +52,8 @@ using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using kick_atom = caf::atom_constant<caf::atom("kick")>;
 using connected_atom = caf::atom_constant<caf::atom("connected")>;
 using done_atom = caf::atom_constant<caf::atom("done")>;
+using started_atom = caf::atom_constant<caf::atom("started")>;
+using freed_atom = caf::atom_constant<caf::atom("freed")>;
 
 /// Loads the middleman (and OpenSSL's manager with `security.tls()`), sets the
 /// middleman's heartbeat on this side, and keeps CAF from reading a
