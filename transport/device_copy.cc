@@ -19,11 +19,16 @@ struct DeviceBatchState {
   mutable ExternalStream consumer = nullptr;
 
   // The memory is free again once the copy is done and the consumer's stream has run
-  // what it queued before now. A destructor cannot report; a device too broken to
-  // record an event keeps the copy's event, and the next user's work fails anyway.
+  // what it queued before now. A destructor cannot report (an exception here is
+  // std::terminate): a device too broken to record an event (a sticky CUDA error) keeps
+  // the copy's event, and the next user's work fails anyway; a fence that cannot be
+  // added (out of memory) is skipped for the same reason.
   ~DeviceBatchState() {
     if (!memory) return;
-    BufferPool::fence(memory, ready);
+    try {
+      BufferPool::fence(memory, ready);
+    } catch (...) {
+    }
     try {
       BufferPool::fence(memory, device->record_on(consumer));
     } catch (...) {

@@ -19,15 +19,20 @@ struct PooledBlock {
   std::mutex mutex;
   std::vector<std::shared_ptr<Event>> fences;
 
+  // Event::ready is noexcept (a failed event counts as complete), so the filter cannot
+  // stop half-way and leave moved-from (null) entries behind; null events never enter.
   void add_fence(std::shared_ptr<Event> event) {
     std::lock_guard lock(mutex);
-    std::erase_if(fences, [](const auto& e) { return e->ready(); });
-    fences.push_back(std::move(event));
+    drop_complete();
+    if (event) fences.push_back(std::move(event));
   }
   bool fences_ready() {
     std::lock_guard lock(mutex);
-    std::erase_if(fences, [](const auto& e) { return e->ready(); });
+    drop_complete();
     return fences.empty();
+  }
+  void drop_complete() noexcept {
+    std::erase_if(fences, [](const auto& e) noexcept { return e->ready(); });
   }
   std::vector<std::shared_ptr<Event>> take_fences() {
     std::lock_guard lock(mutex);

@@ -200,6 +200,46 @@ TEST(DeviceBatch, CopiesShareTheMemoryUntilTheLastIsDropped) {
 // The pinned pool holds what the pipeline can hold between decode and copy (decode:
 // 2 + 4 queued, to_device: 1 + 2) plus copies in flight, so decode never waits for a
 // buffer that only the pipeline itself could return (see device_pool.h, SIZING).
+// A sticky device error (a faulting kernel, CUDA unloading at interpreter exit) while
+// batches are alive: dropping them must not throw out of a destructor (std::terminate
+// before Python can report the error). Two batches over one memory (a broadcast root's
+// batch and the one it returns): the second drop queries the first one's fences.
+TEST(DeviceBatch, DroppedAfterAStickyErrorWithoutTerminating) {
+  auto device = std::make_shared<CpuDevice>(detail::CpuFaults{.sticky_after_events = 1});
+  BufferPool pool(device, BufferPool::Memory::device, {.max_buffers = 1});
+  auto buffer = pool.take(64);
+  void* const data = buffer.memory.get();
+  auto copied = device->record();
+  copied->wait();
+  {
+    auto root = make_device_batch(device, buffer.memory, copied, DType::uint8, {64}, Layout::nhwc);
+    auto sent = make_device_batch(device, buffer.memory, copied, DType::uint8, {64}, Layout::nhwc);
+    buffer = {};
+    auto breaks = device->record();
+    EXPECT_THROW(breaks->wait(), DeviceError);
+    EXPECT_TRUE(device->broken());
+    EXPECT_TRUE(root.ready());               // an error counts as complete ...
+    EXPECT_THROW(root.wait(), DeviceError);  // ... and is reported by wait()
+  }
+  // The memory came back: its failed fences count as complete.
+  auto again = pool.take(64);
+  EXPECT_EQ(again.memory.get(), data);
+}
+
+TEST(CopyStage, APinnedBufferFencedByAFailedDeviceIsFreeAgain) {
+  auto device = std::make_shared<CpuDevice>(detail::CpuFaults{.sticky_after_events = 1});
+  auto pinned = std::make_shared<BufferPool>(device, BufferPool::Memory::pinned_host,
+                                             BufferPool::Options{.max_buffers = 1});
+  CopyStage stage(device, {.device_buffers = 2});
+  {
+    auto batch = stage(host_batch(*pinned, 1));  // event 1: fine
+    EXPECT_NO_THROW(batch.wait());
+    EXPECT_THROW(device->record()->wait(), DeviceError);  // event 2 breaks the device
+  }
+  EXPECT_NO_THROW(pinned->take(96));  // the fence's error is its batch's, not the pool's
+  EXPECT_EQ(stage.foreign_in_flight(), 0u);
+}
+
 TEST(CopyStage, RunsAsThePipelinesLastStage) {
   auto device = std::make_shared<CpuDevice>();
   auto host = std::make_shared<BufferPool>(device, BufferPool::Memory::pinned_host,

@@ -179,6 +179,8 @@ TEST(CpuDevice, AStickyErrorAfterNEventsBreaksEveryLaterCallAndEveryEvent) {
     EXPECT_EQ(device_error_of(call), "sticky-error");
   }
   EXPECT_EQ(device_error_of([&] { first->wait(); }), "sticky-error");  // as CUDA: all events
+  EXPECT_TRUE(first->ready());  // Event::ready never throws: an error counts as complete
+  EXPECT_TRUE(third->ready());
   device.reset();  // runs (skips) what is queued
   EXPECT_FALSE(ran);
 }

@@ -66,7 +66,7 @@ class CpuEvent final : public Event {
   explicit CpuEvent(std::shared_future<void> done, std::shared_ptr<const CpuFaultState> faults = {})
       : done_(std::move(done)), faults_(std::move(faults)) {}
   static std::shared_ptr<CpuEvent> completed();
-  bool ready() const override;
+  bool ready() const noexcept override;
   void wait() const override;
 
  private:

@@ -12,14 +12,23 @@ namespace brigade::transport::detail {
 
 CudaEvent::~CudaEvent() { cudaEventDestroy(event_); }
 
-bool CudaEvent::ready() const {
+bool CudaEvent::ready() const noexcept {
   const cudaError_t status = cudaEventQuery(event_);
   if (status == cudaErrorNotReady) return false;
-  BRIGADE_CUDA_CHECK(status, device_);
+  if (status != cudaSuccess) {
+    cudaGetLastError();  // a non-sticky error must not reach the next launch's check
+    int none = 0;
+    failed_.compare_exchange_strong(none, static_cast<int>(status));
+  }
   return true;
 }
 
-void CudaEvent::wait() const { BRIGADE_CUDA_CHECK(cudaEventSynchronize(event_), device_); }
+void CudaEvent::wait() const {
+  if (const int status = failed_.load(); status != 0) {
+    check_cuda(static_cast<cudaError_t>(status), "cudaEventQuery", device_);  // what ready() saw
+  }
+  BRIGADE_CUDA_CHECK(cudaEventSynchronize(event_), device_);
+}
 
 CudaDevice::CudaDevice(int index) : index_(index) {
   DeviceScope scope(index_);

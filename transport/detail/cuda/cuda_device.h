@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <memory>
 
 #include "transport/device.h"
@@ -15,13 +16,16 @@ class CudaEvent final : public Event {
  public:
   CudaEvent(cudaEvent_t event, int device) : event_(event), device_(device) {}
   ~CudaEvent() override;
-  bool ready() const override;
+  // An error from cudaEventQuery (sticky: a faulting kernel, CUDA unloading) counts as
+  // complete; it is kept and thrown by wait().
+  bool ready() const noexcept override;
   void wait() const override;
   cudaEvent_t get() const { return event_; }
 
  private:
   cudaEvent_t event_;
   int device_;
+  mutable std::atomic<int> failed_{0};  // the cudaError_t ready() saw, 0 if none
 };
 
 class CudaDevice final : public Device, public std::enable_shared_from_this<CudaDevice> {
