@@ -79,8 +79,12 @@ build() {
   check_build_tools
   local arch=${CUDA_ARCHITECTURES:-${CUDAARCHS:-}}
   log "Building transport_gpu_tests and bench_gpu in $build_dir (CUDA architectures ${arch:-project default})"
-  cmake -S "$src" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DBRIGADE_CUDA=ON \
-    ${arch:+-DCMAKE_CUDA_ARCHITECTURES="$arch"} >/dev/null
+  if ! cmake -S "$src" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DBRIGADE_CUDA=ON \
+    ${arch:+-DCMAKE_CUDA_ARCHITECTURES="$arch"} >"$build_dir.configure.log" 2>&1; then
+    tail -20 "$build_dir.configure.log" >&2
+    echo "gpu_check.sh: configure failed. Install first, then rerun: sudo bash $src/scripts/install-deps.sh" >&2
+    exit 1
+  fi
   cmake --build "$build_dir" -j"${JOBS:-$(nproc)}" --target transport_gpu_tests bench_gpu
   tests=$build_dir/tests/transport/transport_gpu_tests
   bench=$build_dir/bench/bench_gpu
