@@ -241,10 +241,18 @@ struct Job::Impl {
     // while the earliest waited.
     const int decoders = std::max(*c.decode_concurrency, c.remote() ? remote_tasks(c) : 0);
     const auto host_batches = static_cast<std::size_t>(3 * decoders + 3) + kDeviceBatches + 1;
+    // Every buffer holds a full batch: a smaller one never makes the pools free and
+    // reallocate during training; the device buffers are allocated here, up front.
+    auto full = sample_shape(spec());
+    full.insert(full.begin(), *c.batch_size);
+    std::size_t full_bytes = 1;
+    for (auto d : full) full_bytes *= static_cast<std::size_t>(d);
     pinned = std::make_shared<transport::BufferPool>(
         device, transport::BufferPool::Memory::pinned_host,
-        transport::BufferPool::Options{.max_buffers = host_batches});
-    to_device.emplace(device, copy_options(c));
+        transport::BufferPool::Options{.max_buffers = host_batches, .min_capacity = full_bytes});
+    auto copy = copy_options(c);
+    copy.full_batch = std::move(full);
+    to_device.emplace(device, std::move(copy));
   }
 
   void open_pool() {

@@ -44,11 +44,16 @@ struct CopyState {
   std::mutex mutex;
   std::deque<std::pair<std::shared_ptr<Event>, std::shared_ptr<void>>> foreign;
 
-  CopyState(std::shared_ptr<Device> d, CopyOptions o)
+  CopyState(std::shared_ptr<Device> d, CopyOptions o, std::size_t in_bytes, std::size_t out_bytes)
       : device(d),
         options(std::move(o)),
-        outputs(d, BufferPool::Memory::device, {.max_buffers = options.device_buffers}),
-        staging(d, BufferPool::Memory::device, {.max_buffers = 1}) {}
+        outputs(d, BufferPool::Memory::device,
+                {.max_buffers = options.device_buffers, .min_capacity = out_bytes}),
+        staging(d, BufferPool::Memory::device, {.max_buffers = 1, .min_capacity = in_bytes}) {
+    if (out_bytes == 0) return;
+    outputs.reserve(options.device_buffers);
+    if (options.normalize) staging.reserve(1);
+  }
 
   ~CopyState() {
     for (auto& [event, owner] : foreign) {
@@ -115,7 +120,21 @@ DeviceBatch make_device_batch(std::shared_ptr<Device> device, std::shared_ptr<vo
 
 CopyStage::CopyStage(std::shared_ptr<Device> device, CopyOptions options) {
   if (!device) throw std::invalid_argument("CopyStage: no device");
-  state_ = std::make_shared<detail::CopyState>(std::move(device), std::move(options));
+  std::size_t in_bytes = 0, out_bytes = 0;  // of a full batch, if known
+  if (!options.full_batch.empty()) {
+    in_bytes = 1;
+    for (auto d : options.full_batch) in_bytes *= static_cast<std::size_t>(d);
+    out_bytes = in_bytes;
+    if (options.normalize) {
+      try {
+        out_bytes = normalized_bytes(make_normalize_job(*options.normalize, options.full_batch));
+      } catch (const std::invalid_argument&) {  // reported by each call, as without a shape
+        in_bytes = out_bytes = 0;
+      }
+    }
+  }
+  state_ = std::make_shared<detail::CopyState>(std::move(device), std::move(options), in_bytes,
+                                               out_bytes);
 }
 
 DeviceBatch CopyStage::operator()(const media::Tensor& host, std::stop_token stop) const {

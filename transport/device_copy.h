@@ -94,6 +94,10 @@ struct CopyOptions {
   std::size_t device_buffers = 4;  // output buffers on the device (delivered + in flight)
   Layout layout = Layout::nhwc;    // of the host tensors (recorded in each DeviceBatch)
   std::optional<NormalizeOptions> normalize{};  // uint8 → float on the device
+  /// The host shape of a full uint8 batch, if known: the device buffers are then allocated
+  /// with its capacity when the stage is made (BufferPool CAPACITY), so that no batch,
+  /// smaller or full, allocates or frees device memory on the hot path.
+  std::vector<std::int64_t> full_batch{};
 };
 
 class CopyStage {

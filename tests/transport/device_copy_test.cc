@@ -240,6 +240,49 @@ TEST(CopyStage, APinnedBufferFencedByAFailedDeviceIsFreeAgain) {
   EXPECT_EQ(stage.foreign_in_flight(), 0u);
 }
 
+// Issue 22 item 6: buffers sized at the request's bytes made a smaller batch (failed
+// reads, an epoch's last) followed by a full one free and reallocate, and a free waits
+// for the device's queued work (cudaFree: the training step's too). With the full
+// batch's shape the device buffers are allocated once, when the stage is made.
+TEST(CopyStage, AFullBatchShapeAllocatesOnceAndNeverFreesOnTheHotPath) {
+  auto device = std::make_shared<CpuDevice>(detail::CpuFaults{.free_waits_for_work = true});
+  const std::vector<std::int64_t> full{2, 4, 4, 3};
+  auto pinned = std::make_shared<BufferPool>(
+      device, BufferPool::Memory::pinned_host,
+      BufferPool::Options{.max_buffers = 2, .min_capacity = 2 * 4 * 4 * 3});
+  for (const bool normalize : {false, true}) {
+    CopyOptions options{.device_buffers = 1, .full_batch = full};
+    if (normalize) {
+      options.normalize = NormalizeOptions{
+          .mean = {0.5f, 0.5f, 0.5f}, .stddev = {0.25f, 0.25f, 0.25f}, .dtype = DType::float32};
+    }
+    CopyStage stage(device, options);
+    const auto before = device->allocations();
+    const auto freed = device->allocations() - device->live_allocations();
+    EXPECT_EQ(stage.pool().stats().buffers, 1u) << "allocated when the stage was made";
+    for (std::int64_t n : {1, 2, 1, 2, 2, 1}) {
+      auto t = Tensor::empty(DType::uint8, {n, 4, 4, 3}, pinned->allocator());
+      auto batch = stage(t);
+      batch.wait();
+    }
+    EXPECT_LE(device->allocations() - before, 2) << "the two pinned buffers, once";
+    EXPECT_EQ(device->allocations() - device->live_allocations(), freed) << "a buffer was freed";
+    EXPECT_EQ(device->frees_that_waited(), 0);
+    EXPECT_EQ(stage.pool().stats().buffers, 1u);
+  }
+}
+
+TEST(BufferPool, ReserveAllocatesFullCapacityBuffersUpFront) {
+  auto device = std::make_shared<CpuDevice>();
+  BufferPool pool(device, BufferPool::Memory::device, {.max_buffers = 3, .min_capacity = 1000});
+  pool.reserve(5);  // at most max_buffers
+  EXPECT_EQ(pool.stats().buffers, 3u);
+  EXPECT_EQ(pool.stats().bytes, 3000u);
+  EXPECT_EQ(device->allocations(), 3);
+  auto a = pool.take(10), b = pool.take(1000), c = pool.take(999);
+  EXPECT_EQ(device->allocations(), 3);
+}
+
 TEST(CopyStage, RunsAsThePipelinesLastStage) {
   auto device = std::make_shared<CpuDevice>();
   auto host = std::make_shared<BufferPool>(device, BufferPool::Memory::pinned_host,

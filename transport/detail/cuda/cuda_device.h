@@ -7,15 +7,26 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "transport/device.h"
 
 namespace brigade::transport::detail {
 
+// Where a CudaEvent's cudaEvent_t goes back when the event is dropped: events are
+// reused, not created and destroyed per batch. Outlives the device (held by its events).
+struct CudaEventPool {
+  std::mutex mutex;
+  std::vector<cudaEvent_t> free;
+  ~CudaEventPool();
+};
+
 class CudaEvent final : public Event {
  public:
-  CudaEvent(cudaEvent_t event, int device) : event_(event), device_(device) {}
-  ~CudaEvent() override;
+  CudaEvent(cudaEvent_t event, int device, std::shared_ptr<CudaEventPool> pool = {})
+      : event_(event), device_(device), pool_(std::move(pool)) {}
+  ~CudaEvent() override;  // back to the pool (cudaEventDestroy without one)
   // An error from cudaEventQuery (sticky: a faulting kernel, CUDA unloading) counts as
   // complete; it is kept and thrown by wait().
   bool ready() const noexcept override;
@@ -25,6 +36,7 @@ class CudaEvent final : public Event {
  private:
   cudaEvent_t event_;
   int device_;
+  std::shared_ptr<CudaEventPool> pool_;
   mutable std::atomic<int> failed_{0};  // the cudaError_t ready() saw, 0 if none
 };
 
@@ -54,6 +66,8 @@ class CudaDevice final : public Device, public std::enable_shared_from_this<Cuda
 
   int index_;
   cudaStream_t stream_ = nullptr;
+  cudaMemPool_t pool_ = nullptr;  // device memory (stream-ordered allocation)
+  std::shared_ptr<CudaEventPool> events_ = std::make_shared<CudaEventPool>();
 };
 
 }  // namespace brigade::transport::detail
