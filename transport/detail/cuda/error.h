@@ -18,8 +18,9 @@ inline void check_cuda(cudaError_t status, const char* call, int device) {
 }
 
 // Makes `device` the calling thread's current device for a scope. Restores the previous
-// device only where the thread had a current context; a thread without one keeps
-// `device` (THE RULE in transport/detail/device_scope.h: never create GPU 0's context).
+// context (cuCtxSetCurrent: exactly the one the thread had) only where it had one; a
+// thread without one keeps `device` (THE RULE in transport/detail/device_scope.h:
+// never create GPU 0's context).
 class DeviceScope {
  public:
   explicit DeviceScope(int device);
@@ -28,7 +29,7 @@ class DeviceScope {
   DeviceScope& operator=(const DeviceScope&) = delete;
 
  private:
-  std::optional<int> restore_;
+  void* restore_ = nullptr;  // the CUcontext to make current again, if any
 };
 
 /// The device of the calling thread's current context (cuCtxGetCurrent, through the
