@@ -25,6 +25,10 @@
 // that drop (an event is recorded on it then), so a training step may still be reading
 // the batch when the loop moves on. A consumer that uses a stream other than the
 // legacy default stream must name it with use_on(); the CPU device needs neither.
+// Not cudaStreamPerThread (2, which DLPack's __dlpack__(stream=2) passes): the reuse
+// event is recorded on the stream named in use_on() when the batch is dropped, and 2
+// then names the dropping thread's per-thread stream, not the consumer's; the memory
+// could be reused while the consumer's work still reads it. Use an explicit stream.
 //
 // Host tensors whose memory does not come from a BufferPool are kept alive by the stage
 // until their copy completes (checked at each call and when the stage is destroyed).
