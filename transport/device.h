@@ -134,6 +134,12 @@ class Device {
   virtual std::shared_ptr<void> allocate_host(std::size_t nbytes) = 0;
   virtual std::shared_ptr<void> allocate_device(std::size_t nbytes) = 0;
 
+  /// Whether `host` lies in page-locked memory that the device copies from at full
+  /// speed, asynchronously (CUDA: cudaPointerGetAttributes says pinned host memory; the
+  /// CPU device: memory from its allocate_host). From pageable memory CUDA stages the
+  /// copy through a driver buffer: slower, and not overlapped with the host.
+  virtual bool page_locked(const void* host) const = 0;
+
   /// Queued copies. `src` must stay valid and unchanged, and `dst` unused, until an
   /// event recorded after the copy is ready.
   virtual void copy_to_device(void* dst, const void* src, std::size_t nbytes) = 0;

@@ -43,6 +43,7 @@ struct CopyState {
   BufferPool staging;  // uint8 input of the normalize kernel
   std::mutex mutex;
   std::deque<std::pair<std::shared_ptr<Event>, std::shared_ptr<void>>> foreign;
+  std::uint64_t pageable = 0;  // under mutex
 
   CopyState(std::shared_ptr<Device> d, CopyOptions o, std::size_t in_bytes, std::size_t out_bytes)
       : device(d),
@@ -177,12 +178,19 @@ DeviceBatch CopyStage::operator()(const media::Tensor& host, std::stop_token sto
   }
   auto done = device.record();
   if (staging.memory) BufferPool::fence(staging.memory, done);
-  if (!BufferPool::fence(host.owner(), done)) s.foreign.emplace_back(done, host.owner());
+  if (!BufferPool::fence(host.owner(), done)) {
+    s.foreign.emplace_back(done, host.owner());
+    if (in_bytes > 0 && !device.page_locked(host.data())) ++s.pageable;
+  }
   return make_device_batch(s.device, std::move(out.memory), std::move(done), dtype,
                            std::move(shape), layout);
 }
 
 const std::shared_ptr<Device>& CopyStage::device() const { return state_->device; }
+std::uint64_t CopyStage::pageable_copies() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->pageable;
+}
 BufferPool& CopyStage::pool() const { return state_->outputs; }
 std::size_t CopyStage::foreign_in_flight() const {
   std::lock_guard lock(state_->mutex);

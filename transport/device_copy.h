@@ -32,6 +32,7 @@
 //
 // Host tensors whose memory does not come from a BufferPool are kept alive by the stage
 // until their copy completes (checked at each call and when the stage is destroyed).
+// Those in pageable memory (Device::page_locked) are counted: pageable_copies().
 //
 // THREAD SAFETY. A CopyStage is a cheap, copyable handle; calls are serialized (one
 // copy stage per device, concurrency 1). DeviceBatch is a copyable value; its members
@@ -118,6 +119,9 @@ class CopyStage {
   BufferPool& pool() const;  // the output buffers
   /// Host tensors not from a BufferPool that are still waiting for their copy.
   std::size_t foreign_in_flight() const;
+  /// Copies made so far from pageable host memory (slow, synchronous on CUDA): a
+  /// producer that should decode into a pinned pool does not.
+  std::uint64_t pageable_copies() const;
 
  private:
   std::shared_ptr<detail::CopyState> state_;

@@ -124,6 +124,24 @@ TEST(CopyStage, ForeignHostMemoryIsKeptUntilItsCopy) {
   EXPECT_EQ(stage.foreign_in_flight(), 0u);
 }
 
+// Issue 22 item 7: host tensors from outside a pool may be pageable (a slow, host-
+// synchronous copy on CUDA): counted, so that a producer that should decode into a
+// pinned pool can be told.
+TEST(CopyStage, CountsCopiesFromPageableHostMemory) {
+  Fixture f;
+  CopyStage stage(f.device);
+  stage(Tensor::empty(DType::uint8, {1, 2, 2, 3})).wait();  // heap memory: pageable
+  EXPECT_EQ(stage.pageable_copies(), 1u);
+  stage(host_batch(f.host, 1)).wait();                           // a pinned pool's
+  auto foreign_pinned = f.device->allocate_host(2 * 4 * 4 * 3);  // pinned, no pool
+  stage(Tensor::empty(DType::uint8, {2, 4, 4, 3}, [&](std::size_t) {
+    return foreign_pinned;
+  })).wait();
+  EXPECT_EQ(stage.pageable_copies(), 1u);
+  EXPECT_TRUE(f.device->page_locked(static_cast<char*>(foreign_pinned.get()) + 95));
+  EXPECT_FALSE(f.device->page_locked(static_cast<char*>(foreign_pinned.get()) + 96));
+}
+
 TEST(CopyStage, ADroppedBatchsMemoryIsRewrittenOnlyAfterItsCopy) {
   Fixture f;
   CopyStage stage(f.device, {.device_buffers = 1});

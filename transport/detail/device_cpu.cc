@@ -148,7 +148,29 @@ std::shared_ptr<void> CpuDevice::allocate(std::size_t nbytes, const char* call) 
 }
 
 std::shared_ptr<void> CpuDevice::allocate_host(std::size_t nbytes) {
-  return allocate(nbytes, "cudaHostAlloc (CPU device)");
+  auto memory = allocate(nbytes, "cudaHostAlloc (CPU device)");
+  const auto start = reinterpret_cast<std::uintptr_t>(memory.get());
+  {
+    std::lock_guard lock(host_ranges_->mutex);
+    host_ranges_->ranges[start] = std::max<std::size_t>(nbytes, 1);
+  }
+  // The range leaves the map before the memory is freed (and can be handed out again).
+  return std::shared_ptr<void>(memory.get(), [memory, ranges = host_ranges_, start](void*) mutable {
+    {
+      std::lock_guard lock(ranges->mutex);
+      ranges->ranges.erase(start);
+    }
+    memory.reset();
+  });
+}
+
+bool CpuDevice::page_locked(const void* host) const {
+  const auto p = reinterpret_cast<std::uintptr_t>(host);
+  std::lock_guard lock(host_ranges_->mutex);
+  auto it = host_ranges_->ranges.upper_bound(p);
+  if (it == host_ranges_->ranges.begin()) return false;
+  --it;
+  return p < it->first + it->second;
 }
 std::shared_ptr<void> CpuDevice::allocate_device(std::size_t nbytes) {
   return allocate(nbytes, "cudaMalloc (CPU device)");

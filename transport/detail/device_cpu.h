@@ -33,6 +33,7 @@
 #include <exception>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -86,6 +87,7 @@ class CpuDevice final : public Device {
   DeviceSpec spec() const override { return {DeviceKind::cpu, 0}; }
   std::shared_ptr<void> allocate_host(std::size_t nbytes) override;
   std::shared_ptr<void> allocate_device(std::size_t nbytes) override;
+  bool page_locked(const void* host) const override;
   void copy_to_device(void* dst, const void* src, std::size_t nbytes) override;
   void copy_to_host(void* dst, const void* src, std::size_t nbytes) override;
   void normalize(const NormalizeJob& job) override;
@@ -127,6 +129,12 @@ class CpuDevice final : public Device {
   void enqueue(std::function<void()> task, bool control);
   static void run(Queue& q, const CpuFaultState& faults);
   std::shared_ptr<void> allocate(std::size_t nbytes, const char* call);
+  // Live allocate_host ranges (start → bytes), shared with their deleters.
+  struct HostRanges {
+    mutable std::mutex mutex;
+    std::map<std::uintptr_t, std::size_t> ranges;
+  };
+  std::shared_ptr<HostRanges> host_ranges_ = std::make_shared<HostRanges>();
 
   std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
   std::shared_ptr<std::atomic<long>> live_ = std::make_shared<std::atomic<long>>(0);

@@ -91,6 +91,15 @@ std::shared_ptr<void> CudaDevice::allocate_device(std::size_t nbytes) {
       p, [self = shared_from_this()](void* q) { cudaFreeAsync(q, self->stream_); });
 }
 
+bool CudaDevice::page_locked(const void* host) const {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, host) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeHost;
+}
+
 void CudaDevice::copy_to_device(void* dst, const void* src, std::size_t nbytes) {
   DeviceScope scope(index_);
   BRIGADE_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, stream_), index_);

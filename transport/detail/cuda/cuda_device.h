@@ -48,6 +48,7 @@ class CudaDevice final : public Device, public std::enable_shared_from_this<Cuda
   DeviceSpec spec() const override { return {DeviceKind::cuda, index_}; }
   std::shared_ptr<void> allocate_host(std::size_t nbytes) override;
   std::shared_ptr<void> allocate_device(std::size_t nbytes) override;
+  bool page_locked(const void* host) const override;
   void copy_to_device(void* dst, const void* src, std::size_t nbytes) override;
   void copy_to_host(void* dst, const void* src, std::size_t nbytes) override;
   void normalize(const NormalizeJob& job) override;
