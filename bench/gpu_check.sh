@@ -3,12 +3,20 @@
 # (transport_gpu_tests: CUDA device, copy stage, pinned-buffer and device-memory
 # lifetimes, the normalize kernel against the CPU reference bit for bit, NCCL), then
 # bench_gpu, which prints JSON lines:
-#   h2d        copy stage vs a plain pinned cudaMemcpy of the same bytes (target ≥ 0.9×)
+#   h2d        copy stage vs pipelined cudaMemcpyAsync, the real ceiling (target ≥ 0.9×;
+#              the synchronous cudaMemcpy per batch is reported too)
 #   overlap    share of the copy time hidden behind a busy training stream (target ≥ 80%)
 #   normalize  the kernel's images/s vs the copy's; copy+normalize vs a float32 copy
 #   nccl       broadcast bandwidth among the GPUs present; with one GPU, whether NCCL
 #              takes two ranks on one GPU in one process
-# About a minute on one H200 (the tests and the bench each stop at 4 minutes).
+#   blocking   how long cudaFree/cudaFreeHost/cudaMalloc/cudaHostAlloc (and the
+#              stream-ordered cudaMallocAsync/cudaFreeAsync) block while a kernel runs
+#   events     event create+record+destroy per batch vs a pooled event's record, query
+# First, alone in its process, the per-thread context probe (CudaContext.*, 2+ GPUs):
+# a rank on cuda:1 must not create a context on GPU 0 from its fresh threads.
+# One summary at the end. About two minutes on one H200 after the build (a build from a
+# bare checkout: a few minutes on 16 cores); every step stops at 4 minutes.
+# What to install first is printed as one line to paste, when something is missing.
 #
 # Three modes:
 #   bench/gpu_check.sh [--build-dir DIR]     build here (the README's packages plus the
@@ -45,12 +53,38 @@ while [ $# -gt 0 ]; do
 done
 log() { printf '\n== %s\n' "$*" >&2; }
 
+# What a build needs (the GPU binaries: no CAF, no FFmpeg), as one line to paste.
+check_build_tools() {
+  local missing=() nvcc
+  command -v cmake >/dev/null || missing+=(cmake)
+  command -v g++ >/dev/null || missing+=(build-essential)
+  command -v pkg-config >/dev/null || missing+=(pkg-config)
+  command -v capnp >/dev/null || missing+=(capnproto)
+  [ -e /usr/include/capnp/message.h ] || missing+=(libcapnp-dev)
+  [ -e /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
+  nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
+  if [ ${#missing[@]} -gt 0 ] || [ -z "$nvcc" ]; then
+    echo "gpu_check.sh: missing what the build needs. Install first (Debian 12 / Ubuntu), then rerun:" >&2
+    [ ${#missing[@]} -gt 0 ] && echo "  apt-get update && apt-get install -y --no-install-recommends ${missing[*]}" >&2
+    [ -z "$nvcc" ] && echo "  the CUDA toolkit (nvcc; e.g. apt-get install -y cuda-toolkit from NVIDIA's repository), then: export PATH=/usr/local/cuda/bin:\$PATH" >&2
+    echo "  (or build elsewhere with --package DIR and run DIR/gpu_check.sh --prebuilt DIR here)" >&2
+    exit 1
+  fi
+  case ":$PATH:" in *":$(dirname "$nvcc"):"*) ;; *) export PATH=$(dirname "$nvcc"):$PATH ;; esac
+}
+
 build() {
   local src=$here/..
   build_dir=${build_dir:-$src/build-gpu}
-  log "Building transport_gpu_tests and bench_gpu in $build_dir (CUDA architectures ${CUDA_ARCHITECTURES:-80;90})"
-  cmake -S "$src" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DBRIGADE_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHITECTURES:-80;90}" >/dev/null
+  check_build_tools
+  local arch=${CUDA_ARCHITECTURES:-${CUDAARCHS:-}}
+  log "Building transport_gpu_tests and bench_gpu in $build_dir (CUDA architectures ${arch:-project default})"
+  if ! cmake -S "$src" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DBRIGADE_CUDA=ON \
+    ${arch:+-DCMAKE_CUDA_ARCHITECTURES="$arch"} >"$build_dir.configure.log" 2>&1; then
+    tail -20 "$build_dir.configure.log" >&2
+    echo "gpu_check.sh: configure failed. Install first, then rerun: sudo bash $src/scripts/install-deps.sh" >&2
+    exit 1
+  fi
   cmake --build "$build_dir" -j"${JOBS:-$(nproc)}" --target transport_gpu_tests bench_gpu
   tests=$build_dir/tests/transport/transport_gpu_tests
   bench=$build_dir/bench/bench_gpu
@@ -75,19 +109,40 @@ find_nccl() {
   echo "NCCL: libnccl.so.2 not found (NCCL tests will skip)" >&2
 }
 
+# FAILED, PASSED (some test ran) or SKIPPED (with gtest's reason) from a gtest log.
+verdict() {
+  if grep -q '^\[  FAILED  \]' "$1"; then echo FAILED
+  elif grep -q '^\[       OK \]' "$1"; then echo PASSED
+  elif grep -q '^\[  SKIPPED \] [A-Z]' "$1"; then echo "SKIPPED: $(grep -m1 -B1 '^\[  SKIPPED \] [A-Z]' "$1" | head -1)"
+  else echo "DID NOT FINISH"; fi
+}
+
 run() {
   log "Machine"
   { nvidia-smi -L 2>/dev/null || echo "nvidia-smi: not available"; } >&2
   ldd --version 2>/dev/null | head -1 >&2 || true
   find_nccl
-  local status=0 json
+  # The NCCL that torch brings (loaded first, it is the one a dlopen of libnccl.so.2 in
+  # the same process returns): compare with bench_gpu's "device" line.
+  python3 -c 'import torch; print("NCCL in torch:", torch.cuda.nccl.version())' >&2 2>/dev/null ||
+    echo "NCCL in torch: (no torch with CUDA here)" >&2
+  local status=0 json logs
   json=$(mktemp)
+  logs=$(mktemp -d)
+  log "Per-thread context probe (alone in its process; needs 2+ GPUs)"
+  timeout 240 "$tests" --gtest_color=no --gtest_filter='CudaContext.*' >"$logs/context" 2>&1 || status=1
+  cat "$logs/context" >&2
   log "GPU tests ($tests)"
-  timeout 240 "$tests" --gtest_color=no >&2 || status=1
+  timeout 240 "$tests" --gtest_color=no --gtest_filter='-CudaContext.*' >"$logs/tests" 2>&1 || status=1
+  cat "$logs/tests" >&2
   log "bench_gpu ($bench)"
   timeout 240 "$bench" | tee "$json" || status=1
   [ -n "$out" ] && cp "$json" "$out"
   log "Summary"
+  {
+    echo "gpu tests  $(verdict "$logs/tests") ($(grep -c '^\[       OK \]' "$logs/tests" || true) ok, $(grep -c '^\[  SKIPPED \] [A-Z]' "$logs/tests" || true) skipped)"
+    echo "context    $(verdict "$logs/context")"
+  } >&2
   python3 - "$json" >&2 <<'EOF' || true
 import json, sys
 for line in open(sys.argv[1]):
@@ -95,13 +150,29 @@ for line in open(sys.argv[1]):
     if not line.startswith("{"):
         continue
     r = json.loads(line)
-    if "pass" in r:
-        print(f"{r['bench']:<10} {'meets' if r['pass'] else 'MISSES'} its target "
-              f"({r.get('ratio', r.get('hidden'))} vs {r['target']})")
-    elif "error" in r:
-        print(f"{r['bench']:<10} ERROR {r['error']}")
+    b = r["bench"]
+    if "error" in r and "pass" not in r and "supported" not in r:
+        print(f"{b:<10} ERROR {r['error']}")
+    elif "pass" in r:
+        extra = ""
+        if b == "h2d":
+            extra = (f"; {r['bytes']} B: sync cudaMemcpy {r['sync_cudamemcpy_gbps']:.1f} GB/s, "
+                     f"pipelined {r['pipelined_cudamemcpyasync_gbps']:.1f}, "
+                     f"copy stage {r['copy_stage_gbps']:.1f}")
+        print(f"{b:<10} {'meets' if r['pass'] else 'MISSES'} its target "
+              f"({r.get('ratio', r.get('hidden'))} vs {r['target']}){extra}")
+    elif b == "blocking":
+        waits = [k[:-6] for k, v in r.items() if k.endswith("_waits") and v]
+        calls = ", ".join(f"{k[:-3]} {v:.2f} ms" for k, v in r.items()
+                          if k.endswith("_ms") and k != "kernel_ms")
+        print(f"{b:<10} wait for a running kernel: {', '.join(waits) or 'none'} ({calls})")
+    elif b == "events":
+        print(f"{b:<10} create+record+destroy {r['create_record_destroy_us']:.2f} us, "
+              f"pooled record {r['record_pooled_us']:.2f} us, query {r['query_us']:.2f} us")
+    elif b == "device":
+        print(f"{b:<10} " + ", ".join(f"{k} {v}" for k, v in r.items() if k != "bench"))
 EOF
-  rm -f "$json"
+  rm -rf "$json" "$logs"
   return $status
 }
 

@@ -89,6 +89,9 @@ transport::Layout to_transport(Layout layout) {
 
 // The copy stage of a job with a device: torchvision's ImageNet mean and standard
 // deviation on x / 255 when normalizing.
+// Remote decode tasks in flight at once (the remote stage's concurrency).
+int remote_tasks(const RunConfig& c) { return c.remote_inflight > 0 ? c.remote_inflight : 16; }
+
 transport::CopyOptions copy_options(const RunConfig& c) {
   transport::CopyOptions copy{
       .device_buffers = kDeviceBatches,
@@ -249,13 +252,24 @@ struct Job::Impl {
     // Enough pinned buffers for every host batch the pipeline can hold (decode: running
     // and finished, 3 × its concurrency; to_device: 1 + 2 queued) and the copies still
     // reading theirs: decode never waits for a buffer only the pipeline could return
-    // (SIZING in transport/device_pool.h).
-    const auto host_batches =
-        static_cast<std::size_t>(3 * *c.decode_concurrency + 3) + kDeviceBatches + 1;
+    // (SIZING in transport/device_pool.h). With remote workers the decode stage is the
+    // remote one, whose tasks take a buffer each as their results arrive, in completion
+    // order: sized from decode concurrency alone, later tasks could hold every buffer
+    // while the earliest waited.
+    const int decoders = std::max(*c.decode_concurrency, c.remote() ? remote_tasks(c) : 0);
+    const auto host_batches = static_cast<std::size_t>(3 * decoders + 3) + kDeviceBatches + 1;
+    // Every buffer holds a full batch: a smaller one never makes the pools free and
+    // reallocate during training; the device buffers are allocated here, up front.
+    auto full = sample_shape(spec());
+    full.insert(full.begin(), *c.batch_size);
+    std::size_t full_bytes = 1;
+    for (auto d : full) full_bytes *= static_cast<std::size_t>(d);
     pinned = std::make_shared<transport::BufferPool>(
         device, transport::BufferPool::Memory::pinned_host,
-        transport::BufferPool::Options{.max_buffers = host_batches});
-    to_device.emplace(device, copy_options(c));
+        transport::BufferPool::Options{.max_buffers = host_batches, .min_capacity = full_bytes});
+    auto copy = copy_options(c);
+    copy.full_batch = std::move(full);
+    to_device.emplace(device, std::move(copy));
   }
 
   void open_pool() {
@@ -438,7 +452,7 @@ struct Job::Impl {
       }
       return pinned ? out : normalize_on_cpu(c, std::move(out), allocator);
     };
-    const int inflight = c.remote_inflight > 0 ? c.remote_inflight : 16;
+    const int inflight = remote_tasks(c);
     auto decoded = actors::PipelineBuilder()
                        .add_source(std::ref(*sampler))
                        .aggregate(static_cast<std::size_t>(*c.batch_size),

@@ -10,10 +10,12 @@
 // thread, "device memory" is host memory, and events are futures.
 //
 // EVENTS. `record()` returns an Event that completes when everything submitted before
-// it has run. ready() polls and never blocks; wait() blocks the calling thread and
-// throws DeviceError if work before the event failed (a failed CUDA launch, a failed
-// collective, a bad normalize job on the CPU device). Only a batch's consumer waits,
-// and only on its batch's event: nothing in the copy path blocks the host per item.
+// it has run. ready() polls, never blocks and never throws (it runs in destructors: a
+// pool's fence list, a dropped batch); an error (a sticky CUDA error: a faulting
+// kernel, CUDA unloading at exit) counts as complete and is kept for wait(). wait()
+// blocks the calling thread and throws DeviceError if work before the event failed (a
+// failed CUDA launch, a failed collective, a bad normalize job on the CPU device). Only a batch's
+// consumer waits, and only on its batch's event: nothing in the copy path blocks the host per item.
 //
 // EXTERNAL STREAMS. A consumer that launches its own GPU work passes its stream as an
 // ExternalStream (a cudaStream_t, as void*; nullptr is the legacy default stream).
@@ -102,7 +104,7 @@ class StopRequested : public std::runtime_error {
 class Event {
  public:
   virtual ~Event() = default;
-  virtual bool ready() const = 0;
+  virtual bool ready() const noexcept = 0;  // true also when the event failed
   virtual void wait() const = 0;
 };
 
@@ -131,6 +133,12 @@ class Device {
   /// DeviceError (or std::bad_alloc on the CPU device) when out of memory.
   virtual std::shared_ptr<void> allocate_host(std::size_t nbytes) = 0;
   virtual std::shared_ptr<void> allocate_device(std::size_t nbytes) = 0;
+
+  /// Whether `host` lies in page-locked memory that the device copies from at full
+  /// speed, asynchronously (CUDA: cudaPointerGetAttributes says pinned host memory; the
+  /// CPU device: memory from its allocate_host). From pageable memory CUDA stages the
+  /// copy through a driver buffer: slower, and not overlapped with the host.
+  virtual bool page_locked(const void* host) const = 0;
 
   /// Queued copies. `src` must stay valid and unchanged, and `dst` unused, until an
   /// event recorded after the copy is ready.

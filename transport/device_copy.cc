@@ -19,11 +19,16 @@ struct DeviceBatchState {
   mutable ExternalStream consumer = nullptr;
 
   // The memory is free again once the copy is done and the consumer's stream has run
-  // what it queued before now. A destructor cannot report; a device too broken to
-  // record an event keeps the copy's event, and the next user's work fails anyway.
+  // what it queued before now. A destructor cannot report (an exception here is
+  // std::terminate): a device too broken to record an event (a sticky CUDA error) keeps
+  // the copy's event, and the next user's work fails anyway; a fence that cannot be
+  // added (out of memory) is skipped for the same reason.
   ~DeviceBatchState() {
     if (!memory) return;
-    BufferPool::fence(memory, ready);
+    try {
+      BufferPool::fence(memory, ready);
+    } catch (...) {
+    }
     try {
       BufferPool::fence(memory, device->record_on(consumer));
     } catch (...) {
@@ -38,12 +43,18 @@ struct CopyState {
   BufferPool staging;  // uint8 input of the normalize kernel
   std::mutex mutex;
   std::deque<std::pair<std::shared_ptr<Event>, std::shared_ptr<void>>> foreign;
+  std::uint64_t pageable = 0;  // under mutex
 
-  CopyState(std::shared_ptr<Device> d, CopyOptions o)
+  CopyState(std::shared_ptr<Device> d, CopyOptions o, std::size_t in_bytes, std::size_t out_bytes)
       : device(d),
         options(std::move(o)),
-        outputs(d, BufferPool::Memory::device, {.max_buffers = options.device_buffers}),
-        staging(d, BufferPool::Memory::device, {.max_buffers = 1}) {}
+        outputs(d, BufferPool::Memory::device,
+                {.max_buffers = options.device_buffers, .min_capacity = out_bytes}),
+        staging(d, BufferPool::Memory::device, {.max_buffers = 1, .min_capacity = in_bytes}) {
+    if (out_bytes == 0) return;
+    outputs.reserve(options.device_buffers);
+    if (options.normalize) staging.reserve(1);
+  }
 
   ~CopyState() {
     for (auto& [event, owner] : foreign) {
@@ -110,7 +121,21 @@ DeviceBatch make_device_batch(std::shared_ptr<Device> device, std::shared_ptr<vo
 
 CopyStage::CopyStage(std::shared_ptr<Device> device, CopyOptions options) {
   if (!device) throw std::invalid_argument("CopyStage: no device");
-  state_ = std::make_shared<detail::CopyState>(std::move(device), std::move(options));
+  std::size_t in_bytes = 0, out_bytes = 0;  // of a full batch, if known
+  if (!options.full_batch.empty()) {
+    in_bytes = 1;
+    for (auto d : options.full_batch) in_bytes *= static_cast<std::size_t>(d);
+    out_bytes = in_bytes;
+    if (options.normalize) {
+      try {
+        out_bytes = normalized_bytes(make_normalize_job(*options.normalize, options.full_batch));
+      } catch (const std::invalid_argument&) {  // reported by each call, as without a shape
+        in_bytes = out_bytes = 0;
+      }
+    }
+  }
+  state_ = std::make_shared<detail::CopyState>(std::move(device), std::move(options), in_bytes,
+                                               out_bytes);
 }
 
 DeviceBatch CopyStage::operator()(const media::Tensor& host, std::stop_token stop) const {
@@ -153,12 +178,19 @@ DeviceBatch CopyStage::operator()(const media::Tensor& host, std::stop_token sto
   }
   auto done = device.record();
   if (staging.memory) BufferPool::fence(staging.memory, done);
-  if (!BufferPool::fence(host.owner(), done)) s.foreign.emplace_back(done, host.owner());
+  if (!BufferPool::fence(host.owner(), done)) {
+    s.foreign.emplace_back(done, host.owner());
+    if (in_bytes > 0 && !device.page_locked(host.data())) ++s.pageable;
+  }
   return make_device_batch(s.device, std::move(out.memory), std::move(done), dtype,
                            std::move(shape), layout);
 }
 
 const std::shared_ptr<Device>& CopyStage::device() const { return state_->device; }
+std::uint64_t CopyStage::pageable_copies() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->pageable;
+}
 BufferPool& CopyStage::pool() const { return state_->outputs; }
 std::size_t CopyStage::foreign_in_flight() const {
   std::lock_guard lock(state_->mutex);

@@ -25,9 +25,14 @@
 // that drop (an event is recorded on it then), so a training step may still be reading
 // the batch when the loop moves on. A consumer that uses a stream other than the
 // legacy default stream must name it with use_on(); the CPU device needs neither.
+// Not cudaStreamPerThread (2, which DLPack's __dlpack__(stream=2) passes): the reuse
+// event is recorded on the stream named in use_on() when the batch is dropped, and 2
+// then names the dropping thread's per-thread stream, not the consumer's; the memory
+// could be reused while the consumer's work still reads it. Use an explicit stream.
 //
 // Host tensors whose memory does not come from a BufferPool are kept alive by the stage
 // until their copy completes (checked at each call and when the stage is destroyed).
+// Those in pageable memory (Device::page_locked) are counted: pageable_copies().
 //
 // THREAD SAFETY. A CopyStage is a cheap, copyable handle; calls are serialized (one
 // copy stage per device, concurrency 1). DeviceBatch is a copyable value; its members
@@ -94,6 +99,10 @@ struct CopyOptions {
   std::size_t device_buffers = 4;  // output buffers on the device (delivered + in flight)
   Layout layout = Layout::nhwc;    // of the host tensors (recorded in each DeviceBatch)
   std::optional<NormalizeOptions> normalize{};  // uint8 → float on the device
+  /// The host shape of a full uint8 batch, if known: the device buffers are then allocated
+  /// with its capacity when the stage is made (BufferPool CAPACITY), so that no batch,
+  /// smaller or full, allocates or frees device memory on the hot path.
+  std::vector<std::int64_t> full_batch{};
 };
 
 class CopyStage {
@@ -110,6 +119,9 @@ class CopyStage {
   BufferPool& pool() const;  // the output buffers
   /// Host tensors not from a BufferPool that are still waiting for their copy.
   std::size_t foreign_in_flight() const;
+  /// Copies made so far from pageable host memory (slow, synchronous on CUDA): a
+  /// producer that should decode into a pinned pool does not.
+  std::uint64_t pageable_copies() const;
 
  private:
   std::shared_ptr<detail::CopyState> state_;

@@ -6,6 +6,7 @@
 #include <kj/exception.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -26,9 +27,14 @@ struct GroupState {
   std::shared_ptr<Device> device;
   int rank = 0;
   int size = 0;
-  std::unique_ptr<Collective> comm;
+  std::chrono::milliseconds teardown_timeout{0};
   BufferPool header_host;
   BufferPool header_device;
+  // Declared after the pools, so destroyed before them: the pools' teardown waits for
+  // the fences of their buffers, which transfers stuck behind a dead peer never complete
+  // unless the communicator is aborted first (~GroupState).
+  std::unique_ptr<Collective> comm;
+  std::shared_ptr<Event> last;  // of the last transfer queued
   std::mutex mutex;
 
   // Outgoing headers are fenced by their transfers, so the host pool's bound is how
@@ -37,6 +43,41 @@ struct GroupState {
       : device(d),
         header_host(d, BufferPool::Memory::pinned_host, {.max_buffers = max_in_flight}),
         header_device(d, BufferPool::Memory::device, {.max_buffers = max_in_flight}) {}
+
+  // Transfers still queued get teardown_timeout to complete (a live peer's last batch),
+  // then the communicator is aborted: a dead peer's never would.
+  ~GroupState() {
+    if (!comm || !last) return;
+    const auto deadline = std::chrono::steady_clock::now() + teardown_timeout;
+    auto delay = std::chrono::microseconds(20);
+    while (!last->ready()) {
+      bool failed = false;
+      try {
+        comm->check();
+      } catch (...) {
+        failed = true;
+      }
+      if (failed || std::chrono::steady_clock::now() >= deadline) {
+        comm->abort();
+        return;
+      }
+      std::this_thread::sleep_for(delay);
+      delay = std::min(delay * 2, std::chrono::microseconds(1000));
+    }
+  }
+
+  // A stop while a call waits (for room to send, for a header, for a buffer) leaves
+  // transfers queued that a gone peer will never match: abort, as a stop in receive's
+  // header wait always did, so that the device queue and teardown do not hang.
+  template <class F>
+  auto stoppable(F call) -> decltype(call()) {
+    try {
+      return call();
+    } catch (const StopRequested&) {
+      comm->abort();
+      throw;
+    }
+  }
 };
 
 }  // namespace detail
@@ -264,6 +305,7 @@ DeviceGroup::DeviceGroup(std::shared_ptr<Device> device, const DeviceGroupId& id
   state_ = std::make_unique<detail::GroupState>(device, options.max_in_flight);
   state_->rank = rank;
   state_->size = id.size;
+  state_->teardown_timeout = options.teardown_timeout;
   state_->comm = id.kind == DeviceKind::cuda
                      ? detail::make_nccl_collective(device, id, rank, options)
                      : detail::make_cpu_collective(device, id, rank, options);
@@ -303,20 +345,21 @@ std::shared_ptr<Event> queue_outgoing(detail::GroupState& s, const DeviceBatch& 
   auto& device = *s.device;
   auto host = s.header_host.take(kHeaderBytes, stop);
   write_header(batch, host.memory.get());
-  auto slot = s.header_device.take(kHeaderBytes);
+  auto slot = s.header_device.take(kHeaderBytes, stop);
   for (auto& f : slot.fences) device.wait_for(f);
   device.copy_to_device(slot.memory.get(), host.memory.get(), kHeaderBytes);
   device.wait_for(batch.event());
   if (broadcast) {
-    s.comm->broadcast(slot.memory.get(), kHeaderBytes, root_or_peer);
-    if (batch.nbytes() > 0) s.comm->broadcast(batch.data(), batch.nbytes(), root_or_peer);
+    s.comm->broadcast(slot.memory.get(), kHeaderBytes, root_or_peer, stop);
+    if (batch.nbytes() > 0) s.comm->broadcast(batch.data(), batch.nbytes(), root_or_peer, stop);
   } else {
-    s.comm->send(slot.memory.get(), kHeaderBytes, root_or_peer);
-    if (batch.nbytes() > 0) s.comm->send(batch.data(), batch.nbytes(), root_or_peer);
+    s.comm->send(slot.memory.get(), kHeaderBytes, root_or_peer, stop);
+    if (batch.nbytes() > 0) s.comm->send(batch.data(), batch.nbytes(), root_or_peer, stop);
   }
   auto done = device.record();
   BufferPool::fence(host.memory, done);
   BufferPool::fence(slot.memory, done);
+  s.last = done;
   return done;
 }
 
@@ -327,15 +370,16 @@ DeviceBatch receive(detail::GroupState& s, int from, bool broadcast, BufferPool&
   auto slot = s.header_device.take(kHeaderBytes, stop);
   for (auto& f : slot.fences) device.wait_for(f);
   if (broadcast) {
-    s.comm->broadcast(slot.memory.get(), kHeaderBytes, from);
+    s.comm->broadcast(slot.memory.get(), kHeaderBytes, from, stop);
   } else {
-    s.comm->recv(slot.memory.get(), kHeaderBytes, from);
+    s.comm->recv(slot.memory.get(), kHeaderBytes, from, stop);
   }
   auto host = s.header_host.take(kHeaderBytes, stop);
   device.copy_to_host(host.memory.get(), slot.memory.get(), kHeaderBytes);
   auto arrived = device.record();
   BufferPool::fence(slot.memory, arrived);
   BufferPool::fence(host.memory, arrived);
+  s.last = arrived;
   auto delay = std::chrono::microseconds(20);
   while (!arrived->ready()) {
     if (stop.stop_requested()) {
@@ -352,12 +396,13 @@ DeviceBatch receive(detail::GroupState& s, int from, bool broadcast, BufferPool&
   for (auto& f : out.fences) device.wait_for(f);
   if (h.nbytes > 0) {
     if (broadcast) {
-      s.comm->broadcast(out.memory.get(), h.nbytes, from);
+      s.comm->broadcast(out.memory.get(), h.nbytes, from, stop);
     } else {
-      s.comm->recv(out.memory.get(), h.nbytes, from);
+      s.comm->recv(out.memory.get(), h.nbytes, from, stop);
     }
   }
   auto done = device.record();
+  s.last = done;
   return make_device_batch(s.device, std::move(out.memory), std::move(done), h.dtype, h.shape,
                            h.layout);
 }
@@ -371,11 +416,11 @@ DeviceBatch DeviceGroup::broadcast(const DeviceBatch& batch, int root, BufferPoo
   std::lock_guard lock(s.mutex);
   if (s.rank != root) {
     check_pool(pool, *s.device);
-    return receive(s, root, true, pool, stop);
+    return s.stoppable([&] { return receive(s, root, true, pool, stop); });
   }
   if (!batch.defined())
     throw std::invalid_argument("DeviceGroup::broadcast: the root has no batch");
-  auto done = queue_outgoing(s, batch, root, true, stop);
+  auto done = s.stoppable([&] { return queue_outgoing(s, batch, root, true, stop); });
   return make_device_batch(s.device, batch.memory(), std::move(done), batch.dtype(), batch.shape(),
                            batch.layout());
 }
@@ -385,7 +430,7 @@ void DeviceGroup::send(const DeviceBatch& batch, int peer, std::stop_token stop)
   check_peer(peer, s.rank, s.size, "send");
   if (!batch.defined()) throw std::invalid_argument("DeviceGroup::send: no batch");
   std::lock_guard lock(s.mutex);
-  auto done = queue_outgoing(s, batch, peer, false, stop);
+  auto done = s.stoppable([&] { return queue_outgoing(s, batch, peer, false, stop); });
   BufferPool::fence(batch.memory(), done);  // the payload is read until `done`
 }
 
@@ -394,7 +439,7 @@ DeviceBatch DeviceGroup::recv(int peer, BufferPool& pool, std::stop_token stop) 
   check_peer(peer, s.rank, s.size, "recv");
   check_pool(pool, *s.device);
   std::lock_guard lock(s.mutex);
-  return receive(s, peer, false, pool, stop);
+  return s.stoppable([&] { return receive(s, peer, false, pool, stop); });
 }
 
 }  // namespace brigade::transport

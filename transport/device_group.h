@@ -23,13 +23,20 @@
 //
 // ORDER. Every rank of a group must make the same sequence of calls (NCCL's rule):
 // broadcasts in the same order on all ranks, each send matched by its peer's recv.
-// Calls on one DeviceGroup are serialized.
+// Calls on one DeviceGroup are serialized. Two ranks must not both send to each other
+// before receiving: a send (header, then payload; not grouped with ncclGroupStart/End)
+// holds its rank's queue until the peer posts the matching recv, so crossed sends wait
+// for each other for ever. Exchange in a fixed order (the lower rank sends first).
 //
 // FAILURE AND STOP. NCCL errors become DeviceError (transient() for remote and network
-// errors). A peer that never arrives blocks the device queue; a stop request during a
-// wait, or abort(), aborts the communicator (ncclCommAbort), after which every call
-// throws. A root whose peer is gone should call abort() when the pipeline stops: its
-// own queued transfers cannot complete.
+// errors). A peer that never arrives blocks the device queue; a stop request during any
+// wait (for room to send, for a header, for a buffer, for NCCL to take a call), a call
+// NCCL has not taken within `timeout`, or abort(), aborts the communicator
+// (ncclCommAbort), after which every call throws. abort() does not wait for a call in
+// progress on another thread. Destroying a group gives its queued transfers
+// `teardown_timeout` to complete, then aborts them (a dead peer's never complete), so
+// teardown never waits on a dead peer; a clean communicator is finalized, polled and
+// destroyed (ncclCommFinalize, ncclCommDestroy).
 //
 // QUEUE. Transfers run on the group's device queue (its stream): open a Device for the
 // group so that collectives, which wait for peers, do not hold up the copy stage.
@@ -77,7 +84,8 @@ DeviceGroupId read_device_group_id(const std::filesystem::path& file,
 
 struct JoinOptions {
   std::stop_token stop{};
-  std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // for every rank to join
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // to join; for NCCL to take a call
+  std::chrono::milliseconds teardown_timeout{std::chrono::seconds(10)};  // see FAILURE AND STOP
   std::size_t max_in_flight = 64;  // batches a root or sender may queue ahead of its peers
 };
 

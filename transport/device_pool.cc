@@ -19,15 +19,20 @@ struct PooledBlock {
   std::mutex mutex;
   std::vector<std::shared_ptr<Event>> fences;
 
+  // Event::ready is noexcept (a failed event counts as complete), so the filter cannot
+  // stop half-way and leave moved-from (null) entries behind; null events never enter.
   void add_fence(std::shared_ptr<Event> event) {
     std::lock_guard lock(mutex);
-    std::erase_if(fences, [](const auto& e) { return e->ready(); });
-    fences.push_back(std::move(event));
+    drop_complete();
+    if (event) fences.push_back(std::move(event));
   }
   bool fences_ready() {
     std::lock_guard lock(mutex);
-    std::erase_if(fences, [](const auto& e) { return e->ready(); });
+    drop_complete();
     return fences.empty();
+  }
+  void drop_complete() noexcept {
+    std::erase_if(fences, [](const auto& e) noexcept { return e->ready(); });
   }
   std::vector<std::shared_ptr<Event>> take_fences() {
     std::lock_guard lock(mutex);
@@ -50,6 +55,7 @@ struct PoolState {
   std::shared_ptr<Device> device;
   BufferPool::Memory kind;
   std::size_t max_buffers;
+  std::size_t min_capacity = 0;
   mutable std::mutex mutex;
   std::condition_variable_any returned;
   std::vector<std::shared_ptr<PooledBlock>> idle;  // oldest first
@@ -108,6 +114,32 @@ BufferPool::BufferPool(std::shared_ptr<Device> device, Memory memory, Options op
   state_->device = std::move(device);
   state_->kind = memory;
   state_->max_buffers = options.max_buffers;
+  state_->min_capacity = options.min_capacity;
+}
+
+void BufferPool::reserve(std::size_t buffers) {
+  auto& s = *state_;
+  const bool host = memory_ == Memory::pinned_host;
+  const std::size_t bytes = std::max<std::size_t>(s.min_capacity, 1);
+  for (;;) {
+    {
+      std::lock_guard lock(s.mutex);
+      if (s.buffers >= std::min(buffers, s.max_buffers)) return;
+      ++s.buffers;
+      s.bytes += bytes;
+    }
+    auto block = std::make_shared<PooledBlock>();
+    try {
+      block->memory = host ? s.device->allocate_host(bytes) : s.device->allocate_device(bytes);
+    } catch (...) {
+      std::lock_guard lock(s.mutex);
+      --s.buffers;
+      s.bytes -= bytes;
+      throw;
+    }
+    block->capacity = bytes;
+    s.give_back(std::move(block));
+  }
 }
 
 BufferPool::~BufferPool() = default;
@@ -148,20 +180,22 @@ BufferPool::Buffer take_from(const std::shared_ptr<PoolState>& state, std::size_
       break;
     }
     if (s.buffers < s.max_buffers) {  // room for a new one
+      const std::size_t capacity = std::max(nbytes, s.min_capacity);
       ++s.buffers;
-      s.bytes += nbytes;
+      s.bytes += capacity;
       lock.unlock();
       auto fresh = std::make_shared<PooledBlock>();
       try {
-        fresh->memory = host ? s.device->allocate_host(nbytes) : s.device->allocate_device(nbytes);
+        fresh->memory =
+            host ? s.device->allocate_host(capacity) : s.device->allocate_device(capacity);
       } catch (...) {
         lock.lock();
         --s.buffers;
-        s.bytes -= nbytes;
+        s.bytes -= capacity;
         s.returned.notify_one();
         throw;
       }
-      fresh->capacity = nbytes;
+      fresh->capacity = capacity;
       block = std::move(fresh);
       lock.lock();
       break;

@@ -19,6 +19,12 @@
 // that fits its capacity (the smallest that fits); when none fits and the pool is full,
 // a free buffer is freed to make room.
 //
+// CAPACITY. Buffers are allocated with at least `min_capacity` bytes: set it to a full
+// batch, and a smaller batch (failed reads, an epoch's last) followed by a full one
+// never frees and reallocates during training (cudaFree waits for the device's queued
+// work, the training step's included). reserve() allocates them up front (when a Job is
+// built), so that no allocation happens on the hot path at all.
+//
 // SIZING. A host pool behind a pipeline stage's allocator must hold at least as many
 // buffers as the pipeline can hold host batches (decoded, queued, being copied: see
 // Pipeline::item_bound()) plus one per copy in flight. Then take() waits only for a
@@ -53,6 +59,7 @@ class BufferPool {
   enum class Memory : std::uint8_t { pinned_host, device };
   struct Options {
     std::size_t max_buffers = 8;
+    std::size_t min_capacity = 0;  // bytes; see CAPACITY
   };
   /// A buffer from take(): `memory.get()` is the data pointer (at least the requested
   /// bytes, aligned to ≥ 256 bytes); dropping every copy of `memory` returns it.
@@ -74,6 +81,9 @@ class BufferPool {
 
   /// A buffer of at least `nbytes` (see BOUND). Host pools return no fences.
   Buffer take(std::size_t nbytes, std::stop_token stop = {});
+  /// Allocates free buffers of min_capacity bytes until `buffers` exist (at most
+  /// max_buffers). Throws what the device's allocation throws.
+  void reserve(std::size_t buffers);
   /// For host pools: a media::Allocator drawing from this pool (it keeps the pool
   /// alive; waits observe `stop`). Throws std::logic_error on a device pool.
   media::Allocator allocator(std::stop_token stop = {});

@@ -763,6 +763,66 @@ TEST_F(Cluster, StuckSampleIsFailedAfterMaxAttemptsAndWorkersKeepServing) {
 #endif
 }
 
+// With a device, remote tasks decode into the job's pinned pool: each of up to
+// --remote-inflight tasks takes a buffer when its result arrives, in completion order,
+// while batches leave in input order. A pool sized from --decode-concurrency alone (11
+// buffers at 1) let later tasks hold every buffer while the earliest, whose sample is
+// stuck on a hung file system until it fails, waited for one: a hang.
+TEST_F(Cluster, CpuDeviceWithMoreRemoteTasksInFlightThanDecodeConcurrencyDeliversAll) {
+#ifndef BRIGADE_HUNG_FS
+  GTEST_SKIP() << "built without libfuse3 (no hung_fs helper)";
+#else
+  const auto mnt = file("mnt");
+  fs::create_directories(mnt);
+  struct Unmount {
+    fs::path mnt;
+    ~Unmount() { (void)std::system(("umount -l '" + mnt.string() + "' 2>/dev/null").c_str()); }
+  } unmount{mnt};
+  std::vector<Worker> workers;
+  Subprocess hung({BRIGADE_HUNG_FS, mnt.string(), file("read-started").string()}, {},
+                  file("fs.out"), file("fs.err"));
+  if (!test::wait_until([&] { return fs::exists(mnt / "hung.jpg"); }, 5s))
+    GTEST_SKIP() << "cannot mount a FUSE file system here: " << hung.err();
+  constexpr std::uint64_t kListed = 64;  // sample 0 stuck: the first batch is the last done
+  {
+    std::ofstream list(file("list.txt"));
+    list << (mnt / "hung.jpg").string() << "\n";
+    for (std::uint64_t i = 1; i < kListed; ++i)
+      list << (root_ / "data" / ((i < 10 ? "img-0" : "img-") + std::to_string(i) + ".jpg")).string()
+           << "\n";
+  }
+  workers = start_workers(2, {"--threads", "3"});
+  const auto r = run("device", {"--list",
+                                file("list.txt").string(),
+                                "--no-shuffle",
+                                "--batch-size",
+                                "2",
+                                "--task-timeout",
+                                "1",
+                                "--max-attempts",
+                                "2",
+                                "--max-failures",
+                                "1",
+                                "--workers",
+                                joined(workers),
+                                "--on-no-workers",
+                                "fail",
+                                "--device",
+                                "cpu",
+                                "--decode-concurrency",
+                                "1",
+                                "--remote-inflight",
+                                "32"});
+  ASSERT_EQ(r.code, 0) << (r.code == -1 ? "hung: killed after 60 s\n" : "") << r.err;
+  const auto j = r.json();
+  EXPECT_EQ(j["failed"], 1) << j.dump();
+  EXPECT_EQ(j["samples"], kListed - 1) << j.dump();
+  std::vector<std::uint64_t> expected;
+  for (std::uint64_t i = 1; i < kListed; ++i) expected.push_back(i);
+  EXPECT_EQ(read_ids(file("device.ids")), expected);
+#endif
+}
+
 // The red team's hung read (issue 21, item 5) with three one-thread workers: the two
 // workers that reach the stuck file have no free thread left. They must leave the
 // rotation (suspect) instead of taking batches they never start, and no innocent

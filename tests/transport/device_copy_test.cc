@@ -124,6 +124,24 @@ TEST(CopyStage, ForeignHostMemoryIsKeptUntilItsCopy) {
   EXPECT_EQ(stage.foreign_in_flight(), 0u);
 }
 
+// Issue 22 item 7: host tensors from outside a pool may be pageable (a slow, host-
+// synchronous copy on CUDA): counted, so that a producer that should decode into a
+// pinned pool can be told.
+TEST(CopyStage, CountsCopiesFromPageableHostMemory) {
+  Fixture f;
+  CopyStage stage(f.device);
+  stage(Tensor::empty(DType::uint8, {1, 2, 2, 3})).wait();  // heap memory: pageable
+  EXPECT_EQ(stage.pageable_copies(), 1u);
+  stage(host_batch(f.host, 1)).wait();                           // a pinned pool's
+  auto foreign_pinned = f.device->allocate_host(2 * 4 * 4 * 3);  // pinned, no pool
+  stage(Tensor::empty(DType::uint8, {2, 4, 4, 3}, [&](std::size_t) {
+    return foreign_pinned;
+  })).wait();
+  EXPECT_EQ(stage.pageable_copies(), 1u);
+  EXPECT_TRUE(f.device->page_locked(static_cast<char*>(foreign_pinned.get()) + 95));
+  EXPECT_FALSE(f.device->page_locked(static_cast<char*>(foreign_pinned.get()) + 96));
+}
+
 TEST(CopyStage, ADroppedBatchsMemoryIsRewrittenOnlyAfterItsCopy) {
   Fixture f;
   CopyStage stage(f.device, {.device_buffers = 1});
@@ -200,6 +218,89 @@ TEST(DeviceBatch, CopiesShareTheMemoryUntilTheLastIsDropped) {
 // The pinned pool holds what the pipeline can hold between decode and copy (decode:
 // 2 + 4 queued, to_device: 1 + 2) plus copies in flight, so decode never waits for a
 // buffer that only the pipeline itself could return (see device_pool.h, SIZING).
+// A sticky device error (a faulting kernel, CUDA unloading at interpreter exit) while
+// batches are alive: dropping them must not throw out of a destructor (std::terminate
+// before Python can report the error). Two batches over one memory (a broadcast root's
+// batch and the one it returns): the second drop queries the first one's fences.
+TEST(DeviceBatch, DroppedAfterAStickyErrorWithoutTerminating) {
+  auto device = std::make_shared<CpuDevice>(detail::CpuFaults{.sticky_after_events = 1});
+  BufferPool pool(device, BufferPool::Memory::device, {.max_buffers = 1});
+  auto buffer = pool.take(64);
+  void* const data = buffer.memory.get();
+  auto copied = device->record();
+  copied->wait();
+  {
+    auto root = make_device_batch(device, buffer.memory, copied, DType::uint8, {64}, Layout::nhwc);
+    auto sent = make_device_batch(device, buffer.memory, copied, DType::uint8, {64}, Layout::nhwc);
+    buffer = {};
+    auto breaks = device->record();
+    EXPECT_THROW(breaks->wait(), DeviceError);
+    EXPECT_TRUE(device->broken());
+    EXPECT_TRUE(root.ready());               // an error counts as complete ...
+    EXPECT_THROW(root.wait(), DeviceError);  // ... and is reported by wait()
+  }
+  // The memory came back: its failed fences count as complete.
+  auto again = pool.take(64);
+  EXPECT_EQ(again.memory.get(), data);
+}
+
+TEST(CopyStage, APinnedBufferFencedByAFailedDeviceIsFreeAgain) {
+  auto device = std::make_shared<CpuDevice>(detail::CpuFaults{.sticky_after_events = 1});
+  auto pinned = std::make_shared<BufferPool>(device, BufferPool::Memory::pinned_host,
+                                             BufferPool::Options{.max_buffers = 1});
+  CopyStage stage(device, {.device_buffers = 2});
+  {
+    auto batch = stage(host_batch(*pinned, 1));  // event 1: fine
+    EXPECT_NO_THROW(batch.wait());
+    EXPECT_THROW(device->record()->wait(), DeviceError);  // event 2 breaks the device
+  }
+  EXPECT_NO_THROW(pinned->take(96));  // the fence's error is its batch's, not the pool's
+  EXPECT_EQ(stage.foreign_in_flight(), 0u);
+}
+
+// Issue 22 item 6: buffers sized at the request's bytes made a smaller batch (failed
+// reads, an epoch's last) followed by a full one free and reallocate, and a free waits
+// for the device's queued work (cudaFree: the training step's too). With the full
+// batch's shape the device buffers are allocated once, when the stage is made.
+TEST(CopyStage, AFullBatchShapeAllocatesOnceAndNeverFreesOnTheHotPath) {
+  auto device = std::make_shared<CpuDevice>(detail::CpuFaults{.free_waits_for_work = true});
+  const std::vector<std::int64_t> full{2, 4, 4, 3};
+  auto pinned = std::make_shared<BufferPool>(
+      device, BufferPool::Memory::pinned_host,
+      BufferPool::Options{.max_buffers = 2, .min_capacity = 2 * 4 * 4 * 3});
+  for (const bool normalize : {false, true}) {
+    CopyOptions options{.device_buffers = 1, .full_batch = full};
+    if (normalize) {
+      options.normalize = NormalizeOptions{
+          .mean = {0.5f, 0.5f, 0.5f}, .stddev = {0.25f, 0.25f, 0.25f}, .dtype = DType::float32};
+    }
+    CopyStage stage(device, options);
+    const auto before = device->allocations();
+    const auto freed = device->allocations() - device->live_allocations();
+    EXPECT_EQ(stage.pool().stats().buffers, 1u) << "allocated when the stage was made";
+    for (std::int64_t n : {1, 2, 1, 2, 2, 1}) {
+      auto t = Tensor::empty(DType::uint8, {n, 4, 4, 3}, pinned->allocator());
+      auto batch = stage(t);
+      batch.wait();
+    }
+    EXPECT_LE(device->allocations() - before, 2) << "the two pinned buffers, once";
+    EXPECT_EQ(device->allocations() - device->live_allocations(), freed) << "a buffer was freed";
+    EXPECT_EQ(device->frees_that_waited(), 0);
+    EXPECT_EQ(stage.pool().stats().buffers, 1u);
+  }
+}
+
+TEST(BufferPool, ReserveAllocatesFullCapacityBuffersUpFront) {
+  auto device = std::make_shared<CpuDevice>();
+  BufferPool pool(device, BufferPool::Memory::device, {.max_buffers = 3, .min_capacity = 1000});
+  pool.reserve(5);  // at most max_buffers
+  EXPECT_EQ(pool.stats().buffers, 3u);
+  EXPECT_EQ(pool.stats().bytes, 3000u);
+  EXPECT_EQ(device->allocations(), 3);
+  auto a = pool.take(10), b = pool.take(1000), c = pool.take(999);
+  EXPECT_EQ(device->allocations(), 3);
+}
+
 TEST(CopyStage, RunsAsThePipelinesLastStage) {
   auto device = std::make_shared<CpuDevice>();
   auto host = std::make_shared<BufferPool>(device, BufferPool::Memory::pinned_host,

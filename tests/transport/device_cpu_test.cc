@@ -5,9 +5,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -141,6 +143,72 @@ TEST(CpuDevice, ATaskDroppingTheLastReferenceLetsTheWorkerFinishTheQueue) {
     ASSERT_EQ(finished.wait_for(std::chrono::seconds(10)), std::future_status::ready);
     EXPECT_EQ(ran->load(), 7);
   }
+}
+
+// -- FAULTS: the CPU device failing as a GPU does ---------------------------------------
+
+// The code of the DeviceError that `f` throws ("" if it throws none).
+template <class F>
+std::string device_error_of(F&& f) {
+  try {
+    f();
+  } catch (const DeviceError& e) {
+    return e.code();
+  }
+  return "";
+}
+
+TEST(CpuDevice, AStickyErrorAfterNEventsBreaksEveryLaterCallAndEveryEvent) {
+  auto device = std::make_shared<CpuDevice>(CpuFaults{.sticky_after_events = 2});
+  auto a = device->allocate_device(16);
+  auto first = device->record();
+  auto second = device->record();
+  second->wait();
+  EXPECT_FALSE(device->broken());
+  std::atomic<bool> ran{false};
+  auto third = device->record();  // the device breaks here
+  device->submit([&] { ran = true; });
+  EXPECT_EQ(device_error_of([&] { third->wait(); }), "sticky-error");
+  EXPECT_TRUE(device->broken());
+  for (auto call : std::vector<std::function<void()>>{
+           [&] { device->allocate_device(16); }, [&] { device->allocate_host(16); },
+           [&] { device->copy_to_device(a.get(), a.get(), 16); },
+           [&] { device->copy_to_host(a.get(), a.get(), 16); }, [&] { device->record(); },
+           [&] { device->record_on(nullptr); }, [&] { device->wait_for(first); },
+           [&] { device->synchronize(); }}) {
+    EXPECT_EQ(device_error_of(call), "sticky-error");
+  }
+  EXPECT_EQ(device_error_of([&] { first->wait(); }), "sticky-error");  // as CUDA: all events
+  EXPECT_TRUE(first->ready());  // Event::ready never throws: an error counts as complete
+  EXPECT_TRUE(third->ready());
+  device.reset();  // runs (skips) what is queued
+  EXPECT_FALSE(ran);
+}
+
+TEST(CpuDevice, AFreeWaitsForTheWorkQueuedBeforeIt) {
+  auto device = std::make_shared<CpuDevice>(CpuFaults{.free_waits_for_work = true});
+  auto memory = device->allocate_device(16);
+  device->allocate_host(8).reset();  // nothing queued: does not wait
+  EXPECT_EQ(device->frees_that_waited(), 0);
+  device->pause();
+  device->copy_to_device(memory.get(), memory.get(), 16);
+  auto freed = std::async(std::launch::async, [&] { memory.reset(); });
+  while (device->frees_that_waited() == 0) std::this_thread::yield();
+  EXPECT_EQ(device->live_allocations(), 1);  // still waiting for the copy
+  device->resume();
+  freed.get();
+  EXPECT_EQ(device->live_allocations(), 0);
+  EXPECT_EQ(device->allocations(), 2);
+}
+
+TEST(CpuDevice, ASlowCopyHoldsTheQueue) {
+  const auto delay = std::chrono::milliseconds(20);
+  auto device = std::make_shared<CpuDevice>(CpuFaults{.copy_delay = delay});
+  auto a = device->allocate_device(16);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 3; ++i) device->copy_to_device(a.get(), a.get(), 16);
+  device->synchronize();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 3 * delay);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // binary (transport_gpu_tests; see bench/gpu_check.sh). Every test skips, saying why,
 // where no GPU is usable (no CUDA in the build, no driver, no device). The test itself
 // calls the CUDA runtime only to play the consumer (its own stream).
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -203,6 +204,43 @@ TEST_F(Gpu, NormalizeKernelMatchesTheCpuReferenceBitForBit) {
       }
     }
   }
+}
+
+// Issue 22 item 1: a rank using cuda:1 must not create a context on GPU 0 from its
+// fresh threads (decode, copy, deleters). Needs two GPUs and a process that has not
+// touched GPU 0: bench/gpu_check.sh runs it alone (--gtest_filter=CudaContext.*).
+TEST(CudaContext, Cuda1FromFreshThreadsLeavesGpu0WithoutAContext) {
+  const auto available = cuda_availability();
+  if (available.devices < 2) GTEST_SKIP() << "needs two GPUs, found " << available.devices;
+  using GetState = CUresult (*)(CUdevice, unsigned*, int*);
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &fn, 12000,
+                                             cudaEnableDefault, &found),
+            cudaSuccess);
+  ASSERT_EQ(found, cudaDriverEntryPointSuccess);
+  auto gpu0_active = [&] {
+    unsigned flags = 0;
+    int active = 0;
+    EXPECT_EQ(reinterpret_cast<GetState>(fn)(0, &flags, &active), CUDA_SUCCESS);
+    return active != 0;
+  };
+  if (gpu0_active()) GTEST_SKIP() << "GPU 0 already has a context in this process: run alone";
+  auto device = open_device({DeviceKind::cuda, 1});
+  CopyStage stage(device);
+  auto host = std::make_shared<BufferPool>(device, BufferPool::Memory::pinned_host,
+                                           BufferPool::Options{.max_buffers = 8});
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {  // fresh threads: decode (allocate), copy, drop
+      auto t = filled(*host, {2, 16, 16, 3}, static_cast<unsigned>(i));
+      auto batch = stage(t);
+      batch.wait();
+    });
+  }
+  for (auto& t : threads) t.join();
+  device->synchronize();
+  EXPECT_FALSE(gpu0_active()) << "a thread working on cuda:1 created GPU 0's primary context";
 }
 
 // NCCL through DeviceGroup. Loading NCCL is part of what is checked: a skip says why.

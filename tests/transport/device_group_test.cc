@@ -143,6 +143,57 @@ TEST(DeviceGroup, AStopWhileWaitingForAPeerAbortsTheGroup) {
   EXPECT_THROW(groups[1]->recv(0, ranks[1].received), DeviceError);  // aborted for good
 }
 
+// Issue 22 item 4: a group destroyed with a send queued to a peer that died (its group
+// gone) waited for ever: the header pools, destroyed before the communicator, waited
+// for fences that only the dead peer could complete. (The bound is a hang detector.)
+TEST(DeviceGroup, DestroyedWithATransferToADeadPeerAbortsInsteadOfHanging) {
+  std::vector<Rank> ranks(2);
+  auto groups = join_all(ranks, new_device_group_id(DeviceKind::cpu, 2),
+                         {.teardown_timeout = std::chrono::milliseconds(20)});
+  groups[1].reset();  // the peer is gone
+  auto batch = ranks[0].make({1, 2, 2, 3}, DType::uint8, 1);
+  groups[0]->send(batch, 1);
+  auto teardown = std::async(std::launch::async, [&] {
+    groups[0].reset();
+    ranks[0].device->synchronize();  // the queue is not stuck on the dead peer either
+  });
+  ASSERT_EQ(teardown.wait_for(60s), std::future_status::ready) << "teardown hangs";
+  teardown.get();
+}
+
+// A live peer's last transfers complete before the group goes (teardown_timeout).
+TEST(DeviceGroup, DestroyedWithATransferToALivePeerLetsItComplete) {
+  std::vector<Rank> ranks(2);
+  auto groups = join_all(ranks, new_device_group_id(DeviceKind::cpu, 2),
+                         {.teardown_timeout = std::chrono::minutes(5)});
+  auto batch = ranks[0].make({1, 2, 2, 3}, DType::uint8, 2);
+  groups[0]->send(batch, 1);
+  auto received =
+      std::async(std::launch::async, [&] { return groups[1]->recv(0, ranks[1].received); });
+  groups[0].reset();  // waits for the transfer, which the peer's recv completes
+  EXPECT_EQ(bytes_of(received.get()), bytes_of(batch));
+}
+
+// Issue 22 item 4: a sender stopped while waiting for room (max_in_flight batches queued
+// to a peer that no longer receives) left its queued transfers stuck: now it aborts, as
+// a stop in recv's wait always did.
+TEST(DeviceGroup, AStopWhileASenderWaitsForRoomAbortsTheGroup) {
+  std::vector<Rank> ranks(2);
+  auto groups = join_all(ranks, new_device_group_id(DeviceKind::cpu, 2), {.max_in_flight = 1});
+  auto first = ranks[0].make({1, 2, 2, 3}, DType::uint8, 1);
+  auto second = ranks[0].make({1, 2, 2, 3}, DType::uint8, 2);
+  groups[0]->send(first, 1);  // rank 1 never receives it
+  std::stop_source stop;
+  auto waiting =
+      std::async(std::launch::async, [&] { groups[0]->send(second, 1, stop.get_token()); });
+  EXPECT_EQ(waiting.wait_for(50ms), std::future_status::timeout);
+  stop.request_stop();
+  EXPECT_THROW(waiting.get(), StopRequested);
+  auto drained = std::async(std::launch::async, [&] { ranks[0].device->synchronize(); });
+  ASSERT_EQ(drained.wait_for(60s), std::future_status::ready) << "the queue is stuck";
+  drained.get();
+}
+
 TEST(DeviceGroup, JoinTimesOutSayingWhoIsMissing) {
   Rank lonely;
   const auto id = new_device_group_id(DeviceKind::cpu, 2);

@@ -3,9 +3,70 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
+#include <set>
+
+#include "transport/detail/device_scope.h"
 
 namespace brigade::transport {
 namespace {
+
+// One thread as CUDA sees it: its current context's device (none on a fresh thread,
+// where cudaGetDevice answers 0), and the primary contexts that setting a device made.
+struct SimulatedThread {
+  std::optional<int> context;
+  std::set<int>* created;
+  int sets = 0;
+  void set_device(int d) {  // cudaSetDevice: binds (and, the first time, creates) d's context
+    created->insert(d);
+    context = d;
+    ++sets;
+  }
+  // What DeviceScope does around `body`.
+  template <class F>
+  void scope(int target, F body) {
+    const auto plan = detail::plan_device_scope(target, context);
+    if (plan.set) set_device(target);
+    body();
+    if (plan.restore) set_device(*plan.restore);
+  }
+};
+
+// Every decode, copy and deleter thread of a rank using cuda:1 starts without a context:
+// restoring what cudaGetDevice said there (0) created GPU 0's context from each of them.
+TEST(DeviceScope, FreshThreadsOnCuda1NeverCreateGpu0sContext) {
+  std::set<int> created;
+  for (int thread = 0; thread < 8; ++thread) {
+    SimulatedThread t{.context = std::nullopt, .created = &created};
+    for (int call = 0; call < 3; ++call) {
+      t.scope(1, [&] { EXPECT_EQ(t.context, 1); });
+      EXPECT_EQ(t.context, 1);  // kept: set once per thread
+    }
+    t.scope(1, [&] { t.scope(1, [] {}); });  // nested, as allocate inside a copy
+    EXPECT_EQ(t.sets, 1) << "thread " << thread;
+  }
+  EXPECT_EQ(created, std::set<int>{1});
+}
+
+TEST(DeviceScope, AThreadWithAContextGetsItsDeviceBack) {
+  std::set<int> created{0};  // the consumer's framework made GPU 0's context
+  SimulatedThread t{.context = 0, .created = &created};
+  t.scope(2, [&] { EXPECT_EQ(t.context, 2); });
+  EXPECT_EQ(t.context, 0);
+  t.scope(0, [] {});
+  EXPECT_EQ(t.sets, 2);  // the device was already current: nothing set
+  EXPECT_EQ(created, (std::set<int>{0, 2}));
+}
+
+TEST(DeviceScope, PlanIsSetOnlyWhenNeededAndRestoreOnlyAnExistingContext) {
+  using detail::plan_device_scope;
+  EXPECT_TRUE(plan_device_scope(3, std::nullopt).set);
+  EXPECT_FALSE(plan_device_scope(3, std::nullopt).restore);
+  EXPECT_FALSE(plan_device_scope(3, 3).set);
+  EXPECT_FALSE(plan_device_scope(3, 3).restore);
+  EXPECT_TRUE(plan_device_scope(3, 0).set);
+  EXPECT_EQ(plan_device_scope(3, 0).restore, 0);
+}
 
 TEST(Device, ParsesDeviceNames) {
   EXPECT_EQ(parse_device("cpu"), (DeviceSpec{DeviceKind::cpu, 0}));

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <stop_token>
 
 #include "transport/device.h"
 #include "transport/device_group.h"
@@ -15,14 +16,22 @@ namespace brigade::transport::detail {
 class Collective {
  public:
   virtual ~Collective() = default;
-  /// Queued on the device; `buffer` is read on the root and written on the others.
-  virtual void broadcast(void* buffer, std::size_t nbytes, int root) = 0;
-  virtual void send(const void* buffer, std::size_t nbytes, int peer) = 0;
-  virtual void recv(void* buffer, std::size_t nbytes, int peer) = 0;
+  /// Queued on the device; `buffer` is read on the root and written on the others. A
+  /// call may wait on the host until the library has taken it (NCCL's ncclInProgress):
+  /// that wait observes `stop` (aborts, throws StopRequested) and the join timeout
+  /// (aborts, throws DeviceError "timeout").
+  virtual void broadcast(void* buffer, std::size_t nbytes, int root,
+                         const std::stop_token& stop) = 0;
+  virtual void send(const void* buffer, std::size_t nbytes, int peer,
+                    const std::stop_token& stop) = 0;
+  virtual void recv(void* buffer, std::size_t nbytes, int peer, const std::stop_token& stop) = 0;
   /// Throws the DeviceError the communicator reported asynchronously, if any.
   virtual void check() = 0;
-  /// Breaks the communicator: queued and later transfers fail. Idempotent.
+  /// Breaks the communicator: queued and later transfers fail. Idempotent, and callable
+  /// from any thread while another is inside a call (it does not wait for that call).
   virtual void abort() = 0;
+  // The destructor releases the communicator without waiting on a dead peer: queued
+  // work is flushed within JoinOptions::teardown_timeout, else aborted.
 };
 
 /// Joins the group; returns when every rank has joined. Throws StopRequested on stop,

@@ -67,7 +67,7 @@ class CpuCollective final : public Collective {
         sends_(group_->size),
         recvs_(group_->size) {}
 
-  void broadcast(void* buffer, std::size_t nbytes, int root) override {
+  void broadcast(void* buffer, std::size_t nbytes, int root, const std::stop_token&) override {
     device_->submit([g = group_, rank = rank_, seq = broadcasts_++, buffer, nbytes, root] {
       std::unique_lock lock(g->mutex);
       if (g->aborted) fail("broadcast", "the group was aborted");
@@ -100,7 +100,7 @@ class CpuCollective final : public Collective {
     });
   }
 
-  void send(const void* buffer, std::size_t nbytes, int peer) override {
+  void send(const void* buffer, std::size_t nbytes, int peer, const std::stop_token&) override {
     device_->submit([g = group_, key = std::tuple(rank_, peer, sends_[peer]++), buffer, nbytes] {
       std::unique_lock lock(g->mutex);
       if (g->aborted) fail("send", "the group was aborted");
@@ -117,7 +117,7 @@ class CpuCollective final : public Collective {
     });
   }
 
-  void recv(void* buffer, std::size_t nbytes, int peer) override {
+  void recv(void* buffer, std::size_t nbytes, int peer, const std::stop_token&) override {
     device_->submit([g = group_, key = std::tuple(peer, rank_, recvs_[peer]++), buffer, nbytes] {
       std::unique_lock lock(g->mutex);
       if (g->aborted) fail("recv", "the group was aborted");

@@ -5,6 +5,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <optional>
+
 #include "transport/device.h"
 
 namespace brigade::transport::detail {
@@ -15,8 +17,10 @@ inline void check_cuda(cudaError_t status, const char* call, int device) {
   if (status != cudaSuccess) throw_cuda_error(status, call, device);
 }
 
-// Sets the calling thread's current device for a scope and restores the previous one
-// (a consumer thread keeps the device its framework chose).
+// Makes `device` the calling thread's current device for a scope. Restores the previous
+// context (cuCtxSetCurrent: exactly the one the thread had) only where it had one; a
+// thread without one keeps `device` (THE RULE in transport/detail/device_scope.h:
+// never create GPU 0's context).
 class DeviceScope {
  public:
   explicit DeviceScope(int device);
@@ -25,9 +29,12 @@ class DeviceScope {
   DeviceScope& operator=(const DeviceScope&) = delete;
 
  private:
-  int previous_ = -1;
-  int device_;
+  void* restore_ = nullptr;  // the CUcontext to make current again, if any
 };
+
+/// The device of the calling thread's current context (cuCtxGetCurrent, through the
+/// runtime's driver entry point: no link to libcuda), nullopt when it has none.
+std::optional<int> current_context_device();
 
 }  // namespace brigade::transport::detail
 

@@ -5,16 +5,22 @@
 // then the library CMake found at build time.
 //
 // Communicators are non-blocking (ncclConfig_t::blocking = 0) so that joining and the
-// host-side completion of each call can be waited for while observing a stop request,
-// and aborted (ncclCommAbort) instead of hanging on a peer that never comes.
+// host-side completion of each call can be waited for while observing a stop request
+// and a deadline, and aborted (ncclCommAbort) instead of hanging on a peer that never
+// comes. No lock is held across such a wait: abort() from another thread takes the
+// communicator between two polls (or, if a call is stuck inside NCCL, aborts without
+// the lock, which is how NCCL unblocks a hung call). Teardown finalizes and polls
+// (ncclCommFinalize) before destroying, and aborts what does not finish in time.
 #include <dlfcn.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "transport/detail/cuda/cuda_device.h"
@@ -34,6 +40,7 @@ struct NcclApi {
   decltype(&ncclGetUniqueId) get_unique_id = nullptr;
   decltype(&ncclCommInitRankConfig) init_rank_config = nullptr;
   decltype(&ncclCommDestroy) destroy = nullptr;
+  decltype(&ncclCommFinalize) finalize = nullptr;  // NCCL ≥ 2.14; optional
   decltype(&ncclCommAbort) abort = nullptr;
   decltype(&ncclCommGetAsyncError) async_error = nullptr;
   decltype(&ncclGetErrorString) error_string = nullptr;
@@ -70,6 +77,7 @@ NcclApi load_nccl() {
   bind(handle, "ncclGetUniqueId", api.get_unique_id, api.failure);
   bind(handle, "ncclCommInitRankConfig", api.init_rank_config, api.failure);
   bind(handle, "ncclCommDestroy", api.destroy, api.failure);
+  api.finalize = reinterpret_cast<decltype(api.finalize)>(::dlsym(handle, "ncclCommFinalize"));
   bind(handle, "ncclCommAbort", api.abort, api.failure);
   bind(handle, "ncclCommGetAsyncError", api.async_error, api.failure);
   bind(handle, "ncclGetErrorString", api.error_string, api.failure);
@@ -129,7 +137,9 @@ class NcclCollective final : public Collective {
                  const JoinOptions& options)
       : device_(std::move(device)),
         spec_(device_->spec()),
-        api_(nccl(spec_, "ncclCommInitRankConfig")) {
+        api_(nccl(spec_, "ncclCommInitRankConfig")),
+        timeout_(options.timeout),
+        teardown_timeout_(options.teardown_timeout) {
     int version = 0;
     check(api_.get_version(&version), "ncclGetVersion");
     if (id.nccl_version != 0 && static_cast<std::uint32_t>(version) != id.nccl_version) {
@@ -144,55 +154,95 @@ class NcclCollective final : public Collective {
     config.blocking = 0;
     DeviceScope scope(spec_.index);  // NCCL binds the communicator to the current device
     try {
-      check(api_.init_rank_config(&comm_, id.size, unique, rank, &config),
-            "ncclCommInitRankConfig");
+      {
+        std::lock_guard lock(call_mutex_);
+        check(api_.init_rank_config(&comm_, id.size, unique, rank, &config),
+              "ncclCommInitRankConfig");
+      }
       settle("ncclCommInitRankConfig", options.stop,
              std::chrono::steady_clock::now() + options.timeout);
     } catch (...) {
-      if (comm_ != nullptr) api_.abort(comm_);
+      abort();
       throw;
     }
   }
 
+  // Not aborted: finalize (flushes queued operations), poll until done or the teardown
+  // timeout, then destroy; a communicator that does not finish in time, or failed, is
+  // aborted instead (a dead peer would hold ncclCommDestroy for ever).
   ~NcclCollective() override {
-    if (comm_ == nullptr) return;
-    if (aborted_) {
-      api_.abort(comm_);
-    } else {
+    if (aborted_.load() || comm_ == nullptr) return;  // abort() released it
+    try {
+      DeviceScope scope(spec_.index);
+    } catch (...) {  // a broken device: NCCL still gets its calls
+    }
+    const auto deadline = std::chrono::steady_clock::now() + teardown_timeout_;
+    bool clean = true;
+    if (api_.finalize != nullptr) {
+      const ncclResult_t r = api_.finalize(comm_);
+      clean = r == ncclSuccess || r == ncclInProgress;
+      while (clean) {
+        ncclResult_t state = ncclInProgress;
+        if (api_.async_error(comm_, &state) != ncclSuccess ||
+            (state != ncclSuccess && state != ncclInProgress)) {
+          clean = false;
+        } else if (state == ncclSuccess) {
+          break;
+        } else if (std::chrono::steady_clock::now() >= deadline) {
+          clean = false;
+        } else {
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+      }
+    }
+    if (clean) {
       api_.destroy(comm_);
+    } else {
+      api_.abort(comm_);
     }
   }
 
-  void broadcast(void* buffer, std::size_t nbytes, int root) override {
-    std::lock_guard lock(mutex_);
-    enqueue(api_.broadcast(buffer, buffer, nbytes, ncclUint8, root, comm_, device_->stream()),
-            "ncclBroadcast");
+  void broadcast(void* buffer, std::size_t nbytes, int root, const std::stop_token& stop) override {
+    enqueue(
+        [&](ncclComm_t comm) {
+          return api_.broadcast(buffer, buffer, nbytes, ncclUint8, root, comm, device_->stream());
+        },
+        "ncclBroadcast", stop);
   }
-  void send(const void* buffer, std::size_t nbytes, int peer) override {
-    std::lock_guard lock(mutex_);
-    enqueue(api_.send(buffer, nbytes, ncclUint8, peer, comm_, device_->stream()), "ncclSend");
+  void send(const void* buffer, std::size_t nbytes, int peer,
+            const std::stop_token& stop) override {
+    enqueue(
+        [&](ncclComm_t comm) {
+          return api_.send(buffer, nbytes, ncclUint8, peer, comm, device_->stream());
+        },
+        "ncclSend", stop);
   }
-  void recv(void* buffer, std::size_t nbytes, int peer) override {
-    std::lock_guard lock(mutex_);
-    enqueue(api_.recv(buffer, nbytes, ncclUint8, peer, comm_, device_->stream()), "ncclRecv");
+  void recv(void* buffer, std::size_t nbytes, int peer, const std::stop_token& stop) override {
+    enqueue(
+        [&](ncclComm_t comm) {
+          return api_.recv(buffer, nbytes, ncclUint8, peer, comm, device_->stream());
+        },
+        "ncclRecv", stop);
   }
 
   void check() override {
-    std::lock_guard lock(mutex_);
-    if (aborted_)
-      throw DeviceError("NCCL", "aborted", "ncclCommGetAsyncError", spec_, "the group was aborted");
     ncclResult_t state = ncclSuccess;
+    std::lock_guard lock(call_mutex_);
+    throw_if_aborted("ncclCommGetAsyncError");
     check(api_.async_error(comm_, &state), "ncclCommGetAsyncError");
     if (state != ncclSuccess && state != ncclInProgress)
       throw_nccl(state, "ncclCommGetAsyncError", spec_, comm_);
   }
 
+  // Takes the communicator between two calls of another thread (each non-blocking, so
+  // short); if one is stuck inside NCCL past kAbortWait, aborts without the lock: that
+  // thread finds aborted_ set when the call returns and never touches the handle again.
   void abort() override {
-    std::lock_guard lock(mutex_);
-    if (aborted_ || comm_ == nullptr) return;
-    aborted_ = true;
-    api_.abort(comm_);
-    comm_ = nullptr;
+    if (aborted_.exchange(true)) return;
+    constexpr auto kAbortWait = std::chrono::milliseconds(100);
+    std::unique_lock lock(call_mutex_, kAbortWait);
+    if (comm_ != nullptr) api_.abort(comm_);
+    if (lock.owns_lock()) comm_ = nullptr;
   }
 
  private:
@@ -200,28 +250,46 @@ class NcclCollective final : public Collective {
     if (r != ncclSuccess && r != ncclInProgress) throw_nccl(r, call, spec_, comm_);
   }
 
-  void enqueue(ncclResult_t r, const char* call) {
-    if (aborted_) throw DeviceError("NCCL", "aborted", call, spec_, "the group was aborted");
-    check(r, call);
-    // Host-side completion of the call only (the transfer itself runs on the stream).
-    if (r == ncclInProgress) settle(call, {}, std::chrono::steady_clock::time_point::max());
+  void throw_if_aborted(const char* call) const {
+    if (aborted_.load()) throw DeviceError("NCCL", "aborted", call, spec_, "the group was aborted");
   }
 
-  // Waits until a non-blocking call has finished on the host, observing stop.
+  // One call (under the lock, in the device's scope), then its host-side completion
+  // (the transfer itself runs on the stream), observing stop and the timeout.
+  template <class Call>
+  void enqueue(Call call, const char* name, const std::stop_token& stop) {
+    ncclResult_t r = ncclSuccess;
+    {
+      DeviceScope scope(spec_.index);
+      std::lock_guard lock(call_mutex_);
+      throw_if_aborted(name);
+      r = call(comm_);
+      check(r, name);
+    }
+    if (r == ncclInProgress) settle(name, stop, std::chrono::steady_clock::now() + timeout_);
+  }
+
+  // Waits until a non-blocking call has finished on the host, observing stop and the
+  // deadline (both abort). The lock is held for each poll only.
   void settle(const char* call, const std::stop_token& stop,
               std::chrono::steady_clock::time_point deadline) {
     for (;;) {
       ncclResult_t state = ncclInProgress;
-      check(api_.async_error(comm_, &state), "ncclCommGetAsyncError");
+      {
+        std::lock_guard lock(call_mutex_);
+        throw_if_aborted(call);
+        check(api_.async_error(comm_, &state), "ncclCommGetAsyncError");
+        if (state != ncclSuccess && state != ncclInProgress) throw_nccl(state, call, spec_, comm_);
+      }
       if (state == ncclSuccess) return;
-      if (state != ncclInProgress) throw_nccl(state, call, spec_, comm_);
       if (stop.stop_requested() || std::chrono::steady_clock::now() >= deadline) {
         const bool stopped = stop.stop_requested();
-        api_.abort(comm_);
-        comm_ = nullptr;
+        abort();
         if (stopped) throw StopRequested(std::string("stopped during ") + call);
+        const bool joining = std::string_view(call) == "ncclCommInitRankConfig";
         throw DeviceError("NCCL", "timeout", call, spec_,
-                          "not every rank joined within the timeout");
+                          joining ? "not every rank joined within the timeout"
+                                  : "NCCL did not take the call within the timeout");
       }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
@@ -230,9 +298,11 @@ class NcclCollective final : public Collective {
   std::shared_ptr<CudaDevice> device_;
   DeviceSpec spec_;
   const NcclApi& api_;
-  std::mutex mutex_;
-  ncclComm_t comm_ = nullptr;
-  bool aborted_ = false;
+  std::chrono::milliseconds timeout_;
+  std::chrono::milliseconds teardown_timeout_;
+  std::timed_mutex call_mutex_;  // one NCCL call on comm_ at a time; never held while waiting
+  ncclComm_t comm_ = nullptr;    // null once aborted under the lock
+  std::atomic<bool> aborted_{false};
 };
 
 }  // namespace
