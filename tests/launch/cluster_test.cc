@@ -222,6 +222,20 @@ class Cluster : public ::testing::Test {
   }
 
   fs::path file(const std::string& name) const { return dir_ / name; }
+  // list.txt: `listed` demo images with the hung file system's file (mnt/hung.jpg) at
+  // position `stuck` (the hung-read tests).
+  fs::path write_list_with_stuck_file(const fs::path& mnt, std::uint64_t listed,
+                                      std::uint64_t stuck) const {
+    std::ofstream list(file("list.txt"));
+    for (std::uint64_t i = 0; i < listed; ++i) {
+      list << (i == stuck
+                   ? mnt / "hung.jpg"
+                   : root_ / "data" / ((i < 10 ? "img-0" : "img-") + std::to_string(i) + ".jpg"))
+                  .string()
+           << "\n";
+    }
+    return file("list.txt");
+  }
   static std::string data_dir() { return (root_ / "data").string(); }
 
   // The environment of every child: no launcher variables of the machine running the
@@ -722,18 +736,7 @@ TEST_F(Cluster, StuckSampleIsFailedAfterMaxAttemptsAndWorkersKeepServing) {
   if (!test::wait_until([&] { return fs::exists(mnt / "hung.jpg"); }, 5s))
     GTEST_SKIP() << "cannot mount a FUSE file system here: " << hung.err();
   constexpr std::uint64_t kStuck = 5, kListed = 12;
-  {
-    std::ofstream list(file("list.txt"));
-    for (std::uint64_t i = 0; i < kListed; ++i) {
-      if (i == kStuck) {
-        list << (mnt / "hung.jpg").string() << "\n";
-      } else {
-        list << (root_ / "data" / ((i < 10 ? "img-0" : "img-") + std::to_string(i) + ".jpg"))
-                    .string()
-             << "\n";
-      }
-    }
-  }
+  write_list_with_stuck_file(mnt, kListed, kStuck);
   workers = start_workers(2, {"--threads", "3"});
   const auto r = run("poison", {"--list", file("list.txt").string(), "--no-shuffle", "--batch-size",
                                 "4", "--task-timeout", "1", "--max-attempts", "2", "--max-failures",
@@ -784,13 +787,7 @@ TEST_F(Cluster, CpuDeviceWithMoreRemoteTasksInFlightThanDecodeConcurrencyDeliver
   if (!test::wait_until([&] { return fs::exists(mnt / "hung.jpg"); }, 5s))
     GTEST_SKIP() << "cannot mount a FUSE file system here: " << hung.err();
   constexpr std::uint64_t kListed = 64;  // sample 0 stuck: the first batch is the last done
-  {
-    std::ofstream list(file("list.txt"));
-    list << (mnt / "hung.jpg").string() << "\n";
-    for (std::uint64_t i = 1; i < kListed; ++i)
-      list << (root_ / "data" / ((i < 10 ? "img-0" : "img-") + std::to_string(i) + ".jpg")).string()
-           << "\n";
-  }
+  write_list_with_stuck_file(mnt, kListed, 0);
   // Three workers: the two that run the stuck sample's two attempts leave the rotation
   // (suspect, their thread never freed: issue 21), the third decodes the rest.
   workers = start_workers(3, {"--threads", "3"});
@@ -847,18 +844,7 @@ TEST_F(Cluster, HungReadOnOneThreadWorkersFailsOnlyTheStuckSample) {
   if (!test::wait_until([&] { return fs::exists(mnt / "hung.jpg"); }, 5s))
     GTEST_SKIP() << "cannot mount a FUSE file system here: " << hung.err();
   constexpr std::uint64_t kStuck = 9, kListed = 40;
-  {
-    std::ofstream list(file("list.txt"));
-    for (std::uint64_t i = 0; i < kListed; ++i) {
-      if (i == kStuck) {
-        list << (mnt / "hung.jpg").string() << "\n";
-      } else {
-        list << (root_ / "data" / ((i < 10 ? "img-0" : "img-") + std::to_string(i) + ".jpg"))
-                    .string()
-             << "\n";
-      }
-    }
-  }
+  write_list_with_stuck_file(mnt, kListed, kStuck);
   workers = start_workers(3, {"--threads", "1"});
   const auto r = run("poison", {"--list", file("list.txt").string(), "--no-shuffle", "--batch-size",
                                 "4", "--task-timeout", "1", "--max-attempts", "2", "--max-failures",
