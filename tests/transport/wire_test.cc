@@ -111,6 +111,7 @@ TEST(Wire, DecodeTasksAndResultsSurviveMutations) {
                      .ratio_max = 2.0,
                      .flip_probability = 0.3,
                      .exif_orientation = true,
+                     .roi_decode = false,
                      .samples = {}};
   for (std::uint64_t i = 0; i < 32; ++i) t.samples.push_back({i, "/data/img-" + std::to_string(i)});
   const auto task = write_decode_task(t);
@@ -127,6 +128,7 @@ TEST(Wire, DecodeTasksAndResultsSurviveMutations) {
   EXPECT_EQ(back.ratio_max, 2.0);
   EXPECT_EQ(back.flip_probability, 0.3);
   EXPECT_TRUE(back.exif_orientation);
+  EXPECT_FALSE(back.roi_decode);  // default true: a full decode must be asked for
   EXPECT_THROW(read_decode_task(task, 31), RemoteError);  // more samples than allowed
   EXPECT_GT(fuzz(
                 task, [](auto b) { read_decode_task(b, 1024); }, 6),
