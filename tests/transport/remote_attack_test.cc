@@ -22,6 +22,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/transport/remote_test_util.h"
 #include "transport/detail/remote_auth.h"
 #include "transport/detail/remote_guard.h"
 #include "transport/remote.h"
@@ -31,20 +32,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const Security kSecurity{.token = "the job's token"};
-
-std::vector<char> bytes_of(std::string_view s) { return {s.begin(), s.end()}; }
-std::string text_of(const std::vector<char>& v) { return {v.begin(), v.end()}; }
-
-OperationRegistry upper_ops() {
-  OperationRegistry ops;
-  ops.add({"upper", 1}, [](std::span<const char> task, const OperationContext&) {
-    std::vector<char> out(task.begin(), task.end());
-    for (auto& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    return out;
-  });
-  return ops;
-}
+using test::bytes_of;
+using test::kSecurity;
+using test::text_of;
+using test::upper_ops;
 
 WorkerOptions worker_options() {
   WorkerOptions o;

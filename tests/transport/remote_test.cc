@@ -14,26 +14,17 @@
 #include <random>
 #include <thread>
 
+#include "tests/transport/remote_test_util.h"
+
 namespace brigade::transport {
 namespace {
 
 using namespace std::chrono_literals;
 
-const Security kSecurity{.token = "the job's token"};
-
-std::vector<char> bytes_of(std::string_view s) { return {s.begin(), s.end()}; }
-std::string text_of(const std::vector<char>& v) { return {v.begin(), v.end()}; }
-
-// "upper": the task's text in upper case.
-OperationRegistry upper_ops() {
-  OperationRegistry ops;
-  ops.add({"upper", 1}, [](std::span<const char> task, const OperationContext&) {
-    std::vector<char> out(task.begin(), task.end());
-    for (auto& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    return out;
-  });
-  return ops;
-}
+using test::bytes_of;
+using test::kSecurity;
+using test::text_of;
+using test::upper_ops;
 
 PoolOptions pool_for(const WorkerNode& worker, std::vector<OperationVersion> ops = {{"upper", 1}}) {
   PoolOptions o;
