@@ -3,7 +3,7 @@
 namespace brigade::actors {
 namespace {
 
-std::string with_causes(const std::string& reason, const std::vector<FailureRecord>& recent) {
+std::string with_causes(const std::string& reason, const std::vector<SampleFailure>& recent) {
   std::string text = reason;
   if (!recent.empty()) text += "; recent causes:";
   for (const auto& r : recent) {
@@ -12,12 +12,17 @@ std::string with_causes(const std::string& reason, const std::vector<FailureReco
     for (std::size_t i = 0; i < r.positions.size(); ++i) {
       text += (i ? "," : "") + std::to_string(r.positions[i]);
     }
-    text += ": " + r.message;
+    text += ": " + r.message();
   }
   return text;
 }
 
 }  // namespace
+
+std::string SampleFailure::message() const {
+  if (!id) return cause;
+  return "sample " + std::to_string(*id) + " (" + path + "): " + cause;
+}
 
 bool is_transient(const std::error_code& code) {
   if (!code) return false;
@@ -30,7 +35,7 @@ bool is_transient(const std::error_code& code) {
   return false;
 }
 
-PipelineFailure::PipelineFailure(const std::string& reason, std::vector<FailureRecord> recent)
+PipelineFailure::PipelineFailure(const std::string& reason, std::vector<SampleFailure> recent)
     : std::runtime_error(with_causes(reason, recent)), recent_(std::move(recent)) {}
 
 }  // namespace brigade::actors

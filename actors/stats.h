@@ -44,7 +44,7 @@ struct PipelineStats {
   std::uint64_t source_items = 0;              // items the source yielded
   std::uint64_t failures = 0;                  // over all stages
   double elapsed_s = 0;                        // since the run started
-  std::vector<FailureRecord> recent_failures;  // at most 16, oldest first
+  std::vector<SampleFailure> recent_failures;  // at most 16, oldest first
 };
 
 /// A fixed-width table of `stats`, one row per stage plus the sink, for logs.

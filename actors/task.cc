@@ -4,12 +4,18 @@
 
 namespace brigade::actors {
 
-void TaskContext::fail(std::uint64_t position, std::string message, std::error_code code) {
-  const bool seen = std::any_of(failures_.begin(), failures_.end(), [&](const FailureRecord& r) {
+void TaskContext::fail(std::uint64_t position, SampleFailure failure) {
+  const bool seen = std::any_of(failures_.begin(), failures_.end(), [&](const SampleFailure& r) {
     return r.positions.size() == 1 && r.positions.front() == position;
   });
   if (seen) return;
-  failures_.push_back(FailureRecord{{}, Positions(position), std::move(message), code});
+  failure.stage.clear();
+  failure.positions = Positions(position);
+  failures_.push_back(std::move(failure));
+}
+
+void TaskContext::fail(std::uint64_t position, std::string cause, std::error_code code) {
+  fail(position, SampleFailure{.code = code, .cause = std::move(cause)});
 }
 
 void TaskContext::fail(std::uint64_t position, const std::exception& error) {

@@ -52,22 +52,32 @@ class TaskContext {
   std::stop_token stop_token() const { return stop_; }
   bool stop_requested() const { return stop_.stop_requested(); }
 
-  /// Reports the failure of the sample at source `position` (one of positions()).
-  void fail(std::uint64_t position, std::string message, std::error_code code = {});
+  /// Reports the failure of the sample at source `position` (one of positions()):
+  /// `failure` names the sample (id, path), its typed code and cause; the engine sets
+  /// its stage and positions.
+  void fail(std::uint64_t position, SampleFailure failure);
+  /// The same for a sample the stage cannot name: `cause` and `code` only.
+  void fail(std::uint64_t position, std::string cause, std::error_code code = {});
   /// The same with the message and code of `error` (std::system_error carries a code).
   void fail(std::uint64_t position, const std::exception& error);
+  /// Whether the engine runs this task again if the function throws a retryable
+  /// error now (an io stage's RetryPolicy with attempts left, see actors/options.h). A
+  /// function that reports a transient error through fail() may throw it instead
+  /// while this is true, and report it as the sample's failure on the last attempt.
+  bool may_retry() const { return may_retry_; }
 
  private:
   friend struct detail::TaskRunner;
   // `stop` outlives the context (the run's token): copying a std::stop_token per task
   // is two atomic operations on a count every worker shares.
   TaskContext(const Positions& positions, const std::stop_token& stop,
-              std::vector<FailureRecord>& failures)
-      : positions_(positions), stop_(stop), failures_(failures) {}
+              std::vector<SampleFailure>& failures, bool may_retry = false)
+      : positions_(positions), stop_(stop), failures_(failures), may_retry_(may_retry) {}
 
   const Positions& positions_;
   const std::stop_token& stop_;
-  std::vector<FailureRecord>& failures_;
+  std::vector<SampleFailure>& failures_;
+  bool may_retry_;
 };
 
 /// The std::error_code an exception carries: its code() if it is a std::system_error

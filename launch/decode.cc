@@ -13,6 +13,8 @@
 #include "media/image.h"
 #include "media/source.h"
 #include "media/video.h"
+#include "transport/device.h"
+#include "transport/remote.h"
 
 namespace brigade::launch {
 namespace {
@@ -147,18 +149,97 @@ std::vector<std::int64_t> sample_shape(const DecodeSpec& spec) {
   return shape;
 }
 
-std::string describe_sample_failure(std::uint64_t id, const std::string& path,
-                                    const std::exception& error) {
+actors::SampleFailure sample_failure(std::uint64_t id, const std::string& path,
+                                     const std::exception& error) {
+  actors::SampleFailure failure{.id = id, .path = path, .code = actors::error_code_of(error)};
   if (const auto* m = dynamic_cast<const media::MediaError*>(&error)) {
-    return fmt::format("sample {} ({}): {} [{}]", id, path, m->cause(),
-                       media::error_code_name(m->code()));
+    failure.cause = fmt::format("{} [{}]", m->cause(), media::error_code_name(m->code()));
+  } else {
+    failure.cause = error.what();
   }
-  return fmt::format("sample {} ({}): {}", id, path, error.what());
+  return failure;
 }
 
-void read_sample(EncodedSample& sample) {
+namespace {
+
+// The std::errc values Brigade's own code produces or maps to, by name.
+std::string_view generic_code_name(int value) {
+  switch (static_cast<std::errc>(value)) {
+    case std::errc::resource_unavailable_try_again:
+      return "resource_unavailable_try_again";
+    case std::errc::timed_out:
+      return "timed_out";
+    case std::errc::connection_reset:
+      return "connection_reset";
+    case std::errc::connection_aborted:
+      return "connection_aborted";
+    case std::errc::connection_refused:
+      return "connection_refused";
+    case std::errc::host_unreachable:
+      return "host_unreachable";
+    case std::errc::network_unreachable:
+      return "network_unreachable";
+    case std::errc::network_down:
+      return "network_down";
+    case std::errc::interrupted:
+      return "interrupted";
+    case std::errc::not_enough_memory:
+      return "not_enough_memory";
+    case std::errc::protocol_error:
+      return "protocol_error";
+    case std::errc::illegal_byte_sequence:
+      return "illegal_byte_sequence";
+    case std::errc::bad_message:
+      return "bad_message";
+    case std::errc::no_such_file_or_directory:
+      return "no_such_file_or_directory";
+    case std::errc::permission_denied:
+      return "permission_denied";
+    case std::errc::io_error:
+      return "io_error";
+    case std::errc::invalid_argument:
+      return "invalid_argument";
+    case std::errc::not_supported:
+      return "not_supported";
+    case std::errc::operation_canceled:
+      return "operation_canceled";
+    default:
+      return {};
+  }
+}
+
+}  // namespace
+
+std::string error_code_name(const std::error_code& code) {
+  if (!code) return {};
+  const auto& category = code.category();
+  const int value = code.value();
+  std::string_view name;
+  if (category == media::media_category()) {
+    name = media::error_code_name(static_cast<media::ErrorCode>(value));
+  } else if (category == transport::remote_category()) {
+    name = transport::remote_code_name(static_cast<transport::RemoteErrc>(value));
+  } else if (category == transport::device_category()) {
+    name = transport::device_code_name(static_cast<transport::DeviceErrc>(value));
+  } else if (category == std::generic_category() || category == std::system_category()) {
+    name = generic_code_name(value);  // errno values: the same numbers on POSIX
+  }
+  if (!name.empty() && name != "unknown") return std::string(name);
+  return fmt::format("{}:{}", category.name(), value);
+}
+
+std::error_code restore_error_code(std::string_view category, int value) {
+  for (const auto* known :
+       {&media::media_category(), &transport::remote_category(), &transport::device_category(),
+        &std::generic_category(), &std::system_category()}) {
+    if (category == known->name()) return {value, *known};
+  }
+  return {};
+}
+
+void read_sample(EncodedSample& sample, const ReadFile& read) {
   try {
-    sample.bytes = media::read_file(sample.path);
+    sample.bytes = read ? read(sample.path) : media::read_file(sample.path);
   } catch (const media::MediaError& e) {
     // A missing target of a symbolic link is a dangling link: say so.
     std::error_code ec;
@@ -169,12 +250,10 @@ void read_sample(EncodedSample& sample) {
                                                      "dangling symbolic link")
                                  : e;
     sample.bytes = {};
-    sample.error = describe_sample_failure(sample.id, sample.path, error);
-    sample.code = error.error_code();
+    sample.failure = sample_failure(sample.id, sample.path, error);
   } catch (const std::exception& e) {  // std::bad_alloc
     sample.bytes = {};
-    sample.error = describe_sample_failure(sample.id, sample.path, e);
-    sample.code = actors::error_code_of(e);
+    sample.failure = sample_failure(sample.id, sample.path, e);
   }
 }
 
@@ -206,7 +285,7 @@ DecodedBatch decode_batch(const DecodeSpec& spec, std::span<EncodedSample> sampl
   for (std::size_t index = 0; index < samples.size(); ++index) {
     auto& sample = samples[index];
     if (sample.failed()) {
-      batch.failures.push_back({index, sample.id, std::move(sample.error), sample.code});
+      batch.failures.push_back(BatchFailure{std::move(*sample.failure), index});
       continue;
     }
     try {
@@ -214,9 +293,7 @@ DecodedBatch decode_batch(const DecodeSpec& spec, std::span<EncodedSample> sampl
                   full[static_cast<std::int64_t>(batch.ids.size())]);
       batch.ids.push_back(sample.id);
     } catch (const std::exception& e) {
-      batch.failures.push_back({index, sample.id,
-                                describe_sample_failure(sample.id, sample.path, e),
-                                actors::error_code_of(e)});
+      batch.failures.push_back(BatchFailure{sample_failure(sample.id, sample.path, e), index});
     }
     sample.bytes = {};
   }

@@ -17,19 +17,24 @@
 // `id` of epoch `e` gets the same pixels wherever and whenever it is decoded. A bad
 // transform parameter is a bad spec (std::invalid_argument, naming it).
 //
-// ERRORS. A sample's failure names its id, its path and the cause, and keeps the typed
-// code of a media::MediaError (a std::error_code in media_category()). decode_batch
-// never throws for a bad sample; it throws only for a bad spec (std::invalid_argument)
+// ERRORS. A sample's failure is the engine's record (actors::SampleFailure): its id, its
+// path, the cause and the typed code of a media::MediaError (a std::error_code in
+// media_category()); its message() reads "sample <id> (<path>): <cause> [<code name>]".
+// decode_batch never throws for a bad sample; it throws only for a bad spec (std::invalid_argument)
 // and lets std::bad_alloc from the allocator through.
 //
 // THREADING. Plain functions over values; any number of threads may call them.
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
+#include "actors/errors.h"
 #include "launch/config.h"
 #include "media/tensor.h"
 #include "media/transform.h"
@@ -76,34 +81,45 @@ struct EncodedSample {
   std::uint64_t id = 0;
   std::string path{};
   std::vector<std::uint8_t> bytes{};
-  std::string error{};  // empty unless the sample failed (the full message)
-  std::error_code code{};
-  bool failed() const { return !error.empty(); }
+  std::optional<actors::SampleFailure> failure{};  // set when the sample failed
+  bool failed() const { return failure.has_value(); }
 };
 
-/// A failed sample of a batch.
-struct SampleFailure {
-  std::size_t index = 0;  // in the samples given to decode_batch
-  std::uint64_t id = 0;
-  std::string message{};  // "sample <id> (<path>): <cause> [<code name>]"
-  std::error_code code{};
+/// A failed sample of a batch: the engine's record (id, path, code, cause; the engine
+/// sets its stage and positions when the failure is reported) and its place in the
+/// samples given to decode_batch.
+struct BatchFailure : actors::SampleFailure {
+  std::size_t index = 0;
 };
 
-/// Reads the sample's file into `sample.bytes`; on failure records it in the sample
-/// (not a throw). What is not a regular file (a directory, a FIFO, a device) is
-/// rejected without reading, a dangling symlink or a symlink loop fails with a cause
-/// that says so (media::read_file).
-void read_sample(EncodedSample& sample);
+/// Reads a sample's bytes: media::read_file, or a test's stand-in.
+using ReadFile = std::function<std::vector<std::uint8_t>(const std::string& path)>;
 
-/// The message a sample failure carries: "sample <id> (<path>): <what>", with the
-/// MediaError's cause and code name when `error` is one.
-std::string describe_sample_failure(std::uint64_t id, const std::string& path,
-                                    const std::exception& error);
+/// Reads the sample's file into `sample.bytes` with `read` (default media::read_file);
+/// on failure records it in the sample (not a throw). What is not a regular file (a
+/// directory, a FIFO, a device) is rejected without reading, a dangling symlink or a
+/// symlink loop fails with a cause that says so (media::read_file).
+void read_sample(EncodedSample& sample, const ReadFile& read = {});
+
+/// The record of sample `id` at `path` failing with `error`: the MediaError's cause
+/// and code name ("<cause> [<code name>]"), else what(); its std::error_code.
+actors::SampleFailure sample_failure(std::uint64_t id, const std::string& path,
+                                     const std::exception& error);
+
+/// A name for `code` that scripts can compare: the code's name in its category for
+/// media ("bad_data"), remote ("lost_on_attempts") and device ("peer_lost") codes, the
+/// std::errc name for generic ones ("timed_out"), else "<category>:<value>"; "" for
+/// no code.
+std::string error_code_name(const std::error_code& code);
+
+/// The code a peer sent as (category name, value): codes of the categories this build
+/// knows (media, remote, device, generic, system) come back; others are empty.
+std::error_code restore_error_code(std::string_view category, int value);
 
 struct DecodedBatch {
   std::vector<std::uint64_t> ids;  // ids[i] is the sample in data[i]
   media::Tensor data;              // [ids.size(), ...sample_shape] uint8
-  std::vector<SampleFailure> failures{};
+  std::vector<BatchFailure> failures{};
 };
 
 /// Decodes `samples` (their bytes; failed ones are passed through to `failures`) into

@@ -45,12 +45,13 @@ using Clock = std::chrono::steady_clock;
 
 // Reports to the engine the failures decode_batch found beyond those already reported
 // upstream (samples that entered failed), and lists every failed id in the batch.
-void report_failures(const DecodedBatch& decoded, const std::vector<bool>& entered_failed,
-                     actors::TaskContext& task, JobBatch& out) {
+void report_failures(const DecodedBatch& decoded, std::span<const EncodedSample> samples,
+                     const std::vector<bool>& entered_failed, actors::TaskContext& task,
+                     JobBatch& out) {
   for (const auto& f : decoded.failures) {
-    out.failed.push_back(f.id);
+    out.failed.push_back(samples[f.index].id);
     if (f.index < entered_failed.size() && entered_failed[f.index]) continue;
-    task.fail(task.positions()[f.index], f.message, f.code);
+    task.fail(task.positions()[f.index], static_cast<const actors::SampleFailure&>(f));
   }
 }
 
@@ -68,18 +69,21 @@ JobBatch decode_task(const DecodeSpec& spec, std::vector<EncodedSample> samples,
     std::size_t bytes = 1;
     for (auto d : sample_shape(spec)) bytes *= static_cast<std::size_t>(d);
     for (std::size_t i = 0; i < samples.size(); ++i) {
-      decoded.failures.push_back(
-          {i, samples[i].id,
-           samples[i].failed()
-               ? samples[i].error
-               : fmt::format("sample {} ({}): out of memory allocating a batch of {} × {} bytes",
-                             samples[i].id, samples[i].path, samples.size(), bytes),
-           samples[i].failed() ? samples[i].code
-                               : std::make_error_code(std::errc::not_enough_memory)});
+      auto& s = samples[i];
+      decoded.failures.push_back(BatchFailure{
+          s.failed()
+              ? *s.failure
+              : actors::SampleFailure{.id = s.id,
+                                      .path = s.path,
+                                      .code = std::make_error_code(std::errc::not_enough_memory),
+                                      .cause = fmt::format(
+                                          "out of memory allocating a batch of {} × {} bytes",
+                                          samples.size(), bytes)},
+          i});
     }
   }
   JobBatch out{.epoch = spec.epoch, .ids = std::move(decoded.ids), .data = std::move(decoded.data)};
-  report_failures(decoded, entered_failed, task, out);
+  report_failures(decoded, samples, entered_failed, task, out);
   return out;
 }
 
@@ -203,6 +207,7 @@ struct Job::Impl {
   RunConfig c;
   Dataset d;
   std::unique_ptr<actors::DistributedSampler> sampler;
+  ReadFile read_file;  // JobOptions::read_file, or empty for media::read_file
   std::shared_ptr<detail::BatchPool> batches = std::make_shared<detail::BatchPool>();
   std::shared_ptr<std::atomic<std::uint64_t>> epoch =
       std::make_shared<std::atomic<std::uint64_t>>(0);
@@ -233,7 +238,10 @@ struct Job::Impl {
   std::uint64_t current_batches = 0;  // what the epoch in progress delivers in all
 
   Impl(RunConfig config, Dataset dataset, JobOptions options)
-      : c(std::move(config)), d(std::move(dataset)), sampler(make_sampler(c, d)) {
+      : c(std::move(config)),
+        d(std::move(dataset)),
+        sampler(make_sampler(c, d)),
+        read_file(std::move(options.read_file)) {
     restore(options);
     check_checkpoint_dir();
     expected = planned_samples();
@@ -376,10 +384,17 @@ struct Job::Impl {
     const actors::BuildOptions build{.num_threads = *c.threads,
                                      .max_failures = job_budget(c, expected),
                                      .log_stats_at_end = false};
-    auto read = [files](actors::SampleId s, actors::TaskContext& task) {
+    // A transient read error (EAGAIN, a timeout) is thrown while the engine may still
+    // retry it (kReadRetry's backoff), and fails the sample on the last attempt; any
+    // other failure (a corrupt, missing or unreadable file) fails the sample at once.
+    auto read = [files, reader = read_file](actors::SampleId s, actors::TaskContext& task) {
       EncodedSample e{.id = s.id, .path = (*files)[s.id]};
-      read_sample(e);
-      if (e.failed()) task.fail(task.positions().front(), e.error, e.code);
+      read_sample(e, reader);
+      if (!e.failed()) return e;
+      if (task.may_retry() && actors::is_transient(e.failure->code)) {
+        throw std::system_error(e.failure->code, e.failure->message());
+      }
+      task.fail(task.positions().front(), *e.failure);
       return e;
     };
     auto decode = [this, allocator = batches->allocator()](std::vector<EncodedSample> samples,
@@ -393,10 +408,13 @@ struct Job::Impl {
     auto decoded =
         actors::PipelineBuilder()
             .add_source(std::ref(*sampler))
-            .pipe(read, {.concurrency = c.read_concurrency,
-                         .output_order = actors::Order::input,  // batch contents never vary
-                         .executor = actors::Executor::io,
-                         .name = "read"})
+            .pipe(
+                read,
+                {.concurrency = c.read_concurrency,
+                 .output_order = actors::Order::input,  // batch contents never vary
+                 .executor = actors::Executor::io,
+                 .name = "read",
+                 .retry = {.attempts = kReadAttempts, .backoff = kReadBackoff, .multiplier = 2.0}})
             .aggregate(static_cast<std::size_t>(*c.batch_size),
                        {.drop_last = c.drop_last, .name = "batch"})
             // One batch queued for the decode workers, not the engine's default 2 per
@@ -446,10 +464,7 @@ struct Job::Impl {
       if (!decoded) return JobBatch{};  // stopped: discarded by the engine
       JobBatch out{
           .epoch = s.epoch, .ids = std::move(decoded->ids), .data = std::move(decoded->data)};
-      for (const auto& f : decoded->failures) {
-        out.failed.push_back(f.id);
-        task.fail(task.positions()[f.index], f.message, f.code);
-      }
+      report_failures(*decoded, samples, {}, task, out);
       return pinned ? out : normalize_on_cpu(c, std::move(out), allocator);
     };
     const int inflight = remote_tasks(c);

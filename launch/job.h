@@ -34,7 +34,9 @@
 // job's budget is the engine's, over the whole job. `max_failures = N%` becomes a
 // count when the job starts: floor(N% × the samples this process will consume), so a
 // rate is enforced from the first sample on, at any dataset size (20 files with 0%:
-// the first failure fails the job). A failure budget exceeded ends next() with
+// the first failure fails the job). A transient read error (EAGAIN, a timeout) is
+// retried with backoff (kReadAttempts, kReadBackoff) before it fails its sample; a
+// corrupt or missing file fails at once. A failure budget exceeded ends next() with
 // actors::PipelineFailure naming the recent causes.
 //
 // CHECKPOINTS. state() is this rank's SamplerState for exactly the batches next() has
@@ -85,6 +87,7 @@
 #include "actors/sampler.h"
 #include "actors/stats.h"
 #include "launch/config.h"
+#include "launch/decode.h"
 #include "media/tensor.h"
 #include "transport/checkpoint.h"
 #include "transport/device_copy.h"
@@ -153,11 +156,22 @@ struct RemoteSummary {
   std::uint64_t decoded_locally = 0;  // samples decoded here for want of a worker
 };
 
+/// The read stage's retries of a transient read error (EAGAIN, a timed-out read on a
+/// network file system: media::ErrorCode::unavailable, actors::is_transient): at most
+/// kReadAttempts reads in all, waiting kReadBackoff, then twice as long, between
+/// them; the last failure fails the sample. A corrupt, missing or unreadable file is
+/// read once. The stage's statistics count the retries.
+inline constexpr int kReadAttempts = 4;
+inline constexpr std::chrono::milliseconds kReadBackoff{20};
+
 struct JobOptions {
   /// Start from this checkpoint instead of `resume_from` (e.g. a Python state_dict:
   /// checkpoint_bytes() decoded with transport::decode_checkpoint_file, or an elastic
   /// re-partition of every rank's); its fingerprint must match the job's sampling.
   std::optional<transport::LoadedCheckpoint> resume{};
+  /// Reads a sample's bytes instead of media::read_file (a test's fault injection);
+  /// it reports failure by throwing, as media::read_file does (media::MediaError).
+  ReadFile read_file{};
 };
 
 class Job {

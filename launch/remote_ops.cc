@@ -24,15 +24,6 @@ std::size_t sample_bytes(const DecodeSpec& spec) {
   return n;
 }
 
-// Error codes cross as (category name, value); categories this build knows come back.
-std::error_code restore_code(const std::string& category, int value) {
-  if (category.empty()) return {};
-  if (category == media::media_category().name()) return {value, media::media_category()};
-  if (category == std::generic_category().name()) return {value, std::generic_category()};
-  if (category == std::system_category().name()) return {value, std::system_category()};
-  return {};
-}
-
 struct DecodedTask {
   DecodeSpec spec;
   std::vector<EncodedSample> samples;
@@ -122,10 +113,12 @@ std::vector<char> run_decode(std::span<const char> bytes, const std::vector<std:
   for (unsigned i = 0; i < failures.size(); ++i) {
     const auto& f = decoded.failures[i];
     failures[i].setIndex(static_cast<std::uint32_t>(f.index));
-    failures[i].setId(f.id);
-    failures[i].setMessage(f.message);
+    failures[i].setId(task.samples[f.index].id);
+    failures[i].setMessage(f.message());
     failures[i].setCategory(f.code ? f.code.category().name() : "");
     failures[i].setCode(f.code.value());
+    failures[i].setPath(f.path);
+    failures[i].setCause(f.cause);
   }
   return to_bytes(message);
 }
@@ -134,7 +127,7 @@ std::vector<char> run_decode(std::span<const char> bytes, const std::vector<std:
 struct Part {
   std::vector<char> bytes;                // owns the rows (with `keep`)
   std::vector<const std::uint8_t*> rows;  // per task sample: its row, or null if failed
-  std::vector<SampleFailure> failures;    // index: in the task
+  std::vector<BatchFailure> failures;     // index: in the task
   std::shared_ptr<void> keep;             // the reader, or the tensor decoded here
 };
 
@@ -166,7 +159,13 @@ Part check_result(std::vector<char> bytes, const DecodeSpec& spec,
       throw RemoteError("a result whose failures do not match its task");
     }
     seen[f.index] = true;
-    part.failures.push_back({f.index, f.id, f.message, restore_code(f.category, f.code)});
+    // A peer without the path and cause fields sent the whole text as its message.
+    const bool named = !f.cause.empty() || f.message.empty();
+    part.failures.push_back(BatchFailure{{.id = f.id,
+                                          .path = named ? f.path : task[f.index].path,
+                                          .code = restore_error_code(f.category, f.code),
+                                          .cause = named ? f.cause : f.message},
+                                         f.index});
   }
   for (std::size_t i = 0; i < task.size(); ++i)
     if (!seen[i]) throw RemoteError(fmt::format("a result that leaves out sample {}", task[i].id));
@@ -240,7 +239,7 @@ std::optional<DecodedBatch> remote_decode_batch(transport::RemotePool& pool, con
   const auto& op = spec.kind == MediaKind::video ? kDecodeClips : kDecodeImages;
   const std::size_t n = samples.size();
   std::vector<const std::uint8_t*> rows(n, nullptr);
-  std::vector<std::optional<SampleFailure>> failed(n);
+  std::vector<std::optional<BatchFailure>> failed(n);
   std::vector<int> losses(n, 0);
   // Attempts lost before their worker started them (it died or froze with them queued,
   // or they were sent to a worker already dead): not the samples' fault, so they do not
@@ -253,16 +252,16 @@ std::optional<DecodedBatch> remote_decode_batch(transport::RemotePool& pool, con
   for (std::size_t i = 0; i < n; ++i) work.front().push_back(i);
   std::string avoid;
   auto fail = [&](std::size_t i, const std::string& cause, std::error_code code) {
-    failed[i] = SampleFailure{
-        i, samples[i].id, fmt::format("sample {} ({}): {}", samples[i].id, samples[i].path, cause),
-        code};
+    failed[i] = BatchFailure{
+        {.id = samples[i].id, .path = samples[i].path, .code = code, .cause = cause}, i};
   };
   // Maps a part's rows and failures (indices into `group`) onto the batch's samples.
   auto take = [&](Part part, const std::vector<std::size_t>& group) {
     for (std::size_t k = 0; k < group.size(); ++k) rows[group[k]] = part.rows[k];
     for (auto& f : part.failures) {
       const auto i = group[f.index];
-      failed[i] = SampleFailure{i, f.id, std::move(f.message), f.code};
+      f.index = i;
+      failed[i] = std::move(f);
     }
     parts.push_back(std::move(part));
   };
@@ -289,8 +288,7 @@ std::optional<DecodedBatch> remote_decode_batch(transport::RemotePool& pool, con
         break;
       case CallStatus::failed:
         for (auto i : group)
-          fail(i, fmt::format("worker {}: {}", r.worker, r.reason),
-               std::make_error_code(std::errc::protocol_error));
+          fail(i, fmt::format("worker {}: {}", r.worker, r.reason), transport::RemoteErrc::failed);
         break;
       case CallStatus::lost:
         if (figures) ++figures->attempts_lost;
@@ -302,7 +300,7 @@ std::optional<DecodedBatch> remote_decode_batch(transport::RemotePool& pool, con
         for (auto i : group) {
           if (++losses[i] >= options.max_attempts) {
             fail(i, fmt::format("lost on {} attempts ({})", losses[i], r.reason),
-                 std::make_error_code(std::errc::connection_aborted));
+                 transport::RemoteErrc::lost_on_attempts);
           } else if (group.size() > 1) {
             work.push_back({i});  // one by one from now on: a poison sample stays alone
           }

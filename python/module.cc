@@ -10,10 +10,10 @@
 #include <deque>
 #include <filesystem>
 #include <mutex>
-#include <regex>
 
 #include "actors/errors.h"
 #include "launch/config.h"
+#include "launch/decode.h"
 #include "media/synthetic.h"
 #include "python/loader.h"
 #include "python/tensor_export.h"
@@ -33,53 +33,43 @@ namespace {
   throw py::error_already_set();
 }
 
-// A stage's failure record as a dict; a sample's message ("sample ID (PATH): cause")
-// gives its id and path, checked against the dataset.
-py::dict cause(const actors::FailureRecord& r, const launch::Dataset& dataset) {
+// A failure record as a dict: its fields as the engine keeps them (no text parsed).
+// `code` is the error code's name ("bad_data", "timed_out", "lost_on_attempts").
+py::dict cause(const actors::SampleFailure& r) {
   py::dict d;
   d["stage"] = r.stage;
-  d["message"] = r.message;
-  d["code"] = r.code ? py::object(py::str(r.code.message())) : py::object(py::none());
-  d["id"] = py::none();
-  d["path"] = py::none();
-  d["cause"] = r.message;
-  static const std::regex sample(R"(^sample (\d+) \()");
-  std::smatch m;
-  if (std::regex_search(r.message, m, sample)) {
-    const auto id = std::stoull(m[1]);
-    if (id < dataset.files.size()) {
-      const auto prefix = fmt::format("sample {} ({}): ", id, dataset.files[id]);
-      if (r.message.starts_with(prefix)) {
-        d["id"] = id;
-        d["path"] = dataset.files[id];
-        d["cause"] = r.message.substr(prefix.size());
-      }
-    }
-  }
+  d["message"] = r.message();
+  const auto code = launch::error_code_name(r.code);
+  d["code"] = code.empty() ? py::object(py::none()) : py::object(py::str(code));
+  d["id"] = r.id ? py::object(py::int_(*r.id)) : py::object(py::none());
+  d["path"] = r.id ? py::object(py::str(r.path)) : py::object(py::none());
+  d["cause"] = r.cause;
+  d["positions"] = std::vector<std::uint64_t>(r.positions.begin(), r.positions.end());
   return d;
 }
 
 // A failure budget exceeded: DecodeError naming the last failed sample, or
 // PipelineError when no failure names one.
-[[noreturn]] void raise_failure(const actors::PipelineFailure& e, const launch::Dataset& dataset) {
+[[noreturn]] void raise_failure(const actors::PipelineFailure& e) {
   py::list causes;
   py::object last_sample = py::none();
   for (const auto& r : e.recent()) {
-    auto d = cause(r, dataset);
-    if (!d["id"].is_none()) last_sample = d;
+    auto d = cause(r);
+    if (r.id) last_sample = d;
     causes.append(d);
   }
   if (last_sample.is_none()) raise("PipelineError", py::make_tuple(e.what(), causes));
-  raise("DecodeError", py::make_tuple(e.what(), causes, last_sample["id"], last_sample["path"],
-                                      last_sample["cause"]));
+  raise("DecodeError",
+        py::make_tuple(e.what(), causes, last_sample["id"], last_sample["path"],
+                       last_sample["cause"], last_sample["code"], last_sample["stage"]));
 }
 
 template <typename F>
-auto translating(launch::Dataset const* dataset, F&& f) {
+auto translating(F&& f) {
   try {
     return f();
   } catch (const actors::PipelineFailure& e) {
-    raise_failure(e, *dataset);
+    raise_failure(e);
   }
 }
 
@@ -125,7 +115,7 @@ py::dict stats_dict(python::Loader& loader) {
   d["failures"] = st.failures;
   d["elapsed_s"] = st.elapsed_s;
   py::list recent;
-  for (const auto& r : st.recent_failures) recent.append(cause(r, loader.dataset()));
+  for (const auto& r : st.recent_failures) recent.append(cause(r));
   d["recent_failures"] = recent;
   py::dict c;
   c["samples"] = counts.samples;
@@ -233,7 +223,7 @@ PYBIND11_MODULE(_brigade, m) {
       raise("CheckpointError",
             py::make_tuple(e.what(), transport::to_string(e.kind()), e.file().string()));
     } catch (const actors::PipelineFailure& e) {
-      raise("PipelineError", py::make_tuple(e.what(), py::list()));
+      raise_failure(e);
     } catch (const transport::DeviceError& e) {  // a batch's copy failed on the device
       raise("PipelineError", py::make_tuple(e.what(), py::list()));
     }
@@ -267,8 +257,7 @@ through DLPack without a copy (torch.from_dlpack, numpy.from_dlpack).)")
            py::arg("environment"), py::arg("converter"), py::arg("python_stage"),
            py::arg("python_stage_threads"), py::arg("demo") = false)
       .def("begin", &python::Loader::begin)
-      .def("next",
-           [](python::Loader& l) { return translating(&l.dataset(), [&] { return l.next(); }); })
+      .def("next", [](python::Loader& l) { return translating([&] { return l.next(); }); })
       .def("stop", &python::Loader::stop)
       .def("set_epoch", &python::Loader::set_epoch)
       .def_property_readonly("epoch", &python::Loader::epoch)

@@ -36,16 +36,70 @@ bool built_with_cuda() { return detail::cuda_compiled(); }
 bool built_with_nccl() { return detail::nccl_compiled(); }
 CudaAvailability cuda_availability() { return detail::cuda_probe(); }
 
+namespace {
+
+class DeviceCategory final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "brigade.device"; }
+  std::string message(int value) const override {
+    switch (static_cast<DeviceErrc>(value)) {
+      case DeviceErrc::failed:
+        return "device error";
+      case DeviceErrc::unsupported:
+        return "device not supported";
+      case DeviceErrc::peer_lost:
+        return "a peer of the collective was lost";
+    }
+    return "unknown device error";
+  }
+  std::error_condition default_error_condition(int value) const noexcept override {
+    switch (static_cast<DeviceErrc>(value)) {
+      case DeviceErrc::failed:
+        return std::errc::io_error;
+      case DeviceErrc::unsupported:
+        return std::errc::not_supported;
+      case DeviceErrc::peer_lost:
+        return std::errc::connection_aborted;
+    }
+    return {value, *this};
+  }
+};
+
+}  // namespace
+
+const std::error_category& device_category() noexcept {
+  static const DeviceCategory category;
+  return category;
+}
+
+std::error_code make_error_code(DeviceErrc code) noexcept {
+  return {static_cast<int>(code), device_category()};
+}
+
+std::string_view device_code_name(DeviceErrc code) {
+  switch (code) {
+    case DeviceErrc::failed:
+      return "failed";
+    case DeviceErrc::unsupported:
+      return "unsupported";
+    case DeviceErrc::peer_lost:
+      return "peer_lost";
+  }
+  return "unknown";
+}
+
 DeviceError::DeviceError(std::string library, std::string code, std::string call, DeviceSpec device,
-                         std::string message, bool transient)
-    : std::runtime_error(library + " error " + code + " (" + message + ") in " + call + " on " +
-                         to_string(device)),
+                         std::string message, DeviceErrc kind)
+    : std::system_error(make_error_code(kind)),
+      text_(library + " error " + code + " (" + message + ") in " + call + " on " +
+            to_string(device)),
       library_(std::move(library)),
       code_(std::move(code)),
       call_(std::move(call)),
       device_(device),
-      message_(std::move(message)),
-      transient_(transient) {}
+      message_(std::move(message)) {}
+
+bool DeviceError::transient() const { return error_code() == DeviceErrc::peer_lost; }
 
 std::shared_ptr<Device> open_device(const DeviceSpec& spec) {
   if (spec.kind == DeviceKind::cpu) return std::make_shared<detail::CpuDevice>();

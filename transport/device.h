@@ -36,6 +36,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 namespace brigade::transport {
 
@@ -68,29 +69,65 @@ struct CudaAvailability {
 /// 0 and cudaGetDeviceCount's error ("cudaErrorInsufficientDriver: ...").
 CudaAvailability cuda_availability();
 
-/// A failed CUDA or NCCL call, or an unusable device.
+/// Codes of DeviceError, in device_category() ("brigade.device"). Each maps to a
+/// generic std::errc condition, so that the engine's retry (actors::is_transient)
+/// sees a transient DeviceError as it sees any other transient error:
+///   failed      -> io_error            a CUDA or library error (CUDA keeps it for
+///                                      the rest of the process), a timed-out or
+///                                      aborted collective: not transient
+///   unsupported -> not_supported       no CUDA or NCCL in this build or on this
+///                                      machine, a library of another version
+///   peer_lost   -> connection_aborted  a peer of a collective went away, a network
+///                                      error (NCCL's remote and system errors):
+///                                      transient
+/// The values are stable: they cross processes.
+enum class DeviceErrc {
+  failed = 1,
+  unsupported = 2,
+  peer_lost = 3,
+};
+
+const std::error_category& device_category() noexcept;
+std::error_code make_error_code(DeviceErrc code) noexcept;
+/// The code's name: "failed", "unsupported", "peer_lost".
+std::string_view device_code_name(DeviceErrc code);
+
+/// A failed CUDA or NCCL call, or an unusable device. A std::system_error whose
+/// std::error_code (error_code(), or code() through a std::system_error reference) is
+/// in device_category().
 ///   what(): "CUDA error cudaErrorMemoryAllocation (out of memory) in cudaMalloc on cuda:0"
-class DeviceError : public std::runtime_error {
+class DeviceError : public std::system_error {
  public:
   DeviceError(std::string library, std::string code, std::string call, DeviceSpec device,
-              std::string message, bool transient = false);
+              std::string message, DeviceErrc kind = DeviceErrc::failed);
+  /// The same with `transient` for DeviceErrc::peer_lost, else failed (the former
+  /// form).
+  DeviceError(std::string library, std::string code, std::string call, DeviceSpec device,
+              std::string message, bool transient)
+      : DeviceError(std::move(library), std::move(code), std::move(call), device,
+                    std::move(message), transient ? DeviceErrc::peer_lost : DeviceErrc::failed) {}
+  const char* what() const noexcept override { return text_.c_str(); }
   const std::string& library() const { return library_; }  // "CUDA", "NCCL", "device"
-  const std::string& code() const { return code_; }        // "cudaErrorInvalidValue", ...
-  const std::string& call() const { return call_; }        // "cudaMemcpyAsync", ...
+  // The library's name for the code ("cudaErrorInvalidValue", ...). (It hides
+  // std::system_error::code(); `error_code()` gives the std::error_code.)
+  const std::string& code() const { return code_; }
+  std::error_code error_code() const noexcept { return std::system_error::code(); }
+  const std::string& call() const { return call_; }  // "cudaMemcpyAsync", ...
   DeviceSpec device() const { return device_; }
   const std::string& message() const { return message_; }  // the library's own text
-  /// Whether retrying can help: a peer that went away or a network error in a
-  /// collective (NCCL's remote and system errors). A CUDA error is never transient:
-  /// CUDA keeps it for the rest of the process.
-  bool transient() const { return transient_; }
+  /// Whether retrying can help (DeviceErrc::peer_lost): a peer that went away or a
+  /// network error in a collective (NCCL's remote and system errors). A CUDA error is
+  /// never transient: CUDA keeps it for the rest of the process. The same answer as
+  /// actors::is_transient(error_code()).
+  bool transient() const;
 
  private:
+  std::string text_;
   std::string library_;
   std::string code_;
   std::string call_;
   DeviceSpec device_;
   std::string message_;
-  bool transient_;
 };
 
 /// Thrown by a wait that saw a stop request (a pool or the copy stage waiting for a
@@ -170,3 +207,6 @@ class Device {
 std::shared_ptr<Device> open_device(const DeviceSpec& spec);
 
 }  // namespace brigade::transport
+
+template <>
+struct std::is_error_code_enum<brigade::transport::DeviceErrc> : std::true_type {};

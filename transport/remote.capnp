@@ -82,12 +82,15 @@ struct TaskSample {
   path @1 :Text;
 }
 
+# A failed sample: the engine's record (actors::SampleFailure) as the worker made it.
 struct SampleFailure {
   index @0 :UInt32;           # in the task's samples
   id @1 :UInt64;
-  message @2 :Text;
+  message @2 :Text;           # for humans: "sample <id> (<path>): <cause>"
   category @3 :Text;          # std::error_category::name(), "" for none
   code @4 :Int32;
+  path @5 :Text;              # the file the worker read
+  cause @6 :Text;             # the message without the sample's name
 }
 
 struct DecodeResult {

@@ -70,6 +70,7 @@
 #include <stop_token>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "transport/endpoint.h"
@@ -82,11 +83,45 @@ inline constexpr std::uint32_t kProtocolVersion = 1;
 /// of different builds refuse each other (a batch must decode byte-identically).
 std::string_view build_id();
 
-/// A remote setup that cannot work (a port that cannot be bound, unreadable TLS
-/// files, a refused hello); what() says which and why.
-class RemoteError : public std::runtime_error {
+/// Codes of RemoteError, in remote_category() ("brigade.remote"). Each maps to a
+/// generic std::errc condition, so code that knows nothing of the network (the engine's
+/// retry, actors::is_transient) can tell whether retrying may help:
+///   failed           -> protocol_error        a setup or protocol error: a port that
+///                                             cannot be bound, unreadable TLS files, a
+///                                             malformed or mismatched message
+///   refused          -> permission_denied     a peer refused us (token, build, dataset)
+///   unreachable      -> connection_refused    cannot connect (transient)
+///   timed_out        -> timed_out             a peer did not answer in time (transient)
+///   connection_lost  -> connection_aborted    a connection broke midway (transient)
+///   lost_on_attempts -> (none)                a task lost on every attempt allowed (a
+///                                             poison sample that takes its workers
+///                                             down): not transient, never retried
+/// The values are stable: they cross processes.
+enum class RemoteErrc {
+  failed = 1,
+  refused = 2,
+  unreachable = 3,
+  timed_out = 4,
+  connection_lost = 5,
+  lost_on_attempts = 6,
+};
+
+const std::error_category& remote_category() noexcept;
+std::error_code make_error_code(RemoteErrc code) noexcept;
+/// The code's name: "failed", "refused", …, "lost_on_attempts".
+std::string_view remote_code_name(RemoteErrc code);
+
+/// A remote setup or exchange that cannot work (a port that cannot be bound, unreadable
+/// TLS files, a refused hello, a malformed message); what() says which and why, code()
+/// what kind (RemoteErrc::failed unless said otherwise).
+class RemoteError : public std::system_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit RemoteError(const std::string& what, RemoteErrc code = RemoteErrc::failed);
+  RemoteError(RemoteErrc code, const std::string& what) : RemoteError(what, code) {}
+  const char* what() const noexcept override { return text_.c_str(); }
+
+ private:
+  std::string text_;
 };
 
 struct Security {
@@ -265,3 +300,6 @@ class RemotePool {
 };
 
 }  // namespace brigade::transport
+
+template <>
+struct std::is_error_code_enum<brigade::transport::RemoteErrc> : std::true_type {};

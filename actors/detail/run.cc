@@ -36,13 +36,13 @@ void RunShared::stop_all() {
   for (const auto& a : actors) caf::anon_send(a, stop_atom::value);
 }
 
-void RunShared::record_failure(FailureRecord record) {
+void RunShared::record_failure(SampleFailure record) {
   std::lock_guard lock(mutex_);
   recent_.push_back(std::move(record));
   if (recent_.size() > kRecentFailures) recent_.pop_front();
 }
 
-std::vector<FailureRecord> RunShared::recent_failures() const {
+std::vector<SampleFailure> RunShared::recent_failures() const {
   std::lock_guard lock(mutex_);
   return {recent_.begin(), recent_.end()};
 }

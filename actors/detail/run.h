@@ -39,7 +39,7 @@ struct Result {
   int retries = 0;
   std::string error;
   std::error_code code;
-  std::vector<FailureRecord> sample_failures;  // TaskContext::fail, outputs go on
+  std::vector<SampleFailure> sample_failures;  // TaskContext::fail, outputs go on
 };
 
 // CAF 0.17 messages must be copyable: each batch travels as one shared vector whose
@@ -133,15 +133,15 @@ class RunShared {
   void add_actor(const caf::actor& actor);
   /// Stops every actor of the run (they drop queued work and quit).
   void stop_all();
-  void record_failure(FailureRecord record);
-  std::vector<FailureRecord> recent_failures() const;
+  void record_failure(SampleFailure record);
+  std::vector<SampleFailure> recent_failures() const;
   /// Ends the run with a PipelineFailure for the consumer, then stops every actor.
   void fail(const std::string& reason);
 
  private:
   mutable std::mutex mutex_;
   std::vector<caf::actor> actors_;
-  std::deque<FailureRecord> recent_;
+  std::deque<SampleFailure> recent_;
 };
 
 // Spawn functions (stage.cc, endpoints.cc).

@@ -79,7 +79,8 @@ struct TaskRunner {
       try {
         outs.clear();
         r.sample_failures.clear();
-        TaskContext context(r.positions, run.task_stop, r.sample_failures);
+        const bool may_retry = attempt < attempts && !run.stopping.load(std::memory_order_relaxed);
+        TaskContext context(r.positions, run.task_stop, r.sample_failures, may_retry);
         spec.fn(task.item.value, outs, attempt < attempts, context);
         r.threw = false;
         r.error.clear();
@@ -109,7 +110,7 @@ struct TaskRunner {
       r.outcome = TaskOutcome::failed;
     } else if (!r.sample_failures.empty()) {
       r.outcome = TaskOutcome::failed;
-      r.error = r.sample_failures.front().message;
+      r.error = r.sample_failures.front().message();
     } else {
       r.outcome = outs.empty() ? TaskOutcome::filtered : TaskOutcome::ok;
     }
@@ -196,7 +197,7 @@ void quit_stage(StagePtr self) {
   self->quit();
 }
 
-void record_failure(StagePtr self, FailureRecord record) {
+void record_failure(StagePtr self, SampleFailure record) {
   auto& st = self->state;
   ++st.failures;
   st.run->total_failures.fetch_add(1, std::memory_order_relaxed);
@@ -263,7 +264,9 @@ void accumulate(StagePtr self, Item&& item) {
     st.held -= 1;
     st.counters->record_task(0, TaskOutcome::failed, 0, 1);
     st.run->commits.commit(item.positions);
-    record_failure(self, FailureRecord{{}, item.positions, e.what(), error_code_of(e)});
+    record_failure(
+        self,
+        SampleFailure{.positions = item.positions, .code = error_code_of(e), .cause = e.what()});
     check_budgets(self);
   }
 }
@@ -280,10 +283,9 @@ void flush_aggregate(StagePtr self) {
     }
     st.counters->record_filtered(static_cast<std::uint64_t>(st.accumulated_count));
   } catch (const std::exception& e) {
-    record_failure(
-        self,
-        FailureRecord{
-            {}, st.accumulated, std::string("aggregate flush: ") + e.what(), error_code_of(e)});
+    record_failure(self, SampleFailure{.positions = st.accumulated,
+                                       .code = error_code_of(e),
+                                       .cause = std::string("aggregate flush: ") + e.what()});
   }
   st.run->commits.commit(st.accumulated);
   if (fixed) st.held -= st.accumulated_count;
@@ -312,11 +314,11 @@ void take_result(StagePtr self, Result&& r) {
   if (r.threw) {
     spdlog::warn("brigade: stage '{}' failed on source position {}: {}", st.spec->options.name,
                  r.positions.empty() ? 0 : r.positions.front(), r.error);
-    record_failure(self, FailureRecord{{}, r.positions, r.error, r.code});
+    record_failure(self, SampleFailure{.positions = r.positions, .code = r.code, .cause = r.error});
   }
   for (auto& f : r.sample_failures) {
     spdlog::warn("brigade: stage '{}' failed on source position {}: {}", st.spec->options.name,
-                 f.positions.front(), f.message);
+                 f.positions.front(), f.message());
     record_failure(self, std::move(f));
   }
   if (r.outputs.empty()) {

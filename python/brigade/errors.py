@@ -37,8 +37,10 @@ class PipelineError(BrigadeError, RuntimeError):
     """The pipeline failed: the failure budget (``max_failures``) was exceeded.
 
     ``causes`` lists the most recent failures (at most 16, oldest first), each a dict
-    with ``stage``, ``id`` and ``path`` (of the sample, or None), ``cause`` (the
-    sample's error without its name), ``message`` and ``code``.
+    of the engine's record: ``stage``, ``id`` and ``path`` (of the sample, or None),
+    ``code`` (the error code's name, e.g. ``"bad_data"``, ``"not_found"``,
+    ``"timed_out"``, ``"lost_on_attempts"``, or None), ``cause`` (the sample's error
+    without its name), ``message`` (``"sample ID (PATH): cause"``) and ``positions``.
     """
 
     def __init__(self, message: str, causes: Optional[List[Dict[str, Any]]] = None) -> None:
@@ -48,12 +50,17 @@ class PipelineError(BrigadeError, RuntimeError):
 
 class DecodeError(PipelineError):
     """A PipelineError whose failures are samples that could not be read or decoded;
-    ``id``, ``path`` and ``cause`` name the last of them."""
+    ``id``, ``path``, ``code`` (the error code's name, e.g. ``"bad_data"``), ``stage``
+    (``"read"``, ``"decode"``, ``"remote_decode"``) and ``cause`` name the last of
+    them."""
 
     def __init__(self, message: str, causes: Optional[List[Dict[str, Any]]] = None,
                  id: Optional[int] = None, path: Optional[str] = None,
-                 cause: Optional[str] = None) -> None:
+                 cause: Optional[str] = None, code: Optional[str] = None,
+                 stage: Optional[str] = None) -> None:
         super().__init__(message, causes)
         self.id = id
         self.path = path
         self.cause = cause
+        self.code = code
+        self.stage = stage

@@ -5,9 +5,11 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "actors/pipeline.h"
 #include "tests/actors/test_util.h"
@@ -40,7 +42,7 @@ TEST(Failure, FailedItemsAreDroppedCountedAndNamed) {
   ASSERT_FALSE(stats.recent_failures.empty());
   const auto& last = stats.recent_failures.back();
   EXPECT_EQ(last.stage, "decode");
-  EXPECT_EQ(last.message, "bad sample " + std::to_string(last.positions.front()));
+  EXPECT_EQ(last.message(), "bad sample " + std::to_string(last.positions.front()));
 }
 
 TEST(Failure, CountBudgetExceededFailsThePipelineOnce) {
@@ -179,7 +181,7 @@ TEST(Failure, OnlyTransientErrorsAreRetried) {
   EXPECT_EQ(p.stats().stages[0].failures, 6u);
   const auto recent = p.stats().recent_failures;
   ASSERT_FALSE(recent.empty());
-  EXPECT_TRUE(std::any_of(recent.begin(), recent.end(), [](const FailureRecord& r) {
+  EXPECT_TRUE(std::any_of(recent.begin(), recent.end(), [](const SampleFailure& r) {
     return r.code == std::errc::illegal_byte_sequence;
   }));
 }
@@ -304,6 +306,119 @@ TEST(Failure, BudgetCountsOverEveryRun) {
         },
         PipelineFailure);
   }
+}
+
+// The record a stage gives fail() reaches the statistics and the consumer's
+// PipelineFailure as fields (stage, positions, id, path, code), and the message names
+// the sample as "sample <id> (<path>): <cause>".
+TEST(Failure, ReportedSampleKeepsItsIdentityEndToEnd) {
+  auto p = PipelineBuilder()
+               .add_source(iota(10))
+               .pipe(
+                   [](int x, TaskContext& task) {
+                     if (x == 3) {
+                       task.fail(task.positions().front(),
+                                 SampleFailure{.id = 103,
+                                               .path = "/data/three.jpg",
+                                               .code = std::make_error_code(std::errc::bad_message),
+                                               .cause = "corrupt"});
+                     }
+                     return x;
+                   },
+                   {.name = "decode"})
+               .add_sink(3)
+               .build({.num_threads = 1, .max_failures = 0, .log_stats_at_end = false});
+  try {
+    for (auto& x : p) (void)x;
+    FAIL() << "no PipelineFailure";
+  } catch (const PipelineFailure& e) {
+    ASSERT_EQ(e.recent().size(), 1u);
+    const auto& r = e.recent().front();
+    EXPECT_EQ(r.stage, "decode");
+    EXPECT_EQ(r.positions, Positions(3));
+    ASSERT_TRUE(r.id.has_value());
+    EXPECT_EQ(*r.id, 103u);
+    EXPECT_EQ(r.path, "/data/three.jpg");
+    EXPECT_EQ(r.code, std::errc::bad_message);
+    EXPECT_EQ(r.cause, "corrupt");
+    EXPECT_EQ(r.message(), "sample 103 (/data/three.jpg): corrupt");
+    EXPECT_NE(
+        std::string(e.what()).find("source position 3: sample 103 (/data/three.jpg): corrupt"),
+        std::string::npos)
+        << e.what();
+  }
+  const auto recent = p.stats().recent_failures;
+  ASSERT_EQ(recent.size(), 1u);
+  EXPECT_EQ(recent[0].id, std::optional<std::uint64_t>(103));
+  EXPECT_EQ(recent[0].path, "/data/three.jpg");
+}
+
+// A failure without an identity (a thrown error) has no id: its message is the cause.
+TEST(Failure, ThrownFailureHasNoSampleIdentity) {
+  auto p = PipelineBuilder()
+               .add_source(iota(3))
+               .pipe(fail_on_multiples_of_ten, {.name = "decode"})
+               .add_sink(3)
+               .build({.num_threads = 1, .log_stats_at_end = false});
+  for (auto& x : p) (void)x;
+  const auto recent = p.stats().recent_failures;
+  ASSERT_EQ(recent.size(), 1u);
+  EXPECT_FALSE(recent[0].id.has_value());
+  EXPECT_EQ(recent[0].message(), "bad sample 0");
+}
+
+// may_retry() is true while the engine would run the task again after a retryable
+// throw, and false on the last attempt: a read can throw a transient error while
+// retries remain and report it as the sample's failure (its item goes on) at the end.
+TEST(Failure, MayRetryIsFalseOnTheLastAttempt) {
+  std::mutex mutex;
+  std::map<int, std::vector<bool>> seen;
+  auto read = [&](int x, TaskContext& task) {
+    {
+      std::lock_guard lock(mutex);
+      seen[x].push_back(task.may_retry());
+    }
+    if (x == 2) {  // always unavailable
+      const auto code = std::make_error_code(std::errc::resource_unavailable_try_again);
+      if (task.may_retry()) throw std::system_error(code, "busy");
+      task.fail(task.positions().front(), SampleFailure{.id = 2, .code = code, .cause = "busy"});
+    }
+    return x;
+  };
+  auto p = PipelineBuilder()
+               .add_source(iota(4))
+               .pipe(read, {.executor = Executor::io,
+                            .name = "read",
+                            .retry = {.attempts = 3, .backoff = std::chrono::milliseconds(0)}})
+               .add_sink(3)
+               .build({.num_threads = 1, .log_stats_at_end = false});
+  std::vector<int> delivered;
+  for (auto& x : p) delivered.push_back(x);
+  EXPECT_EQ(delivered, (std::vector<int>{0, 1, 2, 3}));  // the failed one's item goes on
+  EXPECT_EQ(seen[0], (std::vector<bool>{true}));
+  EXPECT_EQ(seen[2], (std::vector<bool>{true, true, false}));
+  const auto stats = p.stats();
+  EXPECT_EQ(stats.stages[0].retries, 2u);
+  EXPECT_EQ(stats.stages[0].failures, 1u);
+  ASSERT_EQ(stats.recent_failures.size(), 1u);
+  EXPECT_EQ(stats.recent_failures[0].code, std::errc::resource_unavailable_try_again);
+}
+
+// Without a retry policy there is no second attempt to announce.
+TEST(Failure, MayRetryIsFalseWithoutARetryPolicy) {
+  std::atomic<int> retryable{0};
+  auto p = PipelineBuilder()
+               .add_source(iota(5))
+               .pipe(
+                   [&](int x, TaskContext& task) {
+                     retryable += task.may_retry() ? 1 : 0;
+                     return x;
+                   },
+                   {.executor = Executor::io})
+               .add_sink(3)
+               .build({.num_threads = 1, .log_stats_at_end = false});
+  for (auto& x : p) (void)x;
+  EXPECT_EQ(retryable.load(), 0);
 }
 
 TEST(Failure, SourceExceptionFailsThePipelineWithPosition) {

@@ -9,9 +9,13 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <random>
 
+#include "media/errors.h"
 #include "media/image.h"
+#include "media/source.h"
 #include "media/synthetic.h"
 #include "media/transform.h"
 
@@ -165,6 +169,75 @@ TEST_P(Job, ABatchWhoseEverySampleFailedIsDeliveredEmpty) {
     EXPECT_EQ(job.counts().batches, 11u);
     EXPECT_EQ(job.counts().failed, 1u);
   }
+}
+
+// The read stage retries a transient read error (EAGAIN, a timed-out read: media's
+// `unavailable`) with backoff, up to kReadAttempts reads, then fails the sample with
+// that code; a missing file and a corrupt one are read once. Faults are injected
+// through JobOptions::read_file (the job's reader seam).
+TEST_P(Job, TheReadStageRetriesATransientErrorAndNotAMissingOrCorruptFile) {
+  const auto [layout, order] = GetParam();
+  const auto dataset = list_folder(root_.string(), MediaKind::image);
+  RunConfig c;
+  c.batch_size = 4;
+  c.threads = 2;
+  c.layout = layout;
+  c.order = order;
+  c.shuffle = false;
+  std::mutex mutex;
+  std::map<std::string, int> reads;
+  const auto& files = dataset.files;
+  JobOptions options;
+  options.read_file = [&](const std::string& path) {
+    int n = 0;
+    {
+      std::lock_guard lock(mutex);
+      n = ++reads[path];
+    }
+    if ((path == files[1] && n <= 2) || path == files[2]) {
+      throw media::MediaError(media::ErrorCode::unavailable, path, "read timed out");
+    }
+    if (path == files[6]) throw media::MediaError(media::ErrorCode::not_found, path, "gone");
+    return media::read_file(path);
+  };
+  launch::Job job(resolved(c), dataset, std::move(options));
+  job.begin_epoch();
+  std::vector<std::uint64_t> delivered, failed;
+  for (const auto& b : drain(job)) {
+    delivered.insert(delivered.end(), b.ids.begin(), b.ids.end());
+    failed.insert(failed.end(), b.failed.begin(), b.failed.end());
+  }
+  std::sort(delivered.begin(), delivered.end());
+  std::sort(failed.begin(), failed.end());
+  EXPECT_EQ(delivered, (std::vector<std::uint64_t>{0, 1, 3, 5, 7, 8, 9, 10}));
+  EXPECT_EQ(failed, (std::vector<std::uint64_t>{2, 4, 6}));
+  EXPECT_EQ(reads[files[1]], 3);              // two transient errors, then read
+  EXPECT_EQ(reads[files[2]], kReadAttempts);  // transient every time: bounded
+  EXPECT_EQ(reads[files[6]], 1);              // missing: not retried
+  EXPECT_EQ(reads[files[4]], 1);              // corrupt: read once, fails in decode
+  EXPECT_EQ(reads[files[0]], 1);
+  const auto stats = job.stats();
+  const auto read = std::find_if(stats.stages.begin(), stats.stages.end(),
+                                 [](const actors::StageStats& s) { return s.name == "read"; });
+  ASSERT_NE(read, stats.stages.end());
+  EXPECT_EQ(read->retries, static_cast<std::uint64_t>(2 + kReadAttempts - 1));
+  EXPECT_EQ(read->failures, 2u);
+  // Each failure is the engine's record, with its stage, sample and code.
+  std::map<std::uint64_t, actors::SampleFailure> records;
+  for (const auto& r : stats.recent_failures) {
+    ASSERT_TRUE(r.id.has_value()) << r.message();
+    records[*r.id] = r;
+  }
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[2].stage, "read");
+  EXPECT_EQ(records[2].code, media::ErrorCode::unavailable);
+  EXPECT_EQ(records[2].path, files[2]);
+  EXPECT_EQ(records[2].message(), "sample 2 (" + files[2] + "): read timed out [unavailable]");
+  EXPECT_EQ(records[6].stage, "read");
+  EXPECT_EQ(records[6].code, media::ErrorCode::not_found);
+  EXPECT_EQ(records[4].stage, "decode");
+  EXPECT_EQ(records[4].code, media::ErrorCode::bad_data);
+  EXPECT_EQ(records[4].path, files[4]);
 }
 
 // A consumer that leaves an epoch early: the next begin runs the next epoch; without an

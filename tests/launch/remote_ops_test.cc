@@ -10,6 +10,8 @@
 #include <fstream>
 #include <random>
 
+#include "actors/errors.h"
+#include "media/errors.h"
 #include "media/image.h"
 #include "media/synthetic.h"
 #include "media/video.h"
@@ -80,8 +82,10 @@ void expect_same(const DecodedBatch& a, const DecodedBatch& b) {
   for (std::size_t i = 0; i < a.failures.size(); ++i) {
     EXPECT_EQ(a.failures[i].index, b.failures[i].index);
     EXPECT_EQ(a.failures[i].id, b.failures[i].id);
-    EXPECT_EQ(a.failures[i].message, b.failures[i].message);
+    EXPECT_EQ(a.failures[i].message(), b.failures[i].message());
     EXPECT_EQ(a.failures[i].code, b.failures[i].code);  // the typed code crossed the wire
+    EXPECT_EQ(a.failures[i].path, b.failures[i].path);  // and the record's fields
+    EXPECT_EQ(a.failures[i].cause, b.failures[i].cause);
   }
 }
 
@@ -103,7 +107,15 @@ TEST_F(RemoteOps, ARemoteBatchIsByteIdenticalToALocalOne) {
     expect_same(*remote, local(spec));
     EXPECT_EQ(remote->ids.size(), 6u);
     ASSERT_EQ(remote->failures.size(), 2u);
-    EXPECT_NE(remote->failures[1].message.find("sample 7 ("), std::string::npos);
+    EXPECT_NE(remote->failures[1].message().find("sample 7 ("), std::string::npos);
+    // The failed samples' records as fields, from the worker: id, path, code, cause.
+    const auto& corrupt = remote->failures[0];
+    EXPECT_EQ(corrupt.id, std::optional<std::uint64_t>(6));
+    EXPECT_EQ(corrupt.path, samples_[6].path);
+    EXPECT_EQ(corrupt.code, media::ErrorCode::bad_data);
+    EXPECT_EQ(error_code_name(corrupt.code), "bad_data");
+    EXPECT_EQ(corrupt.message(), "sample 6 (" + samples_[6].path + "): " + corrupt.cause);
+    EXPECT_EQ(remote->failures[1].code, media::ErrorCode::not_found);
     EXPECT_EQ(figures.attempts_lost, 0u);
     EXPECT_EQ(figures.decoded_locally, 0u);
   }
@@ -138,7 +150,7 @@ TEST_F(RemoteOps, TrainClipsAreTheDocumentedFramesAndCropHereAndOnAWorker) {
     return decode_batch(s, copy, {});
   };
   const auto here = decode_here(spec);
-  ASSERT_TRUE(here.failures.empty()) << here.failures[0].message;
+  ASSERT_TRUE(here.failures.empty()) << here.failures[0].message();
   ASSERT_EQ(here.data.shape(), (std::vector<std::int64_t>{3, 8, 64, 64, 3}));
   const auto t = transform_options(spec);
   for (std::size_t i = 0; i < clips.size(); ++i) {
@@ -234,8 +246,9 @@ TEST_F(RemoteOps, AResultThatDoesNotMatchItsTaskIsNeverUsed) {
   EXPECT_TRUE(r->ids.empty());
   ASSERT_EQ(r->failures.size(), samples_.size());
   for (const auto& f : r->failures) {
-    EXPECT_NE(f.message.find("lost on 2 attempts"), std::string::npos) << f.message;
-    EXPECT_NE(f.message.find("does not match its task"), std::string::npos) << f.message;
+    EXPECT_NE(f.message().find("lost on 2 attempts"), std::string::npos) << f.message();
+    EXPECT_NE(f.message().find("does not match its task"), std::string::npos) << f.message();
+    EXPECT_EQ(f.code, transport::RemoteErrc::lost_on_attempts);
   }
   EXPECT_EQ(figures.attempts_lost, 1u + samples_.size());  // the batch, then each sample
 }
@@ -341,9 +354,14 @@ TEST_F(RemoteOps, APoisonSampleIsFailedAfterMaxAttemptsAndTheOthersDelivered) {
   EXPECT_EQ(batch->ids, (std::vector<std::uint64_t>{0, 1, 2, 4, 5}));
   ASSERT_EQ(batch->failures.size(), 3u);
   EXPECT_EQ(batch->failures[0].id, 3u);
-  EXPECT_NE(batch->failures[0].message.find("sample 3 ("), std::string::npos);
-  EXPECT_NE(batch->failures[0].message.find("lost on 2 attempts"), std::string::npos);
-  EXPECT_NE(batch->failures[0].message.find("deadline"), std::string::npos);
+  EXPECT_NE(batch->failures[0].message().find("sample 3 ("), std::string::npos);
+  EXPECT_NE(batch->failures[0].message().find("lost on 2 attempts"), std::string::npos);
+  EXPECT_NE(batch->failures[0].message().find("deadline"), std::string::npos);
+  // The poison sample has its own code, one that no retry takes for transient.
+  EXPECT_EQ(batch->failures[0].code, transport::RemoteErrc::lost_on_attempts);
+  EXPECT_EQ(error_code_name(batch->failures[0].code), "lost_on_attempts");
+  EXPECT_FALSE(actors::is_transient(batch->failures[0].code));
+  EXPECT_EQ(batch->failures[0].path, samples_[3].path);
   EXPECT_EQ(figures.attempts_lost, 2u);
   EXPECT_EQ(pool.live_workers(), 1u);  // the worker keeps serving
 }

@@ -129,6 +129,9 @@ def test_failed_samples_are_listed_within_the_budget(images_with_corrupt):
     assert stats["counts"]["failed"] == 1
     assert stats["recent_failures"][0]["path"] == corrupt
     assert stats["recent_failures"][0]["id"] == 5
+    assert stats["recent_failures"][0]["code"] == "bad_data"
+    assert stats["recent_failures"][0]["stage"] == "decode"
+    assert stats["recent_failures"][0]["message"].startswith(f"sample 5 ({corrupt}): ")
 
 
 def test_budget_exceeded_raises_decode_error_naming_the_sample(images_with_corrupt):
@@ -138,11 +141,29 @@ def test_budget_exceeded_raises_decode_error_naming_the_sample(images_with_corru
         list(loader)
     assert e.value.id == 5 and e.value.path == corrupt
     assert e.value.cause and corrupt not in e.value.cause
+    # The engine's record as fields: the code's name and the stage, no text parsed.
+    assert e.value.code == "bad_data" and e.value.stage == "decode"
+    assert e.value.causes[0]["code"] == "bad_data"
+    assert e.value.causes[0]["message"] == f"sample 5 ({corrupt}): {e.value.cause}"
     assert isinstance(e.value, brigade.PipelineError)
     assert [c["id"] for c in e.value.causes] == [5]
     assert e.value.causes[0]["stage"] in ("read", "decode")
     # As `brigade run` writes its checkpoint after a failure, the state is still there.
     assert loader.state_dict()["checkpoint"]
+
+
+def test_a_missing_file_fails_in_the_read_stage_once_with_its_code(tmp_path):
+    # A file listed, then gone: the read fails with not_found, read once (not a
+    # transient error: the read stage's retry leaves it alone).
+    paths = brigade.write_synthetic_images(str(tmp_path), 6, width=32, height=24, seed=4)
+    loader = make_loader(str(tmp_path), batch_size=3, shuffle=False, max_failures=0)
+    os.remove(paths[2])
+    with pytest.raises(brigade.DecodeError) as e:
+        list(loader)
+    assert (e.value.id, e.value.path) == (2, paths[2])
+    assert e.value.code == "not_found" and e.value.stage == "read"
+    read = next(s for s in loader.stats()["stages"] if s["name"] == "read")
+    assert read["retries"] == 0
 
 
 def test_stop_from_another_thread_ends_the_iteration_and_a_resume_continues(images):

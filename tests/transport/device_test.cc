@@ -2,10 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <optional>
 #include <set>
 
+#include "actors/errors.h"
+#include "actors/pipeline.h"
+#include "actors/task.h"
 #include "transport/detail/device_scope.h"
 
 namespace brigade::transport {
@@ -97,6 +101,61 @@ TEST(Device, ErrorsCarryLibraryCodeCallAndDevice) {
   EXPECT_EQ(e.call(), "cudaMalloc");
   EXPECT_EQ(e.device().index, 1);
   EXPECT_FALSE(e.transient());
+  EXPECT_EQ(e.error_code(), DeviceErrc::failed);
+}
+
+// One notion of "transient": DeviceError's std::error_code, which the engine's
+// actors::is_transient reads as it reads any other error's.
+TEST(Device, ErrorCodesSayWhetherRetryingHelps) {
+  const DeviceError lost("NCCL", "ncclRemoteError", "ncclBroadcast", {DeviceKind::cuda, 0},
+                         "peer gone", DeviceErrc::peer_lost);
+  EXPECT_TRUE(lost.transient());
+  EXPECT_TRUE(actors::is_transient(actors::error_code_of(lost)));
+  EXPECT_EQ(lost.error_code(), std::errc::connection_aborted);  // its generic condition
+  EXPECT_STREQ(lost.what(), "NCCL error ncclRemoteError (peer gone) in ncclBroadcast on cuda:0");
+  const DeviceError former("NCCL", "ncclSystemError", "ncclBroadcast", {DeviceKind::cuda, 0},
+                           "socket", true);  // the former bool form
+  EXPECT_EQ(former.error_code(), DeviceErrc::peer_lost);
+  for (const auto kind : {DeviceErrc::failed, DeviceErrc::unsupported}) {
+    const DeviceError e("CUDA", "x", "y", {DeviceKind::cuda, 0}, "z", kind);
+    EXPECT_FALSE(e.transient());
+    EXPECT_FALSE(actors::is_transient(actors::error_code_of(e)));
+  }
+  EXPECT_EQ(device_code_name(DeviceErrc::peer_lost), "peer_lost");
+}
+
+// The engine's retry sees a transient DeviceError: an io stage runs it again; a
+// CUDA error (not transient) fails its item at once.
+TEST(Device, TheEngineRetriesOnlyATransientDeviceError) {
+  std::atomic<int> calls{0};
+  auto p = actors::PipelineBuilder()
+               .add_source(std::vector<int>{0, 1})
+               .pipe(
+                   [&](int s) {
+                     const bool first = calls.fetch_add(1) < 2;
+                     if (s == 0 && first) {
+                       throw DeviceError("NCCL", "ncclRemoteError", "ncclSend",
+                                         {DeviceKind::cuda, 0}, "peer gone", DeviceErrc::peer_lost);
+                     }
+                     if (s == 1) {
+                       throw DeviceError("CUDA", "cudaErrorIllegalAddress", "cudaMemcpyAsync",
+                                         {DeviceKind::cuda, 0}, "illegal address");
+                     }
+                     return s;
+                   },
+                   {.output_order = actors::Order::completion,
+                    .executor = actors::Executor::io,
+                    .retry = {.attempts = 3}})
+               .add_sink(2)
+               .build({.num_threads = 1, .log_stats_at_end = false});
+  std::vector<int> out;
+  for (auto x : p) out.push_back(x);
+  EXPECT_EQ(out, (std::vector<int>{0}));
+  const auto stats = p.stats();
+  EXPECT_EQ(stats.stages[0].failures, 1u);
+  ASSERT_EQ(stats.recent_failures.size(), 1u);
+  EXPECT_EQ(stats.recent_failures[0].code, DeviceErrc::failed);
+  EXPECT_EQ(stats.stages[0].retries, 2u);  // item 0 twice; item 1 never
 }
 
 TEST(Device, OpensTheCpuDevice) {
@@ -123,6 +182,7 @@ TEST(Device, CudaWithoutAGpuIsATypedErrorSayingWhy) {
   } catch (const DeviceError& e) {
     EXPECT_EQ(e.device(), (DeviceSpec{DeviceKind::cuda, 0}));
     EXPECT_NE(std::string(e.what()).find(available.reason), std::string::npos) << e.what();
+    EXPECT_EQ(e.error_code(), DeviceErrc::unsupported);
     if (!built_with_cuda()) {
       EXPECT_EQ(e.code(), "no-cuda");
       EXPECT_NE(std::string(e.what()).find("this build has no CUDA"), std::string::npos);

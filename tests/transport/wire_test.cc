@@ -7,6 +7,8 @@
 #include <functional>
 #include <random>
 
+#include "actors/errors.h"
+#include "actors/task.h"
 #include "transport/detail/wire_messages.h"
 #include "transport/remote.capnp.h"
 
@@ -147,6 +149,8 @@ TEST(Wire, DecodeTasksAndResultsSurviveMutations) {
   failures[0].setIndex(3);
   failures[0].setId(3);
   failures[0].setMessage("sample 3 (x): corrupt");
+  failures[0].setPath("x");
+  failures[0].setCause("corrupt");
   const auto result = to_bytes(message);
   std::shared_ptr<void> keep;
   const auto f = read_decode_result(result, keep);
@@ -155,6 +159,8 @@ TEST(Wire, DecodeTasksAndResultsSurviveMutations) {
   EXPECT_EQ(f.data[143], 143);
   ASSERT_EQ(f.failures.size(), 1u);
   EXPECT_EQ(f.failures[0].message, "sample 3 (x): corrupt");
+  EXPECT_EQ(f.failures[0].path, "x");
+  EXPECT_EQ(f.failures[0].cause, "corrupt");
   EXPECT_GT(fuzz(
                 result,
                 [](auto b) {
@@ -185,6 +191,28 @@ TEST(Wire, EmptyAndHugeClaimsAreRejected) {
   std::vector<char> claim(16, 0);
   claim[4] = claim[5] = claim[6] = claim[7] = '\xff';
   EXPECT_THROW(read_hello(claim), RemoteError);
+}
+
+// RemoteError carries a std::error_code that says whether retrying may help, read by
+// the engine's actors::is_transient like any other error's; its what() is the text alone.
+TEST(RemoteError, CodesSayWhetherRetryingHelps) {
+  const RemoteError plain("a task of unknown kind");
+  EXPECT_STREQ(plain.what(), "a task of unknown kind");
+  EXPECT_EQ(plain.code(), RemoteErrc::failed);
+  EXPECT_EQ(plain.code(), std::errc::protocol_error);
+  EXPECT_FALSE(actors::is_transient(actors::error_code_of(plain)));
+  for (const auto code :
+       {RemoteErrc::unreachable, RemoteErrc::timed_out, RemoteErrc::connection_lost}) {
+    EXPECT_TRUE(actors::is_transient(actors::error_code_of(RemoteError(code, "x"))))
+        << remote_code_name(code);
+  }
+  // A sample lost on every attempt allowed (a poison file) is not retried.
+  for (const auto code : {RemoteErrc::failed, RemoteErrc::refused, RemoteErrc::lost_on_attempts}) {
+    EXPECT_FALSE(actors::is_transient(make_error_code(code))) << remote_code_name(code);
+  }
+  EXPECT_NE(make_error_code(RemoteErrc::lost_on_attempts), std::errc::connection_aborted);
+  EXPECT_EQ(remote_code_name(RemoteErrc::lost_on_attempts), "lost_on_attempts");
+  EXPECT_STREQ(remote_category().name(), "brigade.remote");
 }
 
 }  // namespace

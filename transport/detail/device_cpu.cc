@@ -18,7 +18,8 @@ void CpuFaultState::check(const char* call) const {
   try {
     std::rethrow_exception(sticky);
   } catch (const DeviceError& e) {
-    throw DeviceError(e.library(), e.code(), call, e.device(), e.message());
+    throw DeviceError(e.library(), e.code(), call, e.device(), e.message(),
+                      static_cast<DeviceErrc>(e.error_code().value()));
   }
 }
 

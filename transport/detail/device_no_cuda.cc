@@ -9,7 +9,8 @@ constexpr const char* kNoCuda =
     "this build has no CUDA (rebuild where CMake finds the CUDA toolkit, with -DBRIGADE_CUDA=ON)";
 
 [[noreturn]] void no_cuda(const char* call, int index = 0) {
-  throw DeviceError("device", "no-cuda", call, {DeviceKind::cuda, index}, kNoCuda);
+  throw DeviceError("device", "no-cuda", call, {DeviceKind::cuda, index}, kNoCuda,
+                    DeviceErrc::unsupported);
 }
 
 }  // namespace

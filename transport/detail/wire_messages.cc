@@ -211,7 +211,8 @@ DecodeResultFields read_decode_result(std::span<const char> bytes, std::shared_p
       throw RemoteError("malformed message: too many failures");
     for (auto x : r.getFailures()) {
       f.failures.push_back({x.getIndex(), x.getId(), text(x.getMessage(), "message"),
-                            text(x.getCategory(), "category"), x.getCode()});
+                            text(x.getCategory(), "category"), x.getCode(),
+                            text(x.getPath(), "path"), text(x.getCause(), "cause")});
     }
     return f;
   });

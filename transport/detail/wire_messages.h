@@ -81,6 +81,7 @@ struct DecodeResultFields {
     std::uint64_t id = 0;
     std::string message, category;
     std::int32_t code = 0;
+    std::string path, cause;  // empty from a peer that does not send them
   };
   std::vector<Failure> failures;
 };

@@ -194,7 +194,7 @@ std::shared_ptr<Device> open_cuda_device(int index) {
   const auto available = cuda_probe();
   if (available.devices == 0) {
     throw DeviceError("CUDA", "no-device", "cudaGetDeviceCount", {DeviceKind::cuda, index},
-                      available.reason);
+                      available.reason, DeviceErrc::unsupported);
   }
   if (index >= available.devices) {
     throw DeviceError("CUDA", "cudaErrorInvalidDevice", "open_device", {DeviceKind::cuda, index},

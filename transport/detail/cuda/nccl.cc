@@ -90,7 +90,8 @@ NcclApi load_nccl() {
 
 const NcclApi& nccl(DeviceSpec device, const char* call) {
   static const NcclApi api = load_nccl();
-  if (!api.failure.empty()) throw DeviceError("NCCL", "not-loaded", call, device, api.failure);
+  if (!api.failure.empty())
+    throw DeviceError("NCCL", "not-loaded", call, device, api.failure, DeviceErrc::unsupported);
   return api;
 }
 
@@ -127,8 +128,9 @@ const char* result_name(ncclResult_t r) {
     message += ": ";
     message += last;
   }
-  throw DeviceError("NCCL", result_name(r), call, device, message,
-                    r == ncclRemoteError || r == ncclSystemError);
+  throw DeviceError(
+      "NCCL", result_name(r), call, device, message,
+      r == ncclRemoteError || r == ncclSystemError ? DeviceErrc::peer_lost : DeviceErrc::failed);
 }
 
 class NcclCollective final : public Collective {
@@ -145,7 +147,8 @@ class NcclCollective final : public Collective {
     if (id.nccl_version != 0 && static_cast<std::uint32_t>(version) != id.nccl_version) {
       throw DeviceError("NCCL", "version-mismatch", "ncclCommInitRankConfig", spec_,
                         "the group was created with NCCL " + std::to_string(id.nccl_version) +
-                            ", this process has " + std::to_string(version));
+                            ", this process has " + std::to_string(version),
+                        DeviceErrc::unsupported);
     }
     ncclUniqueId unique;
     static_assert(sizeof(unique.internal) == sizeof(id.unique_id));

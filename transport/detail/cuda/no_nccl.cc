@@ -7,7 +7,8 @@ namespace {
 
 [[noreturn]] void no_nccl(const char* call) {
   throw DeviceError("device", "no-nccl", call, {DeviceKind::cuda, 0},
-                    "this build has no NCCL (nccl.h was not found under the CUDA toolkit)");
+                    "this build has no NCCL (nccl.h was not found under the CUDA toolkit)",
+                    DeviceErrc::unsupported);
 }
 
 }  // namespace
