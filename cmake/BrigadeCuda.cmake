@@ -5,7 +5,7 @@
 #
 # Sets BRIGADE_HAS_CUDA and BRIGADE_HAS_NCCL. The CUDA runtime is linked statically
 # (CUDA::cudart_static), so binaries need only the driver; NCCL is loaded at first use
-# (transport/detail/cuda/nccl.cc) and is found here only for its header and, as the
+# (transport/device/detail/cuda/nccl.cc) and is found here only for its header and, as the
 # last place to look at run time, its build-time path.
 option(BRIGADE_CUDA "Build the CUDA device (copy stage, normalize kernel, NCCL) when the toolkit is found" ON)
 set(BRIGADE_HAS_CUDA OFF)
