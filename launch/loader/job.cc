@@ -83,26 +83,21 @@ JobBatch decode_task(const DecodeSpec& spec, std::vector<EncodedSample> samples,
   return out;
 }
 
-transport::Layout to_transport(Layout layout) {
-  return layout == Layout::nchw ? transport::Layout::nchw : transport::Layout::nhwc;
-}
-
 // The copy stage of a job with a device: torchvision's ImageNet mean and standard
 // deviation on x / 255 when normalizing.
 // Remote decode tasks in flight at once (the remote stage's concurrency).
 int remote_tasks(const RunConfig& c) { return c.remote_inflight > 0 ? c.remote_inflight : 16; }
 
 transport::CopyOptions copy_options(const RunConfig& c) {
-  transport::CopyOptions copy{
-      .device_buffers = kDeviceBatches,
-      .layout = to_transport(c.normalize == "none" ? c.layout : Layout::nhwc)};
+  transport::CopyOptions copy{.device_buffers = kDeviceBatches,
+                              .layout = c.normalize == "none" ? c.layout : Layout::nhwc};
   if (c.normalize == "imagenet") {
     copy.normalize = transport::NormalizeOptions{
         .mean = {c.normalize_mean[0], c.normalize_mean[1], c.normalize_mean[2]},
         .stddev = {c.normalize_std[0], c.normalize_std[1], c.normalize_std[2]},
         .scale = 1.0f / 255.0f,
         .dtype = c.normalize_dtype == "float16" ? media::DType::float16 : media::DType::float32,
-        .layout = to_transport(c.layout)};
+        .layout = c.layout};
   }
   return copy;
 }

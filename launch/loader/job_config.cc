@@ -7,6 +7,5 @@ bool hosts_directory(const RunConfig& config) {
 }
 
 std::string_view to_string(MediaKind kind) { return kind == MediaKind::video ? "video" : "image"; }
-std::string_view to_string(Layout layout) { return layout == Layout::nchw ? "nchw" : "nhwc"; }
 
 }  // namespace brigade::launch

@@ -17,12 +17,13 @@
 
 #include "actors/options.h"
 #include "actors/sampler.h"
+#include "media/tensor.h"
 #include "transport/remote/endpoint.h"
 
 namespace brigade::launch {
 
 enum class MediaKind { image, video };
-enum class Layout { nhwc, nchw };
+using media::Layout;  // media/tensor.h: the one layout type
 
 /// The largest batch_size accepted. A batch's memory is allocated for the samples it
 /// really holds (never more than exist), so a large value on a small dataset works;
@@ -154,6 +155,5 @@ struct RunConfig {
 bool hosts_directory(const RunConfig& config);
 
 std::string_view to_string(MediaKind kind);
-std::string_view to_string(Layout layout);
 
 }  // namespace brigade::launch

@@ -30,8 +30,6 @@ std::string to_string(const DeviceSpec& spec) {
   return "cuda:" + std::to_string(spec.index);
 }
 
-std::string_view to_string(Layout layout) { return layout == Layout::nhwc ? "nhwc" : "nchw"; }
-
 bool built_with_cuda() { return detail::cuda_compiled(); }
 bool built_with_nccl() { return detail::nccl_compiled(); }
 CudaAvailability cuda_availability() { return detail::cuda_probe(); }

@@ -37,6 +37,9 @@
 #include <string>
 #include <string_view>
 
+#include "media/normalize.h"
+#include "media/tensor.h"
+
 namespace brigade::transport {
 
 enum class DeviceKind : std::uint8_t { cpu, cuda };
@@ -108,14 +111,12 @@ class Event {
   virtual void wait() const = 0;
 };
 
-/// Memory layout of image batches: [..., H, W, C] or [..., C, H, W].
-enum class Layout : std::uint8_t { nhwc, nchw };
-std::string_view to_string(Layout layout);
+using media::Layout;  // media/tensor.h
 
 /// A cudaStream_t, or nullptr for the legacy default stream. See EXTERNAL STREAMS.
 using ExternalStream = void*;
 
-struct NormalizeJob;  // transport/device/device_normalize.h
+using media::NormalizeJob;  // media/normalize.h
 
 /// One device and its queue. Obtain with open_device(); see the header comment.
 class Device {

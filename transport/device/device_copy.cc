@@ -151,7 +151,7 @@ DeviceBatch CopyStage::operator()(const media::Tensor& host, std::stop_token sto
     if (host.dtype() != media::DType::uint8 || layout != Layout::nhwc) {
       throw std::invalid_argument("copy to device: normalize takes uint8 NHWC batches, got " +
                                   std::string(media::dtype_name(host.dtype())) + " " +
-                                  std::string(to_string(layout)));
+                                  std::string(media::layout_name(layout)));
     }
     job = make_normalize_job(*norm, shape);
     shape = normalized_shape(*norm, shape);

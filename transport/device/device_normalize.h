@@ -1,70 +1,24 @@
 #pragma once
 // Device-side normalize: uint8 images → float32 or float16, per-channel mean and
-// standard deviation, optionally moving channels in front of rows (NHWC → NCHW).
-// It runs on the device's queue right after the copy, so the link carries uint8
-// (4× fewer bytes than float32).
-//
-// ARITHMETIC (the contract the CUDA kernel and the CPU reference share, bit for bit):
-//   a[c] = scale / stddev[c],  b[c] = -mean[c] / stddev[c]      (float32, on the host)
-//   y    = fma(x, a[c], b[c])                                   (float32, one rounding)
-//   out  = y, or y rounded to float16 (round to nearest, ties to even; overflow → ±inf)
-// so out = (x · scale − mean[c]) / stddev[c] up to float32 rounding. `mean` and
-// `stddev` are in the units of x · scale: torchvision's ImageNet values (0.485, …) with
-// scale = 1/255, or pixel values (123.675, …) with scale = 1.
-//
-// SHAPES. The input is uint8 [..., H, W, C] (any leading dimensions: [N, H, W, C]
-// images, [N, T, H, W, C] clips), C = mean.size() ≤ kMaxNormalizeChannels. The output
-// keeps the leading dimensions and is [..., C, H, W] (Layout::nchw) or [..., H, W, C].
+// standard deviation, optionally moving channels in front of rows (NHWC → NCHW). It runs
+// on the device's queue right after the copy, so the link carries uint8 (4× fewer bytes
+// than float32). The options, the job, its ARITHMETIC and SHAPES are media/normalize.h's
+// (the one CPU reference, which the CPU device runs); the CUDA kernel keeps that
+// arithmetic bit for bit (detail/cuda/normalize_kernel.h).
 
-#include <cstdint>
-#include <vector>
-
-#include "media/tensor.h"
+#include "media/normalize.h"
 #include "transport/device/device.h"
 
 namespace brigade::transport {
 
-inline constexpr int kMaxNormalizeChannels = 8;
-
-/// What a job asks for (see the header comment).
-struct NormalizeOptions {
-  std::vector<float> mean{};    // one per channel
-  std::vector<float> stddev{};  // one per channel, each > 0 and finite
-  float scale = 1.0f;           // x is multiplied by scale before mean and stddev apply
-  media::DType dtype = media::DType::float32;  // float32 or float16
-  Layout layout = Layout::nchw;                // of the output
-};
-
-/// One queued normalize: what Device::normalize receives. Plain data, no ownership.
-struct NormalizeJob {
-  const std::uint8_t* src = nullptr;  // [images, height, width, channels] uint8
-  void* dst = nullptr;                // float32 or float16, per `half` and `layout`
-  std::int64_t images = 0;            // product of the leading dimensions
-  std::int64_t height = 0;
-  std::int64_t width = 0;
-  std::int64_t channels = 0;
-  bool half = false;  // float16 output
-  Layout layout = Layout::nchw;
-  float a[kMaxNormalizeChannels] = {};  // scale / stddev
-  float b[kMaxNormalizeChannels] = {};  // -mean / stddev
-};
-
-/// Checks `options` against an input of `shape` (uint8, [..., H, W, C]) and returns
-/// the job without src/dst. Throws std::invalid_argument naming what is wrong.
-NormalizeJob make_normalize_job(const NormalizeOptions& options,
-                                const std::vector<std::int64_t>& shape);
-/// The output shape for an input of `shape` (validated as above).
-std::vector<std::int64_t> normalized_shape(const NormalizeOptions& options,
-                                           const std::vector<std::int64_t>& shape);
-/// Output bytes of a job.
-std::size_t normalized_bytes(const NormalizeJob& job);
-
-/// The CPU reference: runs `job` on host memory (the CPU device uses it).
-void normalize_reference(const NormalizeJob& job);
-
-/// float32 → float16 bits, round to nearest even (the CUDA __float2half_rn rule);
-/// and back, exactly.
-std::uint16_t float_to_half(float value);
-float half_to_float(std::uint16_t bits);
+using media::float_to_half;
+using media::half_to_float;
+using media::kMaxNormalizeChannels;
+using media::make_normalize_job;
+using media::normalize_reference;
+using media::normalized_bytes;
+using media::normalized_shape;
+using media::NormalizeJob;
+using media::NormalizeOptions;
 
 }  // namespace brigade::transport

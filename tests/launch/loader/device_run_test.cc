@@ -104,6 +104,29 @@ TEST_F(DeviceRun, NormalizesOnTheDevice) {
   }
 }
 
+// One CPU normalize (media/normalize.h): the decode stage normalizing on the host
+// (`normalize` without a device) and the CPU device's normalize give the same bits, in
+// both layouts, with ImageNet's and other statistics.
+TEST_F(DeviceRun, HostAndCpuDeviceNormalizeAreBitIdentical) {
+  for (auto layout : {Layout::nhwc, Layout::nchw}) {
+    for (const bool imagenet : {true, false}) {
+      auto host = config("", "imagenet");
+      auto device = config("cpu", "imagenet");
+      for (auto* c : {&host, &device}) {
+        c->layout = layout;
+        if (!imagenet) {
+          c->normalize_mean = {0.3f, 0.7f, 0.11f};
+          c->normalize_std = {0.17f, 0.31f, 0.07f};
+        }
+      }
+      const auto on_host = run(host);
+      const auto on_device = run(device);
+      ASSERT_EQ(on_host.size(), 4u);
+      EXPECT_TRUE(on_host == on_device) << media::layout_name(layout) << " imagenet " << imagenet;
+    }
+  }
+}
+
 // A consumer (the Python Loader's batches) may keep device batches after the job that
 // made them is gone, mid-epoch: their memory stays valid and is freed when they are.
 TEST_F(DeviceRun, DeviceBatchesOutliveTheirJobStoppedMidEpoch) {

@@ -199,8 +199,8 @@ TEST_F(Gpu, NormalizeKernelMatchesTheCpuReferenceBitForBit) {
         auto batch = stage(t);
         EXPECT_EQ(batch.shape(), normalized_shape(o, c.shape));
         EXPECT_TRUE(read_back(batch) == expected)
-            << media::dtype_name(dtype) << " " << to_string(layout) << " " << c.shape.size()
-            << "-d";
+            << media::dtype_name(dtype) << " " << media::layout_name(layout) << " "
+            << c.shape.size() << "-d";
       }
     }
   }

@@ -152,7 +152,7 @@ TEST(Normalize, CpuDeviceMatchesTheReferenceBitForBit) {
       std::vector<std::uint8_t> got(out_bytes);
       device->copy_to_host(got.data(), dst.get(), out_bytes);
       device->synchronize();
-      EXPECT_EQ(got, expected) << media::dtype_name(dtype) << " " << to_string(layout);
+      EXPECT_EQ(got, expected) << media::dtype_name(dtype) << " " << media::layout_name(layout);
     }
   }
 }

@@ -1,11 +1,11 @@
-#include "transport/device/device_normalize.h"
+#include "media/normalize.h"
 
 #include <bit>
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
-namespace brigade::transport {
+namespace brigade::media {
 namespace {
 
 [[noreturn]] void reject(const std::string& why) {
@@ -55,9 +55,8 @@ NormalizeJob make_normalize_job(const NormalizeOptions& o, const std::vector<std
     reject(std::to_string(o.mean.size()) + " means and " + std::to_string(o.stddev.size()) +
            " standard deviations for " + std::to_string(channels) + " channels");
   }
-  if (o.dtype != media::DType::float32 && o.dtype != media::DType::float16) {
-    reject("output dtype must be float32 or float16, not " +
-           std::string(media::dtype_name(o.dtype)));
+  if (o.dtype != DType::float32 && o.dtype != DType::float16) {
+    reject("output dtype must be float32 or float16, not " + std::string(dtype_name(o.dtype)));
   }
   if (!std::isfinite(o.scale)) reject("scale is not finite");
   NormalizeJob job;
@@ -66,7 +65,7 @@ NormalizeJob make_normalize_job(const NormalizeOptions& o, const std::vector<std
   job.height = shape[shape.size() - 3];
   job.width = shape[shape.size() - 2];
   job.channels = channels;
-  job.half = o.dtype == media::DType::float16;
+  job.half = o.dtype == DType::float16;
   job.layout = o.layout;
   for (std::int64_t c = 0; c < channels; ++c) {
     const float s = o.stddev[c];
@@ -142,4 +141,4 @@ float half_to_float(std::uint16_t bits) {
   return std::bit_cast<float>(sign | ((exponent - 15 + 127) << 23) | (mantissa << 13));
 }
 
-}  // namespace brigade::transport
+}  // namespace brigade::media
