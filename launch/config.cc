@@ -19,8 +19,8 @@
 #include <variant>
 #include <vector>
 
-#include "transport/device.h"
-#include "transport/endpoint.h"
+#include "transport/device/device.h"
+#include "transport/remote/endpoint.h"
 
 namespace brigade::launch {
 namespace {
@@ -1367,13 +1367,6 @@ void resolve(RunConfig& config, const Getenv& getenv) {
   resolve_transform(config);
   resolve_remote(config, env);
 }
-
-bool hosts_directory(const RunConfig& config) {
-  return config.remote() && !config.directory.empty() && config.rank == 0u;
-}
-
-std::string_view to_string(MediaKind kind) { return kind == MediaKind::video ? "video" : "image"; }
-std::string_view to_string(Layout layout) { return layout == Layout::nchw ? "nchw" : "nhwc"; }
 
 std::string read_job_token(const std::string& token_file, const Getenv& getenv) {
   RunConfig config;
