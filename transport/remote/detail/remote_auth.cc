@@ -77,7 +77,8 @@ void wait_for(int fd, short events, Clock::time_point deadline, const Guard* gua
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) {
-      throw RemoteError(fmt::format("{} did not complete the authentication within {} ms",
+      throw RemoteError(RemoteErrc::timed_out,
+                        fmt::format("{} did not complete the authentication within {} ms",
                                     at.to_string(), kHandshakeTimeout.count()));
     }
     pollfd p{fd, events, 0};
@@ -95,14 +96,16 @@ void read_exactly(int fd, char* out, std::size_t size, Clock::time_point deadlin
     if (n > 0) {
       got += static_cast<std::size_t>(n);
     } else if (n == 0) {
-      throw RemoteError(fmt::format(
-          "{} closed the connection during the authentication (a different job token, or not "
-          "a brigade endpoint)",
-          at.to_string()));
+      throw RemoteError(
+          RemoteErrc::refused,
+          fmt::format("{} closed the connection during the authentication (a different job "
+                      "token, or not a brigade endpoint)",
+                      at.to_string()));
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
       wait_for(fd, POLLIN, deadline, guard, at);
     } else if (errno != EINTR) {
-      throw RemoteError(fmt::format("{}: {}", at.to_string(), sys_error("recv")));
+      throw RemoteError(RemoteErrc::connection_lost,
+                        fmt::format("{}: {}", at.to_string(), sys_error("recv")));
     }
   }
 }
@@ -117,7 +120,8 @@ void write_all(int fd, std::string_view bytes, Clock::time_point deadline, const
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
       wait_for(fd, POLLOUT, deadline, guard, at);
     } else if (errno != EINTR) {
-      throw RemoteError(fmt::format("{}: {}", at.to_string(), sys_error("send")));
+      throw RemoteError(RemoteErrc::connection_lost,
+                        fmt::format("{}: {}", at.to_string(), sys_error("send")));
     }
   }
 }
@@ -127,6 +131,7 @@ int client_handshake(const Endpoint& at, std::string_view token, const Guard* gu
   const auto deadline = Clock::now() + kHandshakeTimeout;
   const auto addresses = resolve(at, false);
   std::string last_error = "no address";
+  RemoteErrc last_code = RemoteErrc::unreachable;
   for (auto* a = addresses.list; a; a = a->ai_next) {
     const int fd =
         ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
@@ -136,14 +141,14 @@ int client_handshake(const Endpoint& at, std::string_view token, const Guard* gu
     }
     try {
       if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-        if (errno != EINPROGRESS) throw RemoteError(sys_error("connect"));
+        if (errno != EINPROGRESS) throw RemoteError(RemoteErrc::unreachable, sys_error("connect"));
         wait_for(fd, POLLOUT, deadline, guard, at);
         int err = 0;
         socklen_t len = sizeof(err);
         ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
         if (err != 0) {
           errno = err;
-          throw RemoteError(sys_error("connect"));
+          throw RemoteError(RemoteErrc::unreachable, sys_error("connect"));
         }
       }
       tune(fd);
@@ -164,22 +169,25 @@ int client_handshake(const Endpoint& at, std::string_view token, const Guard* gu
       char proof[kMac];
       read_exactly(fd, proof, sizeof(proof), deadline, guard, at);
       if (std::string_view(proof, kMac) == kRefused) {
-        throw RemoteError(fmt::format("{} refused this peer: the job token differs from its own",
+        throw RemoteError(RemoteErrc::refused,
+                          fmt::format("{} refused this peer: the job token differs from its own",
                                       at.to_string()));
       }
       if (!same_secret(std::string_view(proof, kMac), token_mac(token, "server", sn, cn))) {
-        throw RemoteError(
-            fmt::format("{} could not prove that it knows the job token", at.to_string()));
+        const auto why =
+            fmt::format("{} could not prove that it knows the job token", at.to_string());
+        throw RemoteError(RemoteErrc::refused, why);
       }
       return fd;
     } catch (const RemoteError& e) {
       close_fd(fd);
       last_error = e.what();
+      last_code = static_cast<RemoteErrc>(e.code().value());
       if (guard && guard->stopping.load()) throw;
       if (std::string_view(e.what()).find("connect:") == std::string_view::npos) throw;
     }
   }
-  throw RemoteError(fmt::format("cannot connect to {}: {}", at.to_string(), last_error));
+  throw RemoteError(last_code, fmt::format("cannot connect to {}: {}", at.to_string(), last_error));
 }
 
 std::string peer_name(const sockaddr_storage& a) {
