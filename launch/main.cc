@@ -91,6 +91,7 @@ std::string summary_json(const launch::JobSummary& s, double cpu0) {
     stages.push_back({{"name", st.name},
                       {"tasks", st.tasks},
                       {"failures", st.failures},
+                      {"retries", st.retries},
                       {"p50_ms", st.p50_ms},
                       {"p99_ms", st.p99_ms},
                       {"occupancy", st.occupancy}});

@@ -766,6 +766,54 @@ TEST_F(Cluster, StuckSampleIsFailedAfterMaxAttemptsAndWorkersKeepServing) {
 #endif
 }
 
+// `brigade run` retries a transient read error: a file system whose first two reads of
+// a file fail with EAGAIN (hung_fs's flaky.jpg) still delivers the sample, with two
+// retries of the read stage; a corrupt file fails once (read once: not retried).
+TEST_F(Cluster, ATransientReadErrorIsRetriedAndACorruptFileIsNot) {
+#ifndef BRIGADE_HUNG_FS
+  GTEST_SKIP() << "built without libfuse3 (no hung_fs helper)";
+#else
+  const auto mnt = file("mnt");
+  fs::create_directories(mnt);
+  struct Unmount {
+    fs::path mnt;
+    ~Unmount() { (void)std::system(("umount -l '" + mnt.string() + "' 2>/dev/null").c_str()); }
+  } unmount{mnt};
+  constexpr std::uint64_t kFlaky = 3, kCorrupt = 5, kListed = 8;
+  const auto source = root_ / "data" / "img-03.jpg";
+  Subprocess fs_server({BRIGADE_HUNG_FS, mnt.string(), file("read").string(), source.string(), "2"},
+                       {}, file("fs.out"), file("fs.err"));
+  if (!test::wait_until([&] { return fs::exists(mnt / "flaky.jpg"); }, 5s))
+    GTEST_SKIP() << "cannot mount a FUSE file system here: " << fs_server.err();
+  std::ofstream(file("corrupt.jpg")) << "\xff\xd8 not a JPEG at all";
+  {
+    std::ofstream list(file("list.txt"));
+    for (std::uint64_t i = 0; i < kListed; ++i) {
+      list << (i == kFlaky     ? mnt / "flaky.jpg"
+               : i == kCorrupt ? file("corrupt.jpg")
+                               : root_ / "data" / ("img-0" + std::to_string(i) + ".jpg"))
+                  .string()
+           << "\n";
+    }
+  }
+  const auto r = run("flaky", {"--list", file("list.txt").string(), "--no-shuffle", "--batch-size",
+                               "4", "--max-failures", "1"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(file("read.flaky-2"))) << "two reads of flaky.jpg failed";
+  const auto j = r.json();
+  EXPECT_EQ(j["failed"], 1) << j.dump();
+  EXPECT_EQ(j["samples"], kListed - 1) << j.dump();
+  std::vector<std::uint64_t> expected;
+  for (std::uint64_t i = 0; i < kListed; ++i)
+    if (i != kCorrupt) expected.push_back(i);
+  EXPECT_EQ(read_ids(file("flaky.ids")), expected);  // the flaky sample delivered
+  const auto& read = j["stages"][0];
+  ASSERT_EQ(read["name"], "read") << j.dump();
+  EXPECT_EQ(read["retries"], 2) << j.dump();  // flaky.jpg twice; corrupt.jpg never
+  EXPECT_EQ(read["failures"], 0) << j.dump();
+#endif
+}
+
 // With a device, remote tasks decode into the job's pinned pool: each of up to
 // --remote-inflight tasks takes a buffer when its result arrives, in completion order,
 // while batches leave in input order. A pool sized from --decode-concurrency alone (11
