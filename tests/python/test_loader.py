@@ -166,6 +166,49 @@ def test_a_missing_file_fails_in_the_read_stage_once_with_its_code(tmp_path):
     assert read["retries"] == 0
 
 
+def test_a_transient_read_error_is_retried_and_a_corrupt_file_is_not(tmp_path,
+                                                                       images_with_corrupt):
+    # The Loader runs the job's read stage with its retry: hung_fs (the FUSE helper of
+    # tests/launch) serves flaky.jpg, whose first two reads fail with EAGAIN; the sample
+    # is delivered after two retries, and the corrupt file fails without one.
+    import pathlib
+    import subprocess
+    import time
+    hung_fs = pathlib.Path(brigade.__file__).resolve().parents[2] / "tests/launch/hung_fs"
+    if not hung_fs.exists():
+        pytest.skip("no hung_fs helper (built without libfuse3)")
+    folder, corrupt = images_with_corrupt
+    good = sorted(str(p) for p in pathlib.Path(folder).glob("*.jpg") if str(p) != corrupt)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with open(tmp_path / "fs.log", "wb") as log:
+        server = subprocess.Popen([str(hung_fs), str(mnt), str(tmp_path / "read"), good[0], "2"],
+                                  stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 5
+        while not (mnt / "flaky.jpg").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not (mnt / "flaky.jpg").exists():
+            pytest.skip("cannot mount a FUSE file system here")
+        listed = [str(mnt / "flaky.jpg"), corrupt] + good[1:6]
+        (tmp_path / "list.txt").write_text("\n".join(listed) + "\n")
+        loader = brigade.Loader(list=str(tmp_path / "list.txt"), environment=NO_LAUNCHER,
+                                threads=2, batch_size=4, shuffle=False, max_failures=1)
+        batches = list(loader)
+        delivered = sorted(int(i) for b in batches for i in b["ids"])
+        failed = [int(i) for b in batches if "failed" in b for i in b["failed"]]
+        assert delivered == [0, 2, 3, 4, 5, 6]  # the flaky sample among them
+        assert failed == [1]
+        assert (tmp_path / "read.flaky-2").exists()
+        read = next(s for s in loader.stats()["stages"] if s["name"] == "read")
+        assert read["retries"] == 2 and read["failures"] == 0
+        assert loader.stats()["recent_failures"][0]["code"] == "bad_data"
+    finally:
+        server.terminate()
+        server.wait()
+        subprocess.run(["umount", "-l", str(mnt)], stderr=subprocess.DEVNULL, check=False)
+
+
 def test_stop_from_another_thread_ends_the_iteration_and_a_resume_continues(images):
     import threading
     full = epoch_ids(make_loader(images, batch_size=4, seed=8))
