@@ -46,12 +46,14 @@ void require(bool ok, const char* what) {
 struct Plan {
   detail::AxisPlan x, y;
   bool flip = false;
+  Interpolation filter = Interpolation::bilinear;
 };
 
 Plan plan_transform(const TransformOptions& o, int w, int h, std::uint64_t id,
                     const std::string& name) {
   if (w <= 0 || h <= 0) throw MediaError(ErrorCode::bad_data, name, "zero image dimensions");
   Plan p;
+  p.filter = o.interpolation;
   switch (o.kind) {
     case TransformKind::none:
       if (w != o.size || h != o.size) {
@@ -104,8 +106,8 @@ detail::AxisPlan scaled_axis(detail::AxisPlan a, int denom, int scaled_size) {
 
 void resample_whole(const std::uint8_t* rgb, std::ptrdiff_t stride, const Plan& p,
                     std::uint8_t* dst) {
-  detail::resample_rgb(rgb, stride, 0, 0, detail::make_taps(p.x), detail::make_taps(p.y), p.flip,
-                       dst);
+  detail::resample_rgb(rgb, stride, 0, 0, detail::make_taps(p.x, p.filter),
+                       detail::make_taps(p.y, p.filter), p.flip, dst);
 }
 
 // `src` (w x h, stored) turned upright as EXIF orientation `o` says, into `dst`.
@@ -172,8 +174,8 @@ bool transform_jpeg(std::span<const std::uint8_t> bytes, const TransformOptions&
   const Plan p = plan_transform(o, w, h, id, name);
   const int denom = choose_denom(o, p);
   const int sw = detail::JpegDecoder::scaled(w, denom), sh = detail::JpegDecoder::scaled(h, denom);
-  const detail::Taps tx = detail::make_taps(scaled_axis(p.x, denom, sw));
-  const detail::Taps ty = detail::make_taps(scaled_axis(p.y, denom, sh));
+  const detail::Taps tx = detail::make_taps(scaled_axis(p.x, denom, sw), p.filter);
+  const detail::Taps ty = detail::make_taps(scaled_axis(p.y, denom, sh), p.filter);
   const bool roi = o.roi_decode && o.kind != TransformKind::none;
   const detail::JpegRegion r = roi ? decoder.decode(denom, tx.lo() - kMargin, ty.lo() - kMargin,
                                                     tx.hi() + kMargin, ty.hi() + kMargin)
@@ -208,6 +210,16 @@ std::string_view to_string(TransformKind kind) {
       return "eval";
     case TransformKind::train:
       return "train";
+  }
+  return "?";
+}
+
+std::string_view to_string(Interpolation interpolation) {
+  switch (interpolation) {
+    case Interpolation::bilinear:
+      return "bilinear";
+    case Interpolation::bicubic:
+      return "bicubic";
   }
   return "?";
 }
