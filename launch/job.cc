@@ -78,7 +78,9 @@ JobBatch decode_task(const DecodeSpec& spec, std::vector<EncodedSample> samples,
                                : std::make_error_code(std::errc::not_enough_memory)});
     }
   }
-  JobBatch out{.epoch = spec.epoch, .ids = std::move(decoded.ids), .data = std::move(decoded.data)};
+  JobBatch out{.epoch = spec.transform.epoch,
+               .ids = std::move(decoded.ids),
+               .data = std::move(decoded.data)};
   report_failures(decoded, entered_failed, task, out);
   return out;
 }
@@ -444,8 +446,9 @@ struct Job::Impl {
       attempts_lost += figures.attempts_lost;
       decoded_locally += figures.decoded_locally;
       if (!decoded) return JobBatch{};  // stopped: discarded by the engine
-      JobBatch out{
-          .epoch = s.epoch, .ids = std::move(decoded->ids), .data = std::move(decoded->data)};
+      JobBatch out{.epoch = s.transform.epoch,
+                   .ids = std::move(decoded->ids),
+                   .data = std::move(decoded->data)};
       for (const auto& f : decoded->failures) {
         out.failed.push_back(f.id);
         task.fail(task.positions()[f.index], f.message, f.code);
