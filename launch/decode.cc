@@ -100,49 +100,45 @@ void decode_into(const DecodeSpec& spec, const media::ImageOptions& image,
   }
 }
 
-media::TransformKind transform_kind(const std::string& name) {
-  if (name == "train") return media::TransformKind::train;
-  if (name == "none") return media::TransformKind::none;
-  return media::TransformKind::eval;
-}
-
-void require(bool ok, const char* what) {
-  if (!ok) throw std::invalid_argument(std::string("decode spec: ") + what);
-}
-
 }  // namespace
 
 DecodeSpec decode_spec(const RunConfig& config, std::uint64_t epoch) {
-  return {.kind = config.kind,
-          .layout = config.layout,
-          .transform = {.kind = transform_kind(config.transform),
-                        .size = config.size,
-                        .resize = config.resize.value_or(config.size * 256 / 224),
-                        .scale_min = config.scale[0],
-                        .scale_max = config.scale[1],
-                        .ratio_min = config.ratio[0],
-                        .ratio_max = config.ratio[1],
-                        .flip_probability = config.flip_probability,
-                        .exif_orientation = config.exif_orientation,
-                        .roi_decode = config.roi_decode,
-                        .seed = config.seed,
-                        .epoch = epoch},
-          .clip_stride = config.clip_stride};
+  DecodeSpec spec{.kind = config.kind,
+                  .layout = config.layout,
+                  .transform = config.transform,
+                  .clip_stride = config.clip_stride};
+  spec.transform.seed = config.seed;
+  spec.transform.epoch = epoch;
+  if (spec.transform.resize == 0)  // not resolved: resolve()'s default
+    spec.transform.resize = static_cast<int>(std::int64_t(spec.transform.size) * 256 / 224);
+  return spec;
 }
 
 void validate(const DecodeSpec& spec) {
   try {
     media::check_transform_options(spec.transform);
   } catch (const media::MediaError& e) {
-    throw std::invalid_argument("decode spec: transform " + e.cause());
+    // Its cause begins with the field's name (media/transform.h).
+    throw SpecError(e.cause().substr(0, e.cause().find_first_of(" :")), e.cause());
   }
   if (spec.kind != MediaKind::video) return;
-  require(spec.clip_frames >= 1 && spec.clip_frames <= 1024, "clip_frames must be 1-1024");
-  require(spec.clip_stride >= 1 && spec.clip_stride <= 1024, "clip_stride must be 1-1024");
-  require(spec.transform.kind != media::TransformKind::none,
-          "clips take the eval or train transform, not none");
-  require(spec.transform.interpolation == media::Interpolation::bilinear,
-          "clips are resized with swscale's bilinear: interpolation bicubic is for images");
+  if (spec.clip_frames < 1 || spec.clip_frames > 1024)
+    throw SpecError("clip_frames", fmt::format("clip_frames {} must be 1-1024", spec.clip_frames));
+  if (spec.clip_stride < 1 || spec.clip_stride > 1024)
+    throw SpecError("clip_stride", fmt::format("clip_stride {} must be 1-1024", spec.clip_stride));
+  if (spec.transform.kind == media::TransformKind::none) {
+    throw SpecError("transform",
+                    "transform none: clips (kind video) take eval (evenly spaced frames, center "
+                    "crop) or train (frames at clip_stride from a random first frame, a random "
+                    "crop and flip)");
+  }
+  if (spec.transform.interpolation != media::Interpolation::bilinear) {
+    throw SpecError("interpolation",
+                    fmt::format("interpolation {}: clips are resized with swscale's bilinear; {} "
+                                "is for images",
+                                media::to_string(spec.transform.interpolation),
+                                media::to_string(spec.transform.interpolation)));
+  }
 }
 
 std::vector<std::int64_t> sample_shape(const DecodeSpec& spec) {

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -56,10 +57,24 @@ struct DecodeSpec {
   int clip_stride = 4;  // video, train: frames between a clip's selected frames
 };
 
+/// A spec validate() refuses. what() says why, naming the field and its value first
+/// ("resize 200: eval's shorter side must be at least size 224 …"); field() is the
+/// field's name as the key table spells it (size, resize, scale, ratio,
+/// flip_probability, transform, interpolation, clip_frames, clip_stride).
+class SpecError : public std::invalid_argument {
+ public:
+  SpecError(std::string field, const std::string& message)
+      : std::invalid_argument(message), field_(std::move(field)) {}
+  const std::string& field() const noexcept { return field_; }
+
+ private:
+  std::string field_;
+};
+
 /// The range checks of a spec, made once here for every caller (decode_batch, a worker
 /// reading a task, the key table's resolve()): media::check_transform_options; clips:
 /// clip_frames and clip_stride 1-1024, the eval or train transform, bilinear. Throws
-/// std::invalid_argument naming the first bad field.
+/// SpecError for the first bad field.
 void validate(const DecodeSpec& spec);
 
 /// The spec `brigade run` uses for `config` in `epoch`.

@@ -225,16 +225,22 @@ std::string_view to_string(Interpolation interpolation) {
 }
 
 void check_transform_options(const TransformOptions& o) {
-  require(o.size >= 1 && o.size <= 4096, "size must be 1-4096");
-  require(o.kind != TransformKind::eval || (o.resize >= o.size && o.resize <= 65536),
-          "resize (the shorter side) must be at least size and at most 65536");
-  require(std::isfinite(o.scale_min) && std::isfinite(o.scale_max) && o.scale_min > 0 &&
-              o.scale_min <= o.scale_max && o.scale_max <= 1,
-          "scale must satisfy 0 < min <= max <= 1");
-  require(std::isfinite(o.ratio_min) && std::isfinite(o.ratio_max) && o.ratio_min > 0 &&
-              o.ratio_min <= o.ratio_max,
-          "ratio must satisfy 0 < min <= max");
-  require(o.flip_probability >= 0 && o.flip_probability <= 1, "flip probability must be in [0, 1]");
+  const auto fail = [](const std::string& what) {
+    throw MediaError(ErrorCode::invalid_argument, "transform options", what);
+  };
+  if (o.size < 1 || o.size > 4096) fail("size " + std::to_string(o.size) + " must be 1-4096");
+  if (o.kind == TransformKind::eval && (o.resize < o.size || o.resize > 65536)) {
+    fail("resize " + std::to_string(o.resize) + ": eval's shorter side must be at least size " +
+         std::to_string(o.size) + " and at most 65536");
+  }
+  if (!(std::isfinite(o.scale_min) && std::isfinite(o.scale_max) && o.scale_min > 0 &&
+        o.scale_min <= o.scale_max && o.scale_max <= 1))
+    fail("scale must satisfy 0 < min <= max <= 1");
+  if (!(std::isfinite(o.ratio_min) && std::isfinite(o.ratio_max) && o.ratio_min > 0 &&
+        o.ratio_min <= o.ratio_max))
+    fail("ratio must satisfy 0 < min <= max");
+  if (!(o.flip_probability >= 0 && o.flip_probability <= 1))
+    fail("flip_probability must be in [0, 1]");
 }
 
 std::vector<std::int64_t> transform_output_shape(const TransformOptions& o) {

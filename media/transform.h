@@ -83,9 +83,10 @@ struct TransformOptions {
   std::uint64_t seed = 0, epoch = 0;
 };
 
-/// Throws MediaError(invalid_argument) naming the first bad field: size 1-4096, resize
-/// >= size and <= 65536, 0 < scale_min <= scale_max <= 1, 0 < ratio_min <= ratio_max,
-/// flip_probability in [0, 1], all finite.
+/// Throws MediaError(invalid_argument) for the first bad field, its cause beginning with
+/// the field's name (size, resize, scale, ratio, flip_probability): size 1-4096, eval's
+/// resize >= size and <= 65536, 0 < scale_min <= scale_max <= 1, 0 < ratio_min <=
+/// ratio_max, flip_probability in [0, 1], all finite.
 void check_transform_options(const TransformOptions& options);
 
 /// The shape of one transformed image: [size, size, 3].
