@@ -77,6 +77,8 @@ std::array<float, 3> as_channels(const Value& v) {
 // The typed choices of the choice keys whose values are enums: the key's choices are
 // their names (in this order), and the text the key was given (checked against them) is
 // turned into the value here, once.
+constexpr std::array kKinds{MediaKind::image, MediaKind::video};
+constexpr std::array kLayouts{Layout::nhwc, Layout::nchw};
 constexpr std::array kTransforms{media::TransformKind::eval, media::TransformKind::train,
                                  media::TransformKind::none};
 constexpr std::array kInterpolations{media::Interpolation::bilinear, media::Interpolation::bicubic};
@@ -84,6 +86,8 @@ constexpr std::array kNormalizes{Normalize::none, Normalize::imagenet};
 constexpr std::array kNormalizeDtypes{media::DType::float32, media::DType::float16};
 constexpr std::array kOnNoWorkers{OnNoWorkers::local, OnNoWorkers::fail};
 
+std::string_view name_of(MediaKind v) { return to_string(v); }
+std::string_view name_of(Layout v) { return to_string(v); }
 std::string_view name_of(media::TransformKind v) { return media::to_string(v); }
 std::string_view name_of(media::Interpolation v) { return media::to_string(v); }
 std::string_view name_of(media::DType v) { return media::dtype_name(v); }
@@ -137,14 +141,8 @@ const std::vector<Key>& keys() {
        0,
        false,
        "FILE"},
-      {"kind",
-       "--kind",
-       Type::choice,
-       "image or video (8 evenly spaced 224x224 frames per clip)",
-       {"image", "video"},
-       [](RunConfig& c, const Value& v) {
-         c.kind = as_text(v) == "video" ? MediaKind::video : MediaKind::image;
-       }},
+      {"kind", "--kind", Type::choice, "image or video (8 evenly spaced 224x224 frames per clip)",
+       names(kKinds), [](RunConfig& c, const Value& v) { c.kind = pick(v, kKinds); }},
       {"batch_size",
        "--batch-size",
        Type::positive,
@@ -293,14 +291,8 @@ const std::vector<Key>& keys() {
        true,
        {},
        &RunConfig::progress_origin},
-      {"layout",
-       "--layout",
-       Type::choice,
-       "batch tensor layout (default nhwc)",
-       {"nhwc", "nchw"},
-       [](RunConfig& c, const Value& v) {
-         c.layout = as_text(v) == "nchw" ? Layout::nchw : Layout::nhwc;
-       }},
+      {"layout", "--layout", Type::choice, "batch tensor layout (default nhwc)", names(kLayouts),
+       [](RunConfig& c, const Value& v) { c.layout = pick(v, kLayouts); }},
       {"checkpoint_dir",
        "--checkpoint-dir",
        Type::path,
