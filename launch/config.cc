@@ -19,9 +19,9 @@
 #include <variant>
 #include <vector>
 
-#include "launch/decode.h"
-#include "transport/device.h"
-#include "transport/endpoint.h"
+#include "launch/loader/decode.h"
+#include "transport/device/device.h"
+#include "transport/remote/endpoint.h"
 
 namespace brigade::launch {
 namespace {
@@ -87,7 +87,7 @@ constexpr std::array kNormalizeDtypes{media::DType::float32, media::DType::float
 constexpr std::array kOnNoWorkers{OnNoWorkers::local, OnNoWorkers::fail};
 
 std::string_view name_of(MediaKind v) { return to_string(v); }
-std::string_view name_of(Layout v) { return to_string(v); }
+std::string_view name_of(Layout v) { return media::layout_name(v); }
 std::string_view name_of(media::TransformKind v) { return media::to_string(v); }
 std::string_view name_of(media::Interpolation v) { return media::to_string(v); }
 std::string_view name_of(media::DType v) { return media::dtype_name(v); }
@@ -1379,15 +1379,6 @@ void resolve(RunConfig& config, const Getenv& getenv) {
   resolve_transform(config);
   resolve_remote(config, env);
 }
-
-bool hosts_directory(const RunConfig& config) {
-  return config.remote() && !config.directory.empty() && config.rank == 0u;
-}
-
-std::string_view to_string(MediaKind kind) { return kind == MediaKind::video ? "video" : "image"; }
-std::string_view to_string(Layout layout) { return layout == Layout::nchw ? "nchw" : "nhwc"; }
-std::string_view to_string(Normalize n) { return n == Normalize::imagenet ? "imagenet" : "none"; }
-std::string_view to_string(OnNoWorkers o) { return o == OnNoWorkers::fail ? "fail" : "local"; }
 
 std::string read_job_token(const std::string& token_file, const Getenv& getenv) {
   RunConfig config;

@@ -1,0 +1,127 @@
+#pragma once
+
+// Reading and decoding samples into one batch: the work of `brigade run`'s "read" and
+// "decode" stages, and of the built-in operations a remote decode worker runs for a
+// trainer (so a batch decoded remotely is byte-identical to one decoded locally).
+//
+// BATCH LAYOUT. decode_batch() decodes the samples it is given, in order, into one
+// contiguous uint8 tensor [n, ...sample_shape(spec)]: images [n, 224, 224, 3] (NHWC)
+// or [n, 3, 224, 224] (NCHW); clips [n, 8, 224, 224, 3] or [n, 8, 3, 224, 224]. A
+// sample that failed (to read earlier, or to decode here) is left out: the good
+// samples are compacted to the front in their input order, `ids[i]` is the sample in
+// data[i], and the failed ones are listed with their cause. The tensor's memory comes
+// from the caller's allocator, sized for the samples that can still succeed (never
+// for a batch size larger than the samples given): n × sample_bytes.
+//
+// TRANSFORMS. Images go through media/transform.h with the spec's transform: sample
+// `id` of epoch `e` gets the same pixels wherever and whenever it is decoded. A spec
+// that validate() refuses is a bad spec (std::invalid_argument, naming the field).
+//
+// ERRORS. A sample's failure names its id, its path and the cause, and keeps the typed
+// code of a media::MediaError (a std::error_code in media_category()). decode_batch
+// never throws for a bad sample; it throws only for a bad spec (std::invalid_argument)
+// and lets std::bad_alloc from the allocator through.
+//
+// THREADING. Plain functions over values; any number of threads may call them.
+
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "launch/loader/job_config.h"
+#include "media/tensor.h"
+#include "media/transform.h"
+
+namespace brigade::launch {
+
+/// What each sample of a batch becomes: the one description of a decode, from the key
+/// table to a remote worker and back (launch/loader/decode_task.h is its codec,
+/// launch/loader/decode_op.capnp its schema). Plain values, no callables. A new decode
+/// parameter is a field here (or in media::TransformOptions), its line in the schema and
+/// the codec, and its use.
+struct DecodeSpec {
+  MediaKind kind = MediaKind::image;
+  Layout layout = Layout::nhwc;
+  // The transform of media/transform.h with its parameters, its seed (the job's) and
+  // epoch (the batch's): random transforms draw from seed, epoch and sample id.
+  // transform.size is the output height = width of images and clip frames. Clips: eval
+  // = clip_frames evenly spaced frames, each frame's shorter side to `size` and a center
+  // crop (`resize` unused); train = media::train_clip_frames (clip_frames at clip_stride
+  // from a random first frame) and one train_crop for the whole clip, resized to size x
+  // size; both with swscale's bilinear, so none and bicubic are refused for clips.
+  media::TransformOptions transform{};
+  int clip_frames = 8;  // video: frames per clip
+  int clip_stride = 4;  // video, train: frames between a clip's selected frames
+};
+
+/// A spec validate() refuses. what() says why, naming the field and its value first
+/// ("resize 200: eval's shorter side must be at least size 224 …"); field() is the
+/// field's name as the key table spells it (size, resize, scale, ratio,
+/// flip_probability, transform, interpolation, clip_frames, clip_stride).
+class SpecError : public std::invalid_argument {
+ public:
+  SpecError(std::string field, const std::string& message)
+      : std::invalid_argument(message), field_(std::move(field)) {}
+  const std::string& field() const noexcept { return field_; }
+
+ private:
+  std::string field_;
+};
+
+/// The range checks of a spec, made once here for every caller (decode_batch, a worker
+/// reading a task, the key table's resolve()): media::check_transform_options; clips:
+/// clip_frames and clip_stride 1-1024, the eval or train transform, bilinear. Throws
+/// SpecError for the first bad field.
+void validate(const DecodeSpec& spec);
+
+/// The spec `brigade run` uses for `config` in `epoch`.
+DecodeSpec decode_spec(const RunConfig& config, std::uint64_t epoch);
+
+/// The shape of one sample in the batch tensor (without the batch dimension).
+std::vector<std::int64_t> sample_shape(const DecodeSpec& spec);
+
+/// One sample on its way to a batch: its identity, and its bytes once read — or why
+/// it failed.
+struct EncodedSample {
+  std::uint64_t id = 0;
+  std::string path{};
+  std::vector<std::uint8_t> bytes{};
+  std::string error{};  // empty unless the sample failed (the full message)
+  std::error_code code{};
+  bool failed() const { return !error.empty(); }
+};
+
+/// A failed sample of a batch.
+struct SampleFailure {
+  std::size_t index = 0;  // in the samples given to decode_batch
+  std::uint64_t id = 0;
+  std::string message{};  // "sample <id> (<path>): <cause> [<code name>]"
+  std::error_code code{};
+};
+
+/// Reads the sample's file into `sample.bytes`; on failure records it in the sample
+/// (not a throw). What is not a regular file (a directory, a FIFO, a device) is
+/// rejected without reading, a dangling symlink or a symlink loop fails with a cause
+/// that says so (media::read_file).
+void read_sample(EncodedSample& sample);
+
+/// The message a sample failure carries: "sample <id> (<path>): <what>", with the
+/// MediaError's cause and code name when `error` is one.
+std::string describe_sample_failure(std::uint64_t id, const std::string& path,
+                                    const std::exception& error);
+
+struct DecodedBatch {
+  std::vector<std::uint64_t> ids;  // ids[i] is the sample in data[i]
+  media::Tensor data;              // [ids.size(), ...sample_shape] uint8
+  std::vector<SampleFailure> failures{};
+};
+
+/// Decodes `samples` (their bytes; failed ones are passed through to `failures`) into
+/// one batch, see BATCH LAYOUT. Their byte vectors are released as they are decoded.
+DecodedBatch decode_batch(const DecodeSpec& spec, std::span<EncodedSample> samples,
+                          const media::Allocator& allocator);
+
+}  // namespace brigade::launch

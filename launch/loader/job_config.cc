@@ -1,0 +1,13 @@
+#include "launch/loader/job_config.h"
+
+namespace brigade::launch {
+
+bool hosts_directory(const RunConfig& config) {
+  return config.remote() && !config.directory.empty() && config.rank == 0u;
+}
+
+std::string_view to_string(MediaKind kind) { return kind == MediaKind::video ? "video" : "image"; }
+std::string_view to_string(Normalize n) { return n == Normalize::imagenet ? "imagenet" : "none"; }
+std::string_view to_string(OnNoWorkers o) { return o == OnNoWorkers::fail ? "fail" : "local"; }
+
+}  // namespace brigade::launch

@@ -1,0 +1,570 @@
+// Worker nodes and the trainer's pool in one process: two (or more) CAF actor systems
+// talking over real TCP sockets on 127.0.0.1.
+#include "transport/remote/remote.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "tests/transport/remote/remote_test_util.h"
+
+namespace brigade::transport {
+namespace {
+
+using namespace std::chrono_literals;
+
+using test::bytes_of;
+using test::kSecurity;
+using test::text_of;
+using test::upper_ops;
+
+PoolOptions pool_for(const WorkerNode& worker, std::vector<OperationVersion> ops = {{"upper", 1}}) {
+  PoolOptions o;
+  o.workers = {worker.address()};
+  o.security = kSecurity;
+  o.operations = std::move(ops);
+  o.name = "test trainer";
+  o.reconnect_interval = 200ms;
+  return o;
+}
+
+WorkerOptions worker_options(int threads = 2) {
+  WorkerOptions o;
+  o.threads = threads;
+  o.security = kSecurity;
+  return o;
+}
+
+TEST(Remote, CallsRunOnTheWorkerOverTheNetwork) {
+  WorkerNode worker(worker_options(), upper_ops());
+  EXPECT_EQ(worker.address().host, "127.0.0.1");
+  EXPECT_NE(worker.address().port, 0);
+  RemotePool pool(pool_for(worker));
+  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
+  for (int i = 0; i < 20; ++i) {
+    auto r = pool.call("upper", bytes_of("batch " + std::to_string(i)), {});
+    ASSERT_EQ(r.status, CallStatus::done) << r.reason;
+    EXPECT_EQ(text_of(r.bytes), "BATCH " + std::to_string(i));
+    EXPECT_EQ(r.worker, worker.address().to_string());
+  }
+  const auto s = pool.stats();
+  EXPECT_EQ(s.done, 20u);
+  ASSERT_EQ(s.workers.size(), 1u);
+  EXPECT_EQ(s.workers[0].tasks, 20u);
+  EXPECT_TRUE(s.workers[0].live);
+  EXPECT_EQ(worker.stats().tasks_done, 20u);
+  EXPECT_EQ(worker.stats().sessions_opened, 1u);
+}
+
+TEST(Remote, WithoutALiveWorkerACallSaysSoAtOnce) {
+  PoolOptions o;
+  o.workers = {{"127.0.0.1", 1}};  // nothing listens there
+  o.security = kSecurity;
+  RemotePool pool(o);
+  const auto started = std::chrono::steady_clock::now();
+  auto r = pool.call("upper", bytes_of("x"), {});
+  EXPECT_EQ(r.status, CallStatus::no_workers);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 1s);
+  EXPECT_FALSE(pool.wait_for_worker(300ms, {}));
+}
+
+// The hello is refused, and the reason names both sides.
+void expect_refused(const WorkerNode& worker, PoolOptions o, const std::string& reason_part) {
+  RemotePool pool(std::move(o));
+  EXPECT_FALSE(pool.wait_for_worker(1500ms, {}));
+  const auto lost = pool.lost_workers();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_NE(lost[0].find(reason_part), std::string::npos) << lost[0];
+  EXPECT_GE(worker.stats().hellos_refused, 1u);
+  EXPECT_EQ(worker.stats().sessions_opened, 0u);
+}
+
+// Refused by the token's handshake before BASP (no TLS): no hello ever reaches the gate.
+TEST(Remote, AWrongTokenIsRefused) {
+  WorkerNode worker(worker_options(), upper_ops());
+  auto o = pool_for(worker);
+  o.security.token = "another job's token";
+  RemotePool pool(std::move(o));
+  EXPECT_FALSE(pool.wait_for_worker(1500ms, {}));
+  const auto lost = pool.lost_workers();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_NE(lost[0].find("the job token differs"), std::string::npos) << lost[0];
+  EXPECT_GE(worker.stats().connections_refused, 1u);
+  EXPECT_EQ(worker.stats().connections_authenticated, 0u);
+  EXPECT_EQ(worker.stats().hellos_refused, 0u);
+  EXPECT_EQ(worker.stats().sessions_opened, 0u);
+}
+
+TEST(Remote, AnOperationOfAnotherVersionIsRefusedNamingBothVersions) {
+  WorkerNode worker(worker_options(), upper_ops());
+  expect_refused(worker, pool_for(worker, {{"upper", 2}}),
+                 "operation 'upper' version 2 (trainer) differs from version 1 (worker");
+}
+
+TEST(Remote, AnUnknownOperationIsRefused) {
+  WorkerNode worker(worker_options(), upper_ops());
+  expect_refused(worker, pool_for(worker, {{"lower", 1}}), "'lower' version 1 (trainer) is not on");
+}
+
+TEST(Remote, ADatasetOfAnotherFingerprintIsRefused) {
+  auto wo = worker_options();
+  wo.fingerprint = 0x1234;
+  WorkerNode worker(wo, upper_ops());
+  auto o = pool_for(worker);
+  o.fingerprint = 0x9999;
+  expect_refused(worker, o,
+                 "dataset fingerprint 0000000000009999 (trainer) differs from 0000000000001234");
+}
+
+TEST(Remote, AnOperationThatThrowsFailsTheCallWithItsMessage) {
+  OperationRegistry ops;
+  ops.add({"boom", 1}, [](std::span<const char>, const OperationContext&) -> std::vector<char> {
+    throw std::runtime_error("the task is malformed");
+  });
+  WorkerNode worker(worker_options(), std::move(ops));
+  RemotePool pool(pool_for(worker, {{"boom", 1}}));
+  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
+  auto r = pool.call("boom", bytes_of("x"), {});
+  EXPECT_EQ(r.status, CallStatus::failed);
+  EXPECT_EQ(r.reason, "the task is malformed");
+  EXPECT_EQ(worker.stats().tasks_failed, 1u);
+}
+
+// An operation that runs until it is released (or cancelled).
+struct Gate {
+  std::mutex mutex;
+  std::condition_variable_any cv;
+  bool open = false;
+  int running = 0, max_running = 0, started = 0;
+  std::vector<std::string> order;
+
+  OperationRegistry ops() {
+    OperationRegistry r;
+    r.add({"held", 1}, [this](std::span<const char> task, const OperationContext& context) {
+      std::unique_lock lock(mutex);
+      ++started;
+      max_running = std::max(max_running, ++running);
+      order.emplace_back(task.begin(), task.end());
+      cv.wait(lock, context.stop, [&] { return open; });
+      --running;
+      if (!open) throw std::runtime_error("cancelled");
+      return std::vector<char>(task.begin(), task.end());
+    });
+    return r;
+  }
+  void release() {
+    {
+      std::lock_guard lock(mutex);
+      open = true;
+    }
+    cv.notify_all();
+  }
+  int started_count() {
+    std::lock_guard lock(mutex);
+    return started;
+  }
+};
+
+TEST(Remote, TheWindowBoundsTheTasksOutstandingOnAWorker) {
+  Gate gate;
+  auto wo = worker_options(4);
+  wo.window = 2;
+  WorkerNode worker(wo, gate.ops());
+  RemotePool pool(pool_for(worker, {{"held", 1}}));
+  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
+  std::vector<std::thread> callers;
+  std::atomic<int> done{0};
+  for (int i = 0; i < 8; ++i) {
+    callers.emplace_back([&, i] {
+      auto r = pool.call("held", bytes_of(std::to_string(i)), {});
+      if (r.status == CallStatus::done) ++done;
+    });
+  }
+  std::this_thread::sleep_for(500ms);  // 4 threads could run 4: only the window's 2 do
+  EXPECT_EQ(gate.started_count(), 2);
+  gate.release();
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(done.load(), 8);
+  EXPECT_EQ(gate.max_running, 2);
+}
+
+TEST(Remote, TrainersShareAWorkerInTurn) {
+  Gate gate;
+  auto wo = worker_options(1);
+  wo.window = 8;
+  WorkerNode worker(wo, gate.ops());
+  RemotePool a(pool_for(worker, {{"held", 1}})), b(pool_for(worker, {{"held", 1}}));
+  ASSERT_TRUE(a.wait_for_worker(5s, {}));
+  ASSERT_TRUE(b.wait_for_worker(5s, {}));
+  std::vector<std::thread> callers;
+  for (int i = 0; i < 8; ++i) {
+    callers.emplace_back([&, i] { a.call("held", bytes_of("a" + std::to_string(i)), {}); });
+  }
+  while (gate.started_count() < 1) std::this_thread::sleep_for(10ms);
+  std::this_thread::sleep_for(200ms);  // a's 8 tasks are queued on the worker
+  for (int i = 0; i < 8; ++i) {
+    callers.emplace_back([&, i] { b.call("held", bytes_of("b" + std::to_string(i)), {}); });
+  }
+  std::this_thread::sleep_for(300ms);
+  gate.release();
+  for (auto& t : callers) t.join();
+  // After a's first task, b's tasks alternate with a's instead of waiting for all of a's.
+  ASSERT_EQ(gate.order.size(), 16u);
+  int b_in_first_half = 0;
+  for (std::size_t i = 0; i < 8; ++i) b_in_first_half += gate.order[i][0] == 'b' ? 1 : 0;
+  EXPECT_GE(b_in_first_half, 3) << "order: " << ::testing::PrintToString(gate.order);
+}
+
+TEST(Remote, ATaskPastItsDeadlineIsLostAndCancelledOnTheWorker) {
+  Gate gate;
+  WorkerNode worker(worker_options(), gate.ops());
+  auto o = pool_for(worker, {{"held", 1}});
+  o.task_timeout = 300ms;
+  RemotePool pool(o);
+  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
+  const auto started = std::chrono::steady_clock::now();
+  auto r = pool.call("held", bytes_of("stuck"), {});
+  EXPECT_EQ(r.status, CallStatus::lost);
+  EXPECT_TRUE(r.started);
+  EXPECT_NE(r.reason.find("deadline of 300 ms"), std::string::npos) << r.reason;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);
+  for (int i = 0; i < 100 && worker.stats().tasks_cancelled == 0; ++i)
+    std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(worker.stats().tasks_cancelled, 1u);
+  // The worker itself is not lost: back in the rotation once its thread is free.
+  for (int i = 0; i < 100 && pool.live_workers() == 0; ++i) std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(pool.live_workers(), 1u);
+}
+
+// A read that never returns (an operation that ignores its cancel): the worker is
+// suspect from the deadline on — connected, but it gets no new task and does not count
+// as live — until that thread is free. The task it had queued behind is lost as never
+// started (CallResult::started: the caller need not count it).
+TEST(Remote, AStuckWorkerLeavesTheRotationUntilItsThreadIsFree) {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool open = false;
+  OperationRegistry ops;
+  ops.add({"read", 1}, [&](std::span<const char> task, const OperationContext&) {
+    std::unique_lock lock(mutex);
+    cv.wait(lock, [&] { return open; });  // deaf to the cancel, like read() on a hung mount
+    return std::vector<char>(task.begin(), task.end());
+  });
+  WorkerNode worker(worker_options(1), std::move(ops));
+  auto o = pool_for(worker, {{"read", 1}});
+  o.task_timeout = 300ms;
+  RemotePool pool(o);
+  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
+  CallResult first, second;
+  std::thread a([&] { first = pool.call("read", bytes_of("hung"), {}); });
+  // The second is sent once the first is outstanding (queued behind it on the one thread).
+  for (int i = 0; i < 100 && pool.stats().calls < 1; ++i) std::this_thread::sleep_for(10ms);
+  std::thread b([&] { second = pool.call("read", bytes_of("queued"), {}); });
+  a.join();
+  b.join();
+  EXPECT_EQ(first.status, CallStatus::lost);
+  EXPECT_TRUE(first.started);
+  EXPECT_EQ(second.status, CallStatus::lost) << second.reason;
+  EXPECT_FALSE(second.started) << second.reason;
+  EXPECT_EQ(pool.live_workers(), 0u);
+  const auto lost = pool.lost_workers();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_NE(lost[0].find("suspect"), std::string::npos) << lost[0];
+  EXPECT_EQ(pool.call("read", bytes_of("not sent"), {}).status, CallStatus::no_workers);
+  {
+    std::lock_guard lock(mutex);
+    open = true;
+  }
+  cv.notify_all();
+  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
+  auto r = pool.call("read", bytes_of("back"), {});
+  ASSERT_EQ(r.status, CallStatus::done) << r.reason;
+  EXPECT_EQ(text_of(r.bytes), "back");
+}
+
+TEST(Remote, ACancelledAttemptsResultIsNeverSent) {
+  OperationRegistry ops;
+  ops.add({"slow", 1}, [](std::span<const char> task, const OperationContext&) {
+    std::this_thread::sleep_for(600ms);  // ignores the cancel
+    return std::vector<char>(task.begin(), task.end());
+  });
+  WorkerNode worker(worker_options(), std::move(ops));
+  auto o = pool_for(worker, {{"slow", 1}});
+  o.task_timeout = 200ms;
+  RemotePool pool(o);
+  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
+  EXPECT_EQ(pool.call("slow", bytes_of("x"), {}).status, CallStatus::lost);
+  for (int i = 0; i < 100 && worker.stats().tasks_cancelled == 0; ++i)
+    std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(worker.stats().tasks_cancelled, 1u);
+  EXPECT_EQ(worker.stats().tasks_done, 0u);
+  EXPECT_EQ(pool.stats().done, 0u);
+}
+
+TEST(Remote, AResultOfALostSessionIsDroppedAsLate) {
+  OperationRegistry ops;
+  ops.add({"slow", 1}, [](std::span<const char> task, const OperationContext&) {
+    std::this_thread::sleep_for(700ms);
+    return std::vector<char>(task.begin(), task.end());
+  });
+  WorkerNode worker(worker_options(), std::move(ops));
+  auto o = pool_for(worker, {{"slow", 1}});
+  // Heartbeats rarer than their timeout: the pool gives the session up while the task
+  // runs (as for a worker frozen a moment), then opens a new one.
+  o.heartbeat_interval = 5s;
+  o.heartbeat_timeout = 300ms;
+  RemotePool pool(o);
+  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
+  auto r = pool.call("slow", bytes_of("x"), {});
+  EXPECT_EQ(r.status, CallStatus::lost);
+  EXPECT_NE(r.reason.find("no heartbeat"), std::string::npos) << r.reason;
+  for (int i = 0; i < 100 && pool.stats().late_dropped == 0; ++i) std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(pool.stats().late_dropped, 1u);
+  EXPECT_EQ(pool.stats().done, 0u);
+  EXPECT_GE(worker.stats().sessions_opened, 2u);  // reconnected: a new session
+}
+
+TEST(Remote, TasksCancelledOrDroppedWhileQueuedLeaveTheWorkerServing) {
+  // One thread: the first task holds it, the others wait in the session's queue.
+  Gate gate;
+  auto wo = worker_options(1);
+  wo.window = 8;
+  wo.heartbeat_timeout = 400ms;  // the worker ends a session that sends no heartbeat
+  WorkerNode worker(wo, gate.ops());
+  auto o = pool_for(worker, {{"held", 1}});
+  o.task_timeout = 300ms;  // the queued tasks are cancelled on the worker
+  RemotePool pool(o);
+  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
+  std::vector<std::thread> callers;
+  for (int i = 0; i < 4; ++i)
+    callers.emplace_back([&, i] { pool.call("held", bytes_of(std::to_string(i)), {}); });
+  for (auto& t : callers) t.join();  // all lost on their deadline, three while queued
+  EXPECT_EQ(pool.stats().lost, 4u);
+  {
+    // A trainer that stops sending heartbeats: its session ends with tasks queued.
+    auto silent = pool_for(worker, {{"held", 1}});
+    silent.heartbeat_interval = 10s;
+    silent.task_timeout = 10s;
+    RemotePool quiet(silent);
+    ASSERT_TRUE(quiet.wait_for_worker(5s, {}));
+    std::vector<std::thread> more;
+    std::vector<CallResult> results(3);
+    for (int i = 0; i < 3; ++i)
+      more.emplace_back([&, i] { results[i] = quiet.call("held", bytes_of("q"), {}); });
+    std::this_thread::sleep_for(1500ms);  // the worker has ended the silent session by now
+    gate.release();
+    for (auto& t : more) t.join();
+  }
+  EXPECT_GE(worker.stats().tasks_cancelled, 3u);
+  // The worker still serves.
+  RemotePool next(pool_for(worker, {{"held", 1}}));
+  ASSERT_TRUE(next.wait_for_worker(5s, {}));
+  auto r = next.call("held", bytes_of("after"), {});
+  ASSERT_EQ(r.status, CallStatus::done) << r.reason;
+  EXPECT_EQ(text_of(r.bytes), "after");
+}
+
+TEST(Remote, AStopTokenEndsAWaitingCall) {
+  Gate gate;
+  WorkerNode worker(worker_options(), gate.ops());
+  RemotePool pool(pool_for(worker, {{"held", 1}}));
+  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
+  std::stop_source stop;
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(200ms);
+    stop.request_stop();
+  });
+  const auto started = std::chrono::steady_clock::now();
+  auto r = pool.call("held", bytes_of("x"), stop.get_token());
+  stopper.join();
+  EXPECT_EQ(r.status, CallStatus::stopped);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 1s);
+  gate.release();
+}
+
+TEST(Remote, AWorkerThatGoesAwayLosesItsCallsAtOnce) {
+  Gate gate;
+  auto worker = std::make_unique<WorkerNode>(worker_options(), gate.ops());
+  RemotePool pool(pool_for(*worker, {{"held", 1}}));
+  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
+  CallResult r;
+  std::thread caller([&] { r = pool.call("held", bytes_of("x"), {}); });
+  while (gate.started_count() < 1) std::this_thread::sleep_for(10ms);
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(100ms);
+    gate.release();  // lets the worker's thread finish so the node can be destroyed
+  });
+  worker.reset();  // the node shuts down: its connection closes
+  caller.join();
+  releaser.join();
+  EXPECT_TRUE(r.status == CallStatus::lost || r.status == CallStatus::done) << r.reason;
+  if (r.status == CallStatus::lost) {
+    EXPECT_NE(r.reason.find("worker 127.0.0.1:"), std::string::npos);
+  }
+  for (int i = 0; i < 100 && pool.live_workers() != 0; ++i) std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(pool.live_workers(), 0u);
+  EXPECT_EQ(pool.call("held", bytes_of("y"), {}).status, CallStatus::no_workers);
+}
+
+TEST(Remote, RandomBytesOnTheWorkersPortDoNotHurtIt) {
+  WorkerNode worker(worker_options(), upper_ops());
+  std::mt19937 random(7);
+  for (int round = 0; round < 20; ++round) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(worker.address().port);
+    ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    std::vector<char> junk(1 + random() % 4096);
+    for (auto& c : junk) c = static_cast<char>(random());
+    // The first word is a BASP header's payload length: sometimes claim a huge one.
+    if (round % 2 == 0 && junk.size() >= 8) std::fill(junk.begin(), junk.begin() + 8, '\xff');
+    [[maybe_unused]] auto n = ::write(fd, junk.data(), junk.size());
+    ::close(fd);
+  }
+  RemotePool pool(pool_for(worker));
+  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
+  auto r = pool.call("upper", bytes_of("still here"), {});
+  ASSERT_EQ(r.status, CallStatus::done) << r.reason;
+  EXPECT_EQ(text_of(r.bytes), "STILL HERE");
+}
+
+// Rank 0's pool: hosts a directory on a free port.
+PoolOptions directory_host() {
+  PoolOptions o;
+  o.directory = Endpoint{"127.0.0.1", 0};
+  o.host_directory = true;
+  o.security = kSecurity;
+  o.operations = {{"upper", 1}};
+  return o;
+}
+
+TEST(Remote, AWorkerJoinsTheDirectoryAndTheTrainerFindsIt) {
+  RemotePool pool(directory_host());
+  ASSERT_TRUE(pool.directory_address());
+  EXPECT_NE(pool.directory_address()->port, 0);
+  EXPECT_EQ(pool.call("upper", bytes_of("x"), {}).status, CallStatus::no_workers);
+  auto wo = worker_options();
+  wo.join = *pool.directory_address();
+  const auto joined = std::chrono::steady_clock::now();
+  WorkerNode worker(wo, upper_ops());
+  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
+  EXPECT_LT(std::chrono::steady_clock::now() - joined, 2s);  // a late joiner gets work fast
+  auto r = pool.call("upper", bytes_of("found"), {});
+  ASSERT_EQ(r.status, CallStatus::done) << r.reason;
+  EXPECT_EQ(text_of(r.bytes), "FOUND");
+}
+
+// Every thread of a worker stuck (another trainer's read that never returns): a new
+// trainer's task never starts. Lost as never started at its deadline, the worker is out
+// of this trainer's rotation for a deadline's time (parole), then tried again.
+TEST(Remote, AWorkerWhoseThreadsAreAllStuckIsOutOfANewTrainersRotationOnParole) {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool open = false;
+  OperationRegistry ops;
+  ops.add({"read", 1}, [&](std::span<const char> task, const OperationContext&) {
+    if (std::string_view(task.data(), task.size()) == "hung") {
+      std::unique_lock lock(mutex);
+      cv.wait(lock, [&] { return open; });
+    }
+    return std::vector<char>(task.begin(), task.end());
+  });
+  WorkerNode worker(worker_options(1), std::move(ops));
+  auto o = pool_for(worker, {{"read", 1}});
+  o.task_timeout = 300ms;
+  RemotePool first(o);
+  ASSERT_TRUE(first.wait_for_worker(5s, {}));
+  EXPECT_EQ(first.call("read", bytes_of("hung"), {}).status, CallStatus::lost);
+  RemotePool second(o);
+  ASSERT_TRUE(second.wait_for_worker(5s, {}));
+  auto r = second.call("read", bytes_of("never starts"), {});
+  EXPECT_EQ(r.status, CallStatus::lost);
+  EXPECT_FALSE(r.started);
+  EXPECT_EQ(second.live_workers(), 0u);
+  EXPECT_EQ(second.call("read", bytes_of("not sent"), {}).status, CallStatus::no_workers);
+  ASSERT_TRUE(second.wait_for_worker(5s, {}));  // on parole after 300 ms
+  {
+    std::lock_guard lock(mutex);
+    open = true;
+  }
+  cv.notify_all();
+  r = second.call("read", bytes_of("served"), {});
+  ASSERT_EQ(r.status, CallStatus::done) << r.reason;
+  EXPECT_EQ(text_of(r.bytes), "served");
+}
+
+// A late rank whose directory cannot be reached can say so (not "it listed none").
+TEST(Remote, ADirectoryThatCannotBeReachedSaysWhy) {
+  PoolOptions o;
+  o.directory = Endpoint{"127.0.0.1", 1};  // nothing listens there
+  o.security = kSecurity;
+  o.reconnect_interval = 100ms;
+  RemotePool pool(o);
+  for (int i = 0; i < 250 && !pool.directory_unreachable(); ++i) std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(pool.directory_unreachable());
+  EXPECT_NE(pool.directory_unreachable()->find("refused"), std::string::npos)
+      << *pool.directory_unreachable();
+  // Reached: no reason any more.
+  RemotePool host(directory_host());
+  auto wo = worker_options();
+  wo.join = *host.directory_address();
+  WorkerNode worker(wo, upper_ops());
+  o.directory = host.directory_address();
+  RemotePool reached(o);
+  ASSERT_TRUE(reached.wait_for_worker(5s, {}));
+  EXPECT_FALSE(reached.directory_unreachable());
+}
+
+TEST(Remote, TheDirectoryRefusesAWrongToken) {
+  RemotePool pool(directory_host());
+  auto wo = worker_options();
+  wo.join = *pool.directory_address();
+  wo.security.token = "not the job's";
+  OperationRegistry ops = upper_ops();
+  WorkerNode worker(wo, std::move(ops));
+  EXPECT_FALSE(pool.wait_for_worker(1500ms, {}));
+}
+
+TEST(Remote, ConfigurationErrorsAreRemoteErrors) {
+  auto wo = worker_options();
+  wo.security.token.clear();
+  EXPECT_THROW(WorkerNode(wo, upper_ops()), RemoteError);
+  wo = worker_options();
+  wo.security.tls_cert = "/nonexistent/cert.pem";
+  wo.security.tls_key = "/nonexistent/key.pem";
+  wo.security.tls_ca = "/nonexistent/ca.pem";
+  try {
+    WorkerNode node(wo, upper_ops());
+    FAIL() << "expected a RemoteError";
+  } catch (const RemoteError& e) {
+    EXPECT_NE(std::string(e.what()).find("tls_cert /nonexistent/cert.pem"), std::string::npos)
+        << e.what();
+  }
+  // A port in use.
+  WorkerNode first(worker_options(), upper_ops());
+  wo = worker_options();
+  wo.listen = first.address();
+  EXPECT_THROW(WorkerNode(wo, upper_ops()), RemoteError);
+}
+
+TEST(Remote, OperationNamesAreUnique) {
+  OperationRegistry ops = upper_ops();
+  EXPECT_THROW(ops.add({"upper", 3}, {}), std::invalid_argument);
+  EXPECT_THROW(ops.add({"", 1}, {}), std::invalid_argument);
+  ASSERT_EQ(ops.list().size(), 1u);
+  EXPECT_EQ(ops.list()[0], (OperationVersion{"upper", 1}));
+}
+
+}  // namespace
+}  // namespace brigade::transport

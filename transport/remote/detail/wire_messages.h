@@ -1,0 +1,70 @@
+#pragma once
+
+// The messages of transport/remote/remote.capnp as plain values: write_*() builds a message's
+// bytes, read_*() parses bytes a peer sent into a value or throws RemoteError — never
+// anything else, never a crash, whatever the bytes (tests/transport/wire_test.cc feeds
+// them mutations under AddressSanitizer). Reading copies out what it keeps, except
+// DecodeResultFields::data, which points into the bytes given (keep them alive).
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "transport/remote/remote.h"
+
+namespace brigade::transport::detail {
+
+struct HelloFields {
+  std::uint32_t protocol = 0;
+  std::string build_id, token, trainer_key, name;
+  std::vector<OperationVersion> operations;
+  std::uint64_t fingerprint = 0;
+};
+std::vector<char> write_hello(const HelloFields& hello);
+HelloFields read_hello(std::span<const char> bytes);
+
+struct WelcomeFields {
+  std::uint32_t protocol = 0;
+  std::string build_id, session_key, name;
+  std::uint32_t window = 0, threads = 0;
+};
+std::vector<char> write_welcome(const WelcomeFields& welcome);
+WelcomeFields read_welcome(std::span<const char> bytes);
+
+struct JoinFields {
+  std::string token, endpoint;
+};
+std::vector<char> write_join(const JoinFields& join);
+JoinFields read_join(std::span<const char> bytes);
+
+struct SubscribeFields {
+  std::string token, name;
+};
+std::vector<char> write_subscribe(const SubscribeFields& subscribe);
+SubscribeFields read_subscribe(std::span<const char> bytes);
+
+struct WorkerListFields {
+  std::string directory_key;
+  std::vector<std::string> endpoints;
+};
+std::vector<char> write_worker_list(const WorkerListFields& list);
+WorkerListFields read_worker_list(std::span<const char> bytes);
+
+struct DecodeResultFields {
+  std::vector<std::uint64_t> ids;
+  std::vector<std::int64_t> shape;
+  std::span<const std::uint8_t> data;  // into the bytes read
+  struct Failure {
+    std::uint32_t index = 0;
+    std::uint64_t id = 0;
+    std::string message, category;
+    std::int32_t code = 0;
+  };
+  std::vector<Failure> failures;
+};
+/// Reads a result; `data` stays valid while `bytes` and the reader's storage do, so the
+/// reader is kept in `keep` (aligned copies of misaligned input live there too).
+DecodeResultFields read_decode_result(std::span<const char> bytes, std::shared_ptr<void>& keep);
+
+}  // namespace brigade::transport::detail
