@@ -229,10 +229,12 @@ void check_transform_options(const TransformOptions& o) {
   const auto fail = [](const std::string& what) {
     throw MediaError(ErrorCode::invalid_argument, "transform options", what);
   };
-  if (o.size < 1 || o.size > 4096) fail("size " + std::to_string(o.size) + " must be 1-4096");
-  if (o.kind == TransformKind::eval && (o.resize < o.size || o.resize > 65536)) {
+  if (o.size < 1 || o.size > kMaxTransformSize) {
+    fail("size " + std::to_string(o.size) + " must be 1-" + std::to_string(kMaxTransformSize));
+  }
+  if (o.kind == TransformKind::eval && (o.resize < o.size || o.resize > kMaxResize)) {
     fail("resize " + std::to_string(o.resize) + ": eval's shorter side must be at least size " +
-         std::to_string(o.size) + " and at most 65536");
+         std::to_string(o.size) + " and at most " + std::to_string(kMaxResize));
   }
   if (!(std::isfinite(o.scale_min) && std::isfinite(o.scale_max) && o.scale_min > 0 &&
         o.scale_min <= o.scale_max && o.scale_max <= 1))

@@ -70,6 +70,11 @@ enum class Interpolation { bilinear, bicubic };
 std::string_view to_string(TransformKind kind);
 std::string_view to_string(Interpolation interpolation);
 
+/// The bounds check_transform_options() enforces (the key table's per-key checks use
+/// the same constants).
+inline constexpr int kMaxTransformSize = 4096;
+inline constexpr int kMaxResize = 65536;
+
 struct TransformOptions {
   TransformKind kind = TransformKind::eval;
   int size = 224;    // output height = width

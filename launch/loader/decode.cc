@@ -122,10 +122,14 @@ void validate(const DecodeSpec& spec) {
     throw SpecError(e.cause().substr(0, e.cause().find_first_of(" :")), e.cause());
   }
   if (spec.kind != MediaKind::video) return;
-  if (spec.clip_frames < 1 || spec.clip_frames > 1024)
-    throw SpecError("clip_frames", fmt::format("clip_frames {} must be 1-1024", spec.clip_frames));
-  if (spec.clip_stride < 1 || spec.clip_stride > 1024)
-    throw SpecError("clip_stride", fmt::format("clip_stride {} must be 1-1024", spec.clip_stride));
+  if (spec.clip_frames < 1 || spec.clip_frames > kMaxClipFrames) {
+    throw SpecError("clip_frames",
+                    fmt::format("clip_frames {} must be 1-{}", spec.clip_frames, kMaxClipFrames));
+  }
+  if (spec.clip_stride < 1 || spec.clip_stride > kMaxClipStride) {
+    throw SpecError("clip_stride",
+                    fmt::format("clip_stride {} must be 1-{}", spec.clip_stride, kMaxClipStride));
+  }
   if (spec.transform.kind == media::TransformKind::none) {
     throw SpecError("transform",
                     "transform none: clips (kind video) take eval (evenly spaced frames, center "

@@ -57,6 +57,10 @@ struct DecodeSpec {
   int clip_stride = 4;  // video, train: frames between a clip's selected frames
 };
 
+/// The clips' bounds validate() enforces (the key table's clip_stride check uses it too).
+inline constexpr int kMaxClipFrames = 1024;
+inline constexpr int kMaxClipStride = 1024;
+
 /// A spec validate() refuses. what() says why, naming the field and its value first
 /// ("resize 200: eval's shorter side must be at least size 224 …"); field() is the
 /// field's name as the key table spells it (size, resize, scale, ratio,
