@@ -1,7 +1,10 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
+#include <variant>
 #include <vector>
 
 #include "actors/errors.h"
@@ -47,7 +50,36 @@ struct PipelineStats {
   std::vector<FailureRecord> recent_failures;  // at most 16, oldest first
 };
 
-/// A fixed-width table of `stats`, one row per stage plus the sink, for logs.
+// ONE DESCRIPTION. Every figure of a record, described once: its key (the JSON key of
+// `brigade run --json`, the Python Loader's stats() dict key, the cluster report's),
+// the member it reads, and its column in the human table (if any). Every serializer
+// iterates the description, so a new figure is one line here.
+template <class Record>
+struct Figure {
+  std::string_view key;
+  std::variant<std::string Record::*, int Record::*, std::uint64_t Record::*, double Record::*>
+      member;
+  std::string_view column{};  // header in format_stats_table; empty: not a column
+  int width = 0;
+  int precision = 0;  // digits after the point (doubles)
+};
+std::span<const Figure<StageStats>> stage_figures();
+std::span<const Figure<SinkStats>> sink_figures();
+/// The pipeline's own figures (source_items, failures, elapsed_s): not stages, sink or
+/// recent_failures.
+std::span<const Figure<PipelineStats>> pipeline_figures();
+
+/// Calls f(key, value) for every figure of `record` in the description's order; value
+/// is a const std::string&, int, std::uint64_t or double.
+template <class Record, class F>
+void for_each_figure(const Record& record, std::span<const Figure<Record>> figures, F&& f) {
+  for (const auto& figure : figures) {
+    std::visit([&](auto member) { f(figure.key, record.*member); }, figure.member);
+  }
+}
+
+/// A fixed-width table of `stats`, one row per stage (the columns of stage_figures())
+/// plus a line for the sink, for logs.
 std::string format_stats_table(const PipelineStats& stats);
 
 }  // namespace brigade::actors

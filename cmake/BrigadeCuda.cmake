@@ -75,7 +75,8 @@ endif()
 function(brigade_add_device_executable name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES} ${BRIGADE_DEVICE_OBJECTS}
-    ${PROJECT_SOURCE_DIR}/media/tensor.cc ${PROJECT_SOURCE_DIR}/media/normalize.cc)
+    ${PROJECT_SOURCE_DIR}/media/tensor.cc ${PROJECT_SOURCE_DIR}/media/normalize.cc
+    ${PROJECT_SOURCE_DIR}/transport/files/files.cc)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} ${BRIGADE_CAPNP_FOR_DEVICE_BINARIES}
     ${BRIGADE_DEVICE_LINK} brigade_sanitize brigade_warnings)

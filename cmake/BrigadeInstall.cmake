@@ -1,5 +1,5 @@
 # The C++ package (issue 11): `cmake --install build --prefix P` installs
-#   P/lib/libbrigade_{actors,tensor,media,checkpoint,remote,device,loader,launch}.a
+#   P/lib/libbrigade_{actors,tensor,media,files,checkpoint,remote,device,loader,launch}.a
 #                                                         static, position-independent
 #   P/include/brigade/<room>/*.h                          public headers only
 #   P/lib/cmake/Brigade/BrigadeConfig.cmake (+ version)   imported targets Brigade::actors,
@@ -45,7 +45,7 @@ if(NOT BRIGADE_SANITIZE STREQUAL "")
 endif()
 
 set(BRIGADE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Brigade)
-set(brigade_export_targets brigade_actors brigade_tensor brigade_media brigade_checkpoint
+set(brigade_export_targets brigade_actors brigade_tensor brigade_media brigade_files brigade_checkpoint
   brigade_remote brigade_device brigade_transport brigade_loader brigade_launch
   brigade_warnings brigade_sanitize)
 set_target_properties(brigade_warnings PROPERTIES EXPORT_NAME detail_warnings)
@@ -62,7 +62,8 @@ install(EXPORT BrigadeTargets NAMESPACE Brigade:: DESTINATION ${BRIGADE_CMAKE_DI
 
 # Each room's public headers: a module's top level, and the rooms inside transport/ and
 # launch/ (DESIGN.md, section 1).
-foreach(room IN ITEMS actors media transport/checkpoint transport/remote transport/device
+foreach(room IN ITEMS actors media transport/files transport/checkpoint transport/remote
+    transport/device
     launch launch/loader)
   file(GLOB headers ${PROJECT_SOURCE_DIR}/${room}/*.h)
   install(FILES ${headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/brigade/${room})

@@ -21,6 +21,7 @@
 
 #include "launch/loader/decode.h"
 #include "transport/device/device.h"
+#include "transport/files/files.h"
 #include "transport/remote/endpoint.h"
 
 namespace brigade::launch {
@@ -1154,21 +1155,6 @@ void resolve_launch(RunConfig& config, const Env& env) {
   resolve_master(config, env, launcher);
 }
 
-// A file descriptor, closed with its owner.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 [[noreturn]] void file_error(std::string_view key, const std::string& path) {
   throw ConfigError(
       fmt::format("{} {}: cannot read: {}", key, path, std::generic_category().message(errno)),
@@ -1177,7 +1163,7 @@ class FileDescriptor {
 
 // The whole file. `secret`: refused when group or others may read it (ssh's rule).
 std::string read_whole(std::string_view key, const std::string& path, bool secret) {
-  FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  transport::FileDescriptor file(path, O_RDONLY | O_CLOEXEC);
   struct stat st {};
   if (file.get() < 0 || ::fstat(file.get(), &st) != 0) file_error(key, path);
   if (secret && (st.st_mode & 077) != 0) {

@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "actors/errors.h"
+#include "actors/stats.h"
 #include "launch/config.h"
 #include "launch/loader/demo_dataset.h"
 #include "launch/loader/job.h"
@@ -86,15 +87,15 @@ const char* end_name(launch::JobEnd end) {
 // The --json line. Figures start at the program's start; cpu_seconds and peak_rss_mb
 // exclude what happened before the job (the demo dataset's generation).
 std::string summary_json(const launch::JobSummary& s, double cpu0) {
+  // The statistics as actors/stats.h describes them (the keys of the Python Loader's).
+  const auto object = [](const auto& record, auto figures) {
+    nlohmann::json o = nlohmann::json::object();
+    actors::for_each_figure(record, figures,
+                            [&](std::string_view key, const auto& value) { o[key] = value; });
+    return o;
+  };
   nlohmann::json stages = nlohmann::json::array();
-  for (const auto& st : s.stats.stages) {
-    stages.push_back({{"name", st.name},
-                      {"tasks", st.tasks},
-                      {"failures", st.failures},
-                      {"p50_ms", st.p50_ms},
-                      {"p99_ms", st.p99_ms},
-                      {"occupancy", st.occupancy}});
-  }
+  for (const auto& st : s.stats.stages) stages.push_back(object(st, actors::stage_figures()));
   nlohmann::json j{{"end", end_name(s.end)},
                    {"samples", s.counts.samples},
                    {"batches", s.counts.batches},
@@ -106,7 +107,8 @@ std::string summary_json(const launch::JobSummary& s, double cpu0) {
                    {"time_to_first_batch_s", s.time_to_first_batch_s},
                    {"cpu_seconds", launch::cpu_seconds() - cpu0},
                    {"peak_rss_mb", launch::peak_rss_mb()},
-                   {"stages", stages}};
+                   {"stages", stages},
+                   {"sink", object(s.stats.sink, actors::sink_figures())}};
   if (!s.failure.empty()) j["failure"] = s.failure;
   if (!s.checkpoint.empty()) j["checkpoint"] = s.checkpoint;
   if (s.remote) {

@@ -29,11 +29,11 @@ inline constexpr int kMaxNormalizeChannels = 8;
 
 /// What a job asks for (see the header comment).
 struct NormalizeOptions {
-  std::vector<float> mean{};    // one per channel
-  std::vector<float> stddev{};  // one per channel, each > 0 and finite
-  float scale = 1.0f;           // x is multiplied by scale before mean and stddev apply
+  std::vector<float> mean{};     // one per channel
+  std::vector<float> stddev{};   // one per channel, each > 0 and finite
+  float scale = 1.0f;            // x is multiplied by scale before mean and stddev apply
   DType dtype = DType::float32;  // float32 or float16
-  Layout layout = Layout::nchw;                // of the output
+  Layout layout = Layout::nchw;  // of the output
 };
 
 /// One queued normalize: what Device::normalize receives. Plain data, no ownership.

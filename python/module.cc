@@ -13,6 +13,7 @@
 #include <regex>
 
 #include "actors/errors.h"
+#include "actors/stats.h"
 #include "launch/config.h"
 #include "media/synthetic.h"
 #include "python/loader.h"
@@ -83,27 +84,13 @@ auto translating(launch::Dataset const* dataset, F&& f) {
   }
 }
 
-py::dict to_dict(const actors::StageStats& s) {
-  py::dict d;
-  d["name"] = s.name;
-  d["kind"] = s.kind;
-  d["concurrency"] = s.concurrency;
-  d["capacity"] = s.capacity;
-  d["tasks"] = s.tasks;
-  d["failures"] = s.failures;
-  d["filtered"] = s.filtered;
-  d["retries"] = s.retries;
-  d["outputs"] = s.outputs;
-  d["mean_ms"] = s.mean_ms;
-  d["p50_ms"] = s.p50_ms;
-  d["p90_ms"] = s.p90_ms;
-  d["p99_ms"] = s.p99_ms;
-  d["starved_s"] = s.starved_s;
-  d["backpressured_s"] = s.backpressured_s;
-  d["occupancy"] = s.occupancy;
-  d["items_per_s"] = s.items_per_s;
-  d["elapsed_s"] = s.elapsed_s;
-  return d;
+// A record's figures as actors/stats.h describes them (the keys of `brigade run --json`).
+template <class Record>
+void put_figures(py::dict& d, const Record& record,
+                 std::span<const actors::Figure<Record>> figures) {
+  actors::for_each_figure(record, figures, [&](std::string_view key, const auto& value) {
+    d[py::str(key.data(), key.size())] = value;
+  });
 }
 
 py::dict stats_dict(python::Loader& loader) {
@@ -111,19 +98,16 @@ py::dict stats_dict(python::Loader& loader) {
   const auto counts = loader.counts();
   py::dict d;
   py::list stages;
-  for (const auto& s : st.stages) stages.append(to_dict(s));
+  for (const auto& s : st.stages) {
+    py::dict stage;
+    put_figures(stage, s, actors::stage_figures());
+    stages.append(stage);
+  }
   d["stages"] = stages;
   py::dict sink;
-  sink["buffer_size"] = st.sink.buffer_size;
-  sink["delivered"] = st.sink.delivered;
-  sink["requests"] = st.sink.requests;
-  sink["ready"] = st.sink.ready;
-  sink["data_readiness"] = st.sink.data_readiness;
-  sink["consumer_wait_s"] = st.sink.consumer_wait_s;
+  put_figures(sink, st.sink, actors::sink_figures());
   d["sink"] = sink;
-  d["source_items"] = st.source_items;
-  d["failures"] = st.failures;
-  d["elapsed_s"] = st.elapsed_s;
+  put_figures(d, st, actors::pipeline_figures());
   py::list recent;
   for (const auto& r : st.recent_failures) recent.append(cause(r, loader.dataset()));
   d["recent_failures"] = recent;

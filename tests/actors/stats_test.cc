@@ -51,6 +51,19 @@ TEST(Stats, SleepingStageReportsItsTaskTime) {
   EXPECT_EQ(stats.source_items, 60u);
   const auto table = format_stats_table(stats);
   EXPECT_NE(table.find("sleepy"), std::string::npos);
+  // The header lists the described columns in order.
+  std::size_t at = 0;
+  for (const auto& f : stage_figures()) {
+    if (f.column.empty()) continue;
+    const auto found = table.find(f.column, at);
+    ASSERT_NE(found, std::string::npos) << f.column;
+    EXPECT_LT(found, table.find('\n')) << f.column;
+    at = found + f.column.size();
+  }
+  int figures = 0;
+  for_each_figure(stats.stages[0], stage_figures(),
+                  [&](std::string_view, const auto&) { ++figures; });
+  EXPECT_EQ(figures, 18);
   EXPECT_NE(table.find("data readiness"), std::string::npos);
 }
 

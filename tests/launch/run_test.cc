@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "actors/stats.h"
 #include "media/synthetic.h"
 
 namespace brigade::launch {
@@ -143,11 +144,19 @@ TEST_F(RunTest, DeliversEveryGoodSampleOnceAndReportsCorruptOnes) {
     EXPECT_TRUE(json[key].is_number()) << key;
   }
   std::vector<std::string> stages;
+  std::vector<std::string> described;  // every figure of actors/stats.h, in its order
+  for (const auto& f : actors::stage_figures()) described.emplace_back(f.key);
   for (const auto& s : json["stages"]) {
     stages.push_back(s["name"]);
     EXPECT_EQ(s["failures"], s["name"] == "decode" ? 3 : 0) << s["name"];
+    std::vector<std::string> keys;
+    for (const auto& [key, value] : s.items()) keys.push_back(key);
+    std::sort(described.begin(), described.end());  // nlohmann's objects sort their keys
+    EXPECT_EQ(keys, described) << s["name"];
   }
   EXPECT_EQ(stages, (std::vector<std::string>{"read", "batch", "decode"}));
+  EXPECT_EQ(json["sink"]["delivered"], 8);
+  EXPECT_TRUE(json["sink"]["data_readiness"].is_number());
 }
 
 TEST_F(RunTest, SameSeedSameOrderAndNoShuffleIsSorted) {

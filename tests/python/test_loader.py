@@ -63,8 +63,17 @@ def test_a_config_file_and_keywords_that_override_it(images, tmp_path):
     loader = brigade.Loader(str(config), batch_size=6, environment=NO_LAUNCHER)
     assert loader.batch_size == 6
     assert len(list(loader)) == IMAGES // 6
-    stages = {s["name"]: s for s in loader.stats()["stages"]}
+    stats = loader.stats()
+    stages = {s["name"]: s for s in stats["stages"]}
     assert stages["decode"]["concurrency"] == 1 and stages["decode"]["tasks"] == IMAGES // 6
+    # The figures of actors/stats.h's one description, as `brigade run --json` has them.
+    assert list(stages["decode"]) == [
+        "name", "kind", "concurrency", "capacity", "tasks", "failures", "filtered", "retries",
+        "outputs", "mean_ms", "p50_ms", "p90_ms", "p99_ms", "starved_s", "backpressured_s",
+        "occupancy", "items_per_s", "elapsed_s"]
+    assert list(stats["sink"]) == ["buffer_size", "delivered", "requests", "ready",
+                                   "data_readiness", "consumer_wait_s"]
+    assert stats["source_items"] == IMAGES and stats["failures"] == 0
 
 
 def test_rank_and_world_size_from_torchrun_environment(images):

@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "transport/checkpoint/checkpoint.capnp.h"
+#include "transport/files/files.h"
 
 namespace brigade::transport {
 namespace {
@@ -40,23 +41,6 @@ constexpr std::uint32_t kFileVersion = 1;
 [[noreturn]] void fail_errno(const fs::path& file, const std::string& what) {
   fail(CheckpointErrorKind::io, file, what + ": " + std::strerror(errno));
 }
-
-// An open file descriptor, closed on destruction.
-class FileDescriptor {
- public:
-  FileDescriptor(const fs::path& path, int flags, mode_t mode = 0)
-      : fd_(::open(path.c_str(), flags, mode)) {}
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
 
 // A temporary file that is removed on destruction unless it was renamed into place.
 class TempFile {
@@ -383,35 +367,12 @@ std::string hex16(std::uint64_t x) {
 
 std::filesystem::path write_bytes(const fs::path& dir, const std::string& name,
                                   const std::vector<std::byte>& bytes, bool sync) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) fail(CheckpointErrorKind::io, dir, "cannot create the directory: " + ec.message());
   const fs::path target = dir / name;
-  TempFile temp(dir / ("." + name + ".tmp-" + std::to_string(::getpid())));
-  {
-    FileDescriptor fd(temp.path(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd.get() < 0) {
-      const int err = errno;
-      temp.published();  // nothing was created
-      errno = err;
-      fail_errno(temp.path(), "cannot create");
-    }
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) fail_errno(temp.path(), "cannot write");
-      done += static_cast<std::size_t>(n);
-    }
-    if (sync && ::fsync(fd.get()) != 0) fail_errno(temp.path(), "cannot fsync");
-    if (::close(fd.release()) != 0) fail_errno(temp.path(), "cannot close");
+  try {
+    publish_file(target, bytes, {.mode = 0644, .sync = sync});
+  } catch (const FileError& e) {
+    fail(CheckpointErrorKind::io, e.path(), e.operation() + ": " + e.code().message());
   }
-  if (::rename(temp.path().c_str(), target.c_str()) != 0)
-    fail_errno(target, "cannot rename the temporary file into place");
-  temp.published();
-  if (!sync) return target;
-  FileDescriptor dir_fd(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd.get() < 0 || ::fsync(dir_fd.get()) != 0) fail_errno(dir, "cannot fsync the directory");
   return target;
 }
 

@@ -19,6 +19,7 @@
 #include "transport/device/detail/device_collective.h"
 #include "transport/device/detail/device_cuda.h"
 #include "transport/device/device.capnp.h"
+#include "transport/files/files.h"
 
 namespace brigade::transport {
 namespace detail {
@@ -166,27 +167,6 @@ Header read_header(const void* slot, int from) {
   }
 }
 
-// An open file descriptor, closed on destruction.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
-
-[[noreturn]] void fail_errno(const fs::path& file, const std::string& what) {
-  throw std::runtime_error("device group id file " + file.string() + ": " + what + ": " +
-                           std::strerror(errno));
-}
-
 }  // namespace
 
 DeviceGroupId new_device_group_id(DeviceKind kind, int size) {
@@ -252,21 +232,12 @@ DeviceGroupId decode_device_group_id(std::span<const std::byte> bytes, std::stri
 
 void write_device_group_id(const fs::path& file, const DeviceGroupId& id) {
   const auto bytes = encode_device_group_id(id);
-  const fs::path temp = file.string() + ".tmp-" + std::to_string(::getpid());
-  {
-    FileDescriptor fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    if (fd.get() < 0) fail_errno(temp, "cannot create");
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) fail_errno(temp, "cannot write");
-      done += static_cast<std::size_t>(n);
-    }
-    if (::fsync(fd.get()) != 0) fail_errno(temp, "cannot fsync");
-    if (::close(fd.release()) != 0) fail_errno(temp, "cannot close");
+  try {
+    publish_file(file, bytes, {.mode = 0600});
+  } catch (const FileError& e) {
+    throw std::runtime_error("device group id file " + e.path().string() + ": " + e.operation() +
+                             ": " + e.code().message());
   }
-  if (::rename(temp.c_str(), file.c_str()) != 0) fail_errno(file, "cannot rename into place");
 }
 
 DeviceGroupId read_device_group_id(const fs::path& file, std::chrono::milliseconds timeout,
