@@ -56,6 +56,8 @@ class FailureBudget {
   static FailureBudget unlimited() { return {}; }
 
   bool is_unlimited() const { return max_count_ < 0 && max_rate_ < 0; }
+  /// A rate budget's rate (0.05 for 5%); negative for a count or unlimited.
+  double max_rate() const { return max_rate_; }
   bool exceeded(std::uint64_t failures, std::uint64_t tasks) const;
   std::string describe() const;
 

@@ -19,6 +19,7 @@
 #include <variant>
 #include <vector>
 
+#include "launch/loader/decode.h"
 #include "transport/device/device.h"
 #include "transport/files/files.h"
 #include "transport/remote/endpoint.h"
@@ -48,7 +49,7 @@ enum class Type {
 
 using Endpoints = std::vector<transport::Endpoint>;
 using Value = std::variant<std::int64_t, bool, std::string, double, std::vector<std::string>,
-                           Endpoints, std::vector<double>>;
+                           Endpoints, std::vector<double>, actors::FailureBudget>;
 
 // One key of the table. Everything that differs between keys is a field here, never a
 // comparison of key names in the code below.
@@ -72,6 +73,41 @@ const std::vector<double>& as_numbers(const Value& v) { return std::get<std::vec
 std::array<float, 3> as_channels(const Value& v) {
   const auto& n = as_numbers(v);
   return {static_cast<float>(n[0]), static_cast<float>(n[1]), static_cast<float>(n[2])};
+}
+
+// The typed choices of the choice keys whose values are enums: the key's choices are
+// their names (in this order), and the text the key was given (checked against them) is
+// turned into the value here, once.
+constexpr std::array kKinds{MediaKind::image, MediaKind::video};
+constexpr std::array kLayouts{Layout::nhwc, Layout::nchw};
+constexpr std::array kTransforms{media::TransformKind::eval, media::TransformKind::train,
+                                 media::TransformKind::none};
+constexpr std::array kInterpolations{media::Interpolation::bilinear, media::Interpolation::bicubic};
+constexpr std::array kNormalizes{Normalize::none, Normalize::imagenet};
+constexpr std::array kNormalizeDtypes{media::DType::float32, media::DType::float16};
+constexpr std::array kOnNoWorkers{OnNoWorkers::local, OnNoWorkers::fail};
+
+std::string_view name_of(MediaKind v) { return to_string(v); }
+std::string_view name_of(Layout v) { return media::layout_name(v); }
+std::string_view name_of(media::TransformKind v) { return media::to_string(v); }
+std::string_view name_of(media::Interpolation v) { return media::to_string(v); }
+std::string_view name_of(media::DType v) { return media::dtype_name(v); }
+std::string_view name_of(Normalize v) { return to_string(v); }
+std::string_view name_of(OnNoWorkers v) { return to_string(v); }
+
+template <class E, std::size_t N>
+std::vector<std::string_view> names(const std::array<E, N>& values) {
+  std::vector<std::string_view> out;
+  for (E v : values) out.push_back(name_of(v));
+  return out;
+}
+
+template <class E, std::size_t N>
+E pick(const Value& v, const std::array<E, N>& values) {
+  for (E e : values) {
+    if (name_of(e) == as_text(v)) return e;
+  }
+  return values[0];  // unreachable: check() accepted only these names
 }
 
 actors::TailPolicy to_tail(const std::string& s) {
@@ -106,14 +142,8 @@ const std::vector<Key>& keys() {
        0,
        false,
        "FILE"},
-      {"kind",
-       "--kind",
-       Type::choice,
-       "image or video (8 evenly spaced 224x224 frames per clip)",
-       {"image", "video"},
-       [](RunConfig& c, const Value& v) {
-         c.kind = as_text(v) == "video" ? MediaKind::video : MediaKind::image;
-       }},
+      {"kind", "--kind", Type::choice, "image or video (8 evenly spaced 224x224 frames per clip)",
+       names(kKinds), [](RunConfig& c, const Value& v) { c.kind = pick(v, kKinds); }},
       {"batch_size",
        "--batch-size",
        Type::positive,
@@ -218,10 +248,7 @@ const std::vector<Key>& keys() {
        "failures tolerated over the whole job: a count N, or a rate N% of the samples "
        "this process consumes, enforced from the first sample (default unlimited)",
        {},
-       [](RunConfig& c, const Value& v) {
-         c.max_failures =
-             std::holds_alternative<std::string>(v) ? as_text(v) : std::to_string(as_int(v));
-       }},
+       [](RunConfig& c, const Value& v) { c.failure_budget = std::get<actors::FailureBudget>(v); }},
       {"ids_out",
        "--ids-out",
        Type::path,
@@ -265,14 +292,8 @@ const std::vector<Key>& keys() {
        true,
        {},
        &RunConfig::progress_origin},
-      {"layout",
-       "--layout",
-       Type::choice,
-       "batch tensor layout (default nhwc)",
-       {"nhwc", "nchw"},
-       [](RunConfig& c, const Value& v) {
-         c.layout = as_text(v) == "nchw" ? Layout::nchw : Layout::nhwc;
-       }},
+      {"layout", "--layout", Type::choice, "batch tensor layout (default nhwc)", names(kLayouts),
+       [](RunConfig& c, const Value& v) { c.layout = pick(v, kLayouts); }},
       {"checkpoint_dir",
        "--checkpoint-dir",
        Type::path,
@@ -319,14 +340,12 @@ const std::vector<Key>& keys() {
        0,
        false,
        "cpu|cuda:N"},
-      {"normalize",
-       "--normalize",
-       Type::choice,
+      {"normalize", "--normalize", Type::choice,
        "uint8 to float, (x/255 - mean)/std with ImageNet's mean and std (or "
        "--normalize-mean/--normalize-std), channels per --layout: on the device with "
        "--device, else on the CPU as float32 (default none)",
-       {"none", "imagenet"},
-       [](RunConfig& c, const Value& v) { c.normalize = as_text(v); }},
+       names(kNormalizes),
+       [](RunConfig& c, const Value& v) { c.normalize = pick(v, kNormalizes); }},
       {"normalize_mean",
        "--normalize-mean",
        Type::channels,
@@ -340,37 +359,36 @@ const std::vector<Key>& keys() {
        {},
        [](RunConfig& c, const Value& v) { c.normalize_std = as_channels(v); },
        1},
-      {"transform",
-       "--transform",
-       Type::choice,
+      {"transform", "--transform", Type::choice,
        "image transform: eval (shorter side to --resize, center crop --size), train "
        "(RandomResizedCrop(--size, --scale, --ratio) + horizontal flip, drawn from seed, "
        "epoch and sample id), none (decode only; images must be --size square) (default "
        "eval; clips take eval only)",
-       {"eval", "train", "none"},
-       [](RunConfig& c, const Value& v) { c.transform = as_text(v); }},
+       names(kTransforms),
+       [](RunConfig& c, const Value& v) { c.transform.kind = pick(v, kTransforms); }},
       {"size",
        "--size",
        Type::positive,
        "output height = width of images and clip frames (default 224; at most 4096)",
        {},
-       [](RunConfig& c, const Value& v) { c.size = as_count(v); },
-       4096},
+       [](RunConfig& c, const Value& v) { c.transform.size = as_count(v); },
+       media::kMaxTransformSize},
       {"resize",
        "--resize",
        Type::positive,
        "eval: the shorter side before the center crop (default --size * 256 / 224; at "
        "most 65536)",
        {},
-       [](RunConfig& c, const Value& v) { c.resize = as_count(v); },
-       65536},
+       [](RunConfig& c, const Value& v) { c.transform.resize = as_count(v); },
+       media::kMaxResize},
       {"scale",
        "--scale",
        Type::range,
        "train: range of the crop's share of the image area (default 0.08,1)",
        {},
        [](RunConfig& c, const Value& v) {
-         c.scale = {as_numbers(v)[0], as_numbers(v)[1]};
+         c.transform.scale_min = as_numbers(v)[0];
+         c.transform.scale_max = as_numbers(v)[1];
        },
        1,
        false,
@@ -381,7 +399,8 @@ const std::vector<Key>& keys() {
        "train: range of the crop's aspect ratio w/h (default 0.75,1.3333333333333333)",
        {},
        [](RunConfig& c, const Value& v) {
-         c.ratio = {as_numbers(v)[0], as_numbers(v)[1]};
+         c.transform.ratio_min = as_numbers(v)[0];
+         c.transform.ratio_max = as_numbers(v)[1];
        },
        0,
        false,
@@ -391,7 +410,7 @@ const std::vector<Key>& keys() {
        Type::fraction,
        "train: probability of a horizontal flip (default 0.5)",
        {},
-       [](RunConfig& c, const Value& v) { c.flip_probability = std::get<double>(v); },
+       [](RunConfig& c, const Value& v) { c.transform.flip_probability = std::get<double>(v); },
        0,
        false,
        "P"},
@@ -401,7 +420,7 @@ const std::vector<Key>& keys() {
        "JPEG: turn images upright as their EXIF orientation says before the transform "
        "(default off, as PIL-based loaders)",
        {},
-       [](RunConfig& c, const Value& v) { c.exif_orientation = std::get<bool>(v); },
+       [](RunConfig& c, const Value& v) { c.transform.exif_orientation = std::get<bool>(v); },
        0,
        true},
       {"roi_decode",
@@ -410,9 +429,15 @@ const std::vector<Key>& keys() {
        "JPEG: decode only the region the transform reads, at the largest DCT scale that "
        "still covers it (default on: faster; off: a full decode, pixel-exact to PIL's)",
        {},
-       [](RunConfig& c, const Value& v) { c.roi_decode = std::get<bool>(v); },
+       [](RunConfig& c, const Value& v) { c.transform.roi_decode = std::get<bool>(v); },
        0,
        true},
+      {"interpolation", "--interpolation", Type::choice,
+       "the resampling filter of eval's resize and train's resized crop, as torchvision's "
+       "InterpolationMode on PIL images: bilinear (default) or bicubic (images only; clips "
+       "take bilinear)",
+       names(kInterpolations),
+       [](RunConfig& c, const Value& v) { c.transform.interpolation = pick(v, kInterpolations); }},
       {"clip_stride",
        "--clip-stride",
        Type::positive,
@@ -420,13 +445,10 @@ const std::vector<Key>& keys() {
        "a clip shorter than the span gives 8 evenly spaced frames; at most 1024)",
        {},
        [](RunConfig& c, const Value& v) { c.clip_stride = as_count(v); },
-       1024},
-      {"normalize_dtype",
-       "--normalize-dtype",
-       Type::choice,
-       "element type of normalized batches (default float32)",
-       {"float32", "float16"},
-       [](RunConfig& c, const Value& v) { c.normalize_dtype = as_text(v); }},
+       kMaxClipStride},
+      {"normalize_dtype", "--normalize-dtype", Type::choice,
+       "element type of normalized batches (default float32)", names(kNormalizeDtypes),
+       [](RunConfig& c, const Value& v) { c.normalize_dtype = pick(v, kNormalizeDtypes); }},
       {"remote.workers",
        "--workers",
        Type::endpoints,
@@ -446,12 +468,10 @@ const std::vector<Key>& keys() {
        0,
        false,
        "HOST:PORT|auto"},
-      {"remote.on_no_workers",
-       "--on-no-workers",
-       Type::choice,
+      {"remote.on_no_workers", "--on-no-workers", Type::choice,
        "when no remote worker is reachable: decode locally, or fail (default local)",
-       {"local", "fail"},
-       [](RunConfig& c, const Value& v) { c.on_no_workers = as_text(v); }},
+       names(kOnNoWorkers),
+       [](RunConfig& c, const Value& v) { c.on_no_workers = pick(v, kOnNoWorkers); }},
       {"remote.token_file",
        "--token-file",
        Type::path,
@@ -730,11 +750,10 @@ Value check(const Key& key, Value value, std::string_view where, const std::stri
                          : std::holds_alternative<std::string>(value) ? as_text(value)
                                                                       : "";
       try {
-        parse_failure_budget(text, where);
+        return parse_failure_budget(text, where);
       } catch (const ConfigError&) {
         bad_value(where, key, got);
       }
-      return text;
     }
   }
   return value;
@@ -1226,11 +1245,6 @@ void resolve_directory(RunConfig& config) {
 }
 
 void resolve_remote(RunConfig& config, const Env& env) {
-  if (config.on_no_workers != "local" && config.on_no_workers != "fail") {
-    throw ConfigError(
-        fmt::format("on_no_workers: expected local or fail, got '{}'", config.on_no_workers),
-        "remote.on_no_workers");
-  }
   if (!config.remote()) return;
   resolve_directory(config);
   config.token = job_token(config, env);
@@ -1304,19 +1318,16 @@ std::string first_slurm_host(std::string_view nodelist) {
 
 namespace {
 
-// Defaults and checks of the transform keys (the keys' own checks ran as they were set).
+// The transform's default resize (decode_spec()'s), and the spec's checks
+// (launch/decode.h validate(): media's ranges and the clips' rules) on the spec the job
+// will use, so that a bad combination fails before the job, naming its key.
 void resolve_transform(RunConfig& config) {
-  if (!config.resize) config.resize = static_cast<int>(std::int64_t(config.size) * 256 / 224);
-  if (config.transform == "eval" && *config.resize < config.size) {
-    throw ConfigError(fmt::format("resize {}: eval's shorter side must be at least size {}",
-                                  *config.resize, config.size),
-                      "resize");
-  }
-  if (config.kind == MediaKind::video && config.transform == "none") {
-    throw ConfigError(
-        "transform none: clips (kind video) take eval (evenly spaced frames, center crop) or "
-        "train (frames at clip_stride from a random first frame, a random crop and flip)",
-        "transform");
+  const DecodeSpec spec = decode_spec(config, 0);
+  config.transform.resize = spec.transform.resize;
+  try {
+    validate(spec);
+  } catch (const SpecError& e) {
+    throw ConfigError(e.what(), e.field());
   }
 }
 
@@ -1341,13 +1352,14 @@ void resolve(RunConfig& config, const Getenv& getenv) {
     config.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
   if (!config.decode_concurrency) config.decode_concurrency = *config.threads;
-  config.failure_budget = parse_failure_budget(config.max_failures, "max_failures");
-  if (config.normalize != "none" && config.device.empty() && config.normalize_dtype != "float32") {
+  if (config.normalize != Normalize::none && config.device.empty() &&
+      config.normalize_dtype != media::DType::float32) {
+    const auto dtype = media::dtype_name(config.normalize_dtype);
     throw ConfigError(
         fmt::format(
             "normalize_dtype {}: without a device, batches are normalized on the CPU as float32; "
             "{} needs --device",
-            config.normalize_dtype, config.normalize_dtype),
+            dtype, dtype),
         "normalize_dtype");
   }
   resolve_transform(config);

@@ -16,7 +16,7 @@
 //   stop_after_batches, json, progress (--no-progress), layout, checkpoint_dir,
 //   keep_checkpoints, launch_id, resume_from, device, normalize, normalize_dtype,
 //   normalize_mean, normalize_std, transform, size, resize, scale, ratio,
-//   flip_probability, exif_orientation, roi_decode, clip_stride,
+//   flip_probability, exif_orientation, roi_decode, interpolation, clip_stride,
 //   [remote] workers, directory, on_no_workers, token_file, tls_cert, tls_key, tls_ca,
 //   task_timeout, max_attempts, inflight (--remote-inflight). Relative paths in a TOML
 //   file resolve against the file's folder. [remote] workers is an array of "HOST:PORT"

@@ -47,12 +47,14 @@ void require(bool ok, const char* what) {
 struct Plan {
   detail::AxisPlan x, y;
   bool flip = false;
+  Interpolation filter = Interpolation::bilinear;
 };
 
 Plan plan_transform(const TransformOptions& o, int w, int h, std::uint64_t id,
                     const std::string& name) {
   if (w <= 0 || h <= 0) throw MediaError(ErrorCode::bad_data, name, "zero image dimensions");
   Plan p;
+  p.filter = o.interpolation;
   switch (o.kind) {
     case TransformKind::none:
       if (w != o.size || h != o.size) {
@@ -105,8 +107,8 @@ detail::AxisPlan scaled_axis(detail::AxisPlan a, int denom, int scaled_size) {
 
 void resample_whole(const std::uint8_t* rgb, std::ptrdiff_t stride, const Plan& p,
                     std::uint8_t* dst) {
-  detail::resample_rgb(rgb, stride, 0, 0, detail::make_taps(p.x), detail::make_taps(p.y), p.flip,
-                       dst);
+  detail::resample_rgb(rgb, stride, 0, 0, detail::make_taps(p.x, p.filter),
+                       detail::make_taps(p.y, p.filter), p.flip, dst);
 }
 
 // `src` (w x h, stored) turned upright as EXIF orientation `o` says, into `dst`.
@@ -173,8 +175,8 @@ bool transform_jpeg(std::span<const std::uint8_t> bytes, const TransformOptions&
   const Plan p = plan_transform(o, w, h, id, name);
   const int denom = choose_denom(o, p);
   const int sw = detail::JpegDecoder::scaled(w, denom), sh = detail::JpegDecoder::scaled(h, denom);
-  const detail::Taps tx = detail::make_taps(scaled_axis(p.x, denom, sw));
-  const detail::Taps ty = detail::make_taps(scaled_axis(p.y, denom, sh));
+  const detail::Taps tx = detail::make_taps(scaled_axis(p.x, denom, sw), p.filter);
+  const detail::Taps ty = detail::make_taps(scaled_axis(p.y, denom, sh), p.filter);
   const bool roi = o.roi_decode && o.kind != TransformKind::none;
   const detail::JpegRegion r = roi ? decoder.decode(denom, tx.lo() - kMargin, ty.lo() - kMargin,
                                                     tx.hi() + kMargin, ty.hi() + kMargin)
@@ -213,17 +215,35 @@ std::string_view to_string(TransformKind kind) {
   return "?";
 }
 
+std::string_view to_string(Interpolation interpolation) {
+  switch (interpolation) {
+    case Interpolation::bilinear:
+      return "bilinear";
+    case Interpolation::bicubic:
+      return "bicubic";
+  }
+  return "?";
+}
+
 void check_transform_options(const TransformOptions& o) {
-  require(o.size >= 1 && o.size <= 4096, "size must be 1-4096");
-  require(o.kind != TransformKind::eval || (o.resize >= o.size && o.resize <= 65536),
-          "resize (the shorter side) must be at least size and at most 65536");
-  require(std::isfinite(o.scale_min) && std::isfinite(o.scale_max) && o.scale_min > 0 &&
-              o.scale_min <= o.scale_max && o.scale_max <= 1,
-          "scale must satisfy 0 < min <= max <= 1");
-  require(std::isfinite(o.ratio_min) && std::isfinite(o.ratio_max) && o.ratio_min > 0 &&
-              o.ratio_min <= o.ratio_max,
-          "ratio must satisfy 0 < min <= max");
-  require(o.flip_probability >= 0 && o.flip_probability <= 1, "flip probability must be in [0, 1]");
+  const auto fail = [](const std::string& what) {
+    throw MediaError(ErrorCode::invalid_argument, "transform options", what);
+  };
+  if (o.size < 1 || o.size > kMaxTransformSize) {
+    fail("size " + std::to_string(o.size) + " must be 1-" + std::to_string(kMaxTransformSize));
+  }
+  if (o.kind == TransformKind::eval && (o.resize < o.size || o.resize > kMaxResize)) {
+    fail("resize " + std::to_string(o.resize) + ": eval's shorter side must be at least size " +
+         std::to_string(o.size) + " and at most " + std::to_string(kMaxResize));
+  }
+  if (!(std::isfinite(o.scale_min) && std::isfinite(o.scale_max) && o.scale_min > 0 &&
+        o.scale_min <= o.scale_max && o.scale_max <= 1))
+    fail("scale must satisfy 0 < min <= max <= 1");
+  if (!(std::isfinite(o.ratio_min) && std::isfinite(o.ratio_max) && o.ratio_min > 0 &&
+        o.ratio_min <= o.ratio_max))
+    fail("ratio must satisfy 0 < min <= max");
+  if (!(o.flip_probability >= 0 && o.flip_probability <= 1))
+    fail("flip_probability must be in [0, 1]");
 }
 
 std::vector<std::int64_t> transform_output_shape(const TransformOptions& o) {

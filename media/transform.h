@@ -14,10 +14,12 @@
 //         range). Then the crop is resized to size x size and flipped with probability p.
 //   none  decode only: every image must already be size x size (a batch has one shape),
 //         else an invalid_argument error naming the image and its size.
-// Resampling is PIL's antialiased bilinear (detail/resample.h) on the exact window: the
-// eval crop lands on whole pixels of the resized image, hence on fractional source
-// coordinates, and is computed there, not rounded to source pixels. On the same decoded
-// pixels the output equals PIL's + torchvision's up to a level, rarely.
+// Resampling is PIL's antialiased filter (detail/resample.h) that `interpolation` names,
+// as torchvision's InterpolationMode on PIL images: bilinear (the default, torchvision's
+// too) or bicubic (Keys' cubic, a = -0.5, support 2), on the exact window: the eval crop
+// lands on whole pixels of the resized image, hence on fractional source coordinates,
+// and is computed there, not rounded to source pixels. On the same decoded pixels the
+// output equals PIL's + torchvision's up to a level, rarely.
 //
 // DETERMINISM. Every random choice of sample `id` in epoch `epoch` of a job seeded `seed`
 // is a pure function of (seed, epoch, id) — the same on any rank, any worker, after any
@@ -62,8 +64,16 @@
 namespace brigade::media {
 
 enum class TransformKind { none, eval, train };
+/// torchvision's InterpolationMode for Resize and RandomResizedCrop (PIL's filters).
+enum class Interpolation { bilinear, bicubic };
 
 std::string_view to_string(TransformKind kind);
+std::string_view to_string(Interpolation interpolation);
+
+/// The bounds check_transform_options() enforces (the key table's per-key checks use
+/// the same constants).
+inline constexpr int kMaxTransformSize = 4096;
+inline constexpr int kMaxResize = 65536;
 
 struct TransformOptions {
   TransformKind kind = TransformKind::eval;
@@ -74,12 +84,14 @@ struct TransformOptions {
   double flip_probability = 0.5;                        // train
   bool exif_orientation = false;
   bool roi_decode = true;
+  Interpolation interpolation = Interpolation::bilinear;  // eval and train's resample
   std::uint64_t seed = 0, epoch = 0;
 };
 
-/// Throws MediaError(invalid_argument) naming the first bad field: size 1-4096, resize
-/// >= size and <= 65536, 0 < scale_min <= scale_max <= 1, 0 < ratio_min <= ratio_max,
-/// flip_probability in [0, 1], all finite.
+/// Throws MediaError(invalid_argument) for the first bad field, its cause beginning with
+/// the field's name (size, resize, scale, ratio, flip_probability): size 1-4096, eval's
+/// resize >= size and <= 65536, 0 < scale_min <= scale_max <= 1, 0 < ratio_min <=
+/// ratio_max, flip_probability in [0, 1], all finite.
 void check_transform_options(const TransformOptions& options);
 
 /// The shape of one transformed image: [size, size, 3].

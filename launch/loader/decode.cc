@@ -21,10 +21,11 @@ namespace {
 
 media::ImageOptions image_options(const DecodeSpec& spec) {
   media::ImageOptions image = media::imagenet_eval_options();
+  const int side = spec.transform.size;
   if (spec.kind == MediaKind::video) {
-    image.width = image.height = image.shorter_side = spec.side;  // shorter side, then crop
+    image.width = image.height = image.shorter_side = side;  // shorter side, then crop
   } else {
-    image.width = image.height = spec.side;
+    image.width = image.height = side;
   }
   return image;
 }
@@ -32,11 +33,11 @@ media::ImageOptions image_options(const DecodeSpec& spec) {
 // What load_video decodes of clip `id`: eval's evenly spaced frames and center crop, or
 // the train transform's frames and crop (decode.h DecodeSpec).
 media::VideoOptions clip_options(const DecodeSpec& spec, const media::ImageOptions& image,
-                                 const media::TransformOptions& transform,
                                  const media::Source& source, std::uint64_t id) {
+  const media::TransformOptions& transform = spec.transform;
   media::VideoOptions clip{.frames = media::FrameSelection::evenly_spaced(spec.clip_frames),
                            .image = image};
-  if (spec.transform != media::TransformKind::train) return clip;
+  if (transform.kind != media::TransformKind::train) return clip;
   const media::VideoInfo info = media::probe_video(source);
   if (info.fps <= 0) {
     throw media::MediaError(media::ErrorCode::unsupported, source.name(),
@@ -55,7 +56,7 @@ media::VideoOptions clip_options(const DecodeSpec& spec, const media::ImageOptio
   const media::CropWindow crop = media::train_crop(transform, info.width, info.height, id);
   clip.image = {};
   clip.image.resize = media::ResizeMode::stretch;
-  clip.image.width = clip.image.height = spec.side;
+  clip.image.width = clip.image.height = transform.size;
   clip.image.crop_x = crop.x;
   clip.image.crop_y = crop.y;
   clip.image.crop_width = crop.width;
@@ -67,12 +68,12 @@ media::VideoOptions clip_options(const DecodeSpec& spec, const media::ImageOptio
 // Decodes one sample into `out` (its slot of the batch, a contiguous uint8 tensor of
 // sample_shape(spec)).
 void decode_into(const DecodeSpec& spec, const media::ImageOptions& image,
-                 const media::TransformOptions& transform, const EncodedSample& sample,
-                 const media::Tensor& out) {
+                 const EncodedSample& sample, const media::Tensor& out) {
   const auto source = media::Source::memory(sample.bytes, sample.path);
   const bool video = spec.kind == MediaKind::video;
+  const media::TransformOptions& transform = spec.transform;
   const media::VideoOptions clip =
-      video ? clip_options(spec, image, transform, source, sample.id) : media::VideoOptions{};
+      video ? clip_options(spec, image, source, sample.id) : media::VideoOptions{};
   if (spec.layout == Layout::nhwc) {
     if (!video) return media::load_transformed_into(source, transform, sample.id, out);
     // The clip's frames go straight into the slot through the allocator hook.
@@ -94,55 +95,60 @@ void decode_into(const DecodeSpec& spec, const media::ImageOptions& image,
   }
   const auto* in = static_cast<const std::uint8_t*>(hwc.data());
   auto* to = static_cast<std::uint8_t*>(out.data());
-  const std::size_t frame = std::size_t(spec.side) * spec.side * 3;
+  const int side = transform.size;
+  const std::size_t frame = std::size_t(side) * side * 3;
   for (std::size_t off = 0; off < hwc.nbytes(); off += frame) {
-    detail::hwc_to_chw(in + off, to + off, spec.side, spec.side, 3);
+    detail::hwc_to_chw(in + off, to + off, side, side, 3);
   }
-}
-
-media::TransformKind transform_kind(const std::string& name) {
-  if (name == "train") return media::TransformKind::train;
-  if (name == "none") return media::TransformKind::none;
-  return media::TransformKind::eval;
 }
 
 }  // namespace
 
 DecodeSpec decode_spec(const RunConfig& config, std::uint64_t epoch) {
-  return {.kind = config.kind,
-          .layout = config.layout,
-          .side = config.size,
-          .seed = config.seed,
-          .epoch = epoch,
-          .transform = transform_kind(config.transform),
-          .resize = config.resize.value_or(config.size * 256 / 224),
-          .scale_min = config.scale[0],
-          .scale_max = config.scale[1],
-          .ratio_min = config.ratio[0],
-          .ratio_max = config.ratio[1],
-          .flip_probability = config.flip_probability,
-          .exif_orientation = config.exif_orientation,
-          .roi_decode = config.roi_decode,
-          .clip_stride = config.clip_stride};
+  DecodeSpec spec{.kind = config.kind,
+                  .layout = config.layout,
+                  .transform = config.transform,
+                  .clip_stride = config.clip_stride};
+  spec.transform.seed = config.seed;
+  spec.transform.epoch = epoch;
+  if (spec.transform.resize == 0)  // not resolved: resolve()'s default
+    spec.transform.resize = static_cast<int>(std::int64_t(spec.transform.size) * 256 / 224);
+  return spec;
 }
 
-media::TransformOptions transform_options(const DecodeSpec& spec) {
-  return {.kind = spec.transform,
-          .size = spec.side,
-          .resize = spec.resize,
-          .scale_min = spec.scale_min,
-          .scale_max = spec.scale_max,
-          .ratio_min = spec.ratio_min,
-          .ratio_max = spec.ratio_max,
-          .flip_probability = spec.flip_probability,
-          .exif_orientation = spec.exif_orientation,
-          .roi_decode = spec.roi_decode,
-          .seed = spec.seed,
-          .epoch = spec.epoch};
+void validate(const DecodeSpec& spec) {
+  try {
+    media::check_transform_options(spec.transform);
+  } catch (const media::MediaError& e) {
+    // Its cause begins with the field's name (media/transform.h).
+    throw SpecError(e.cause().substr(0, e.cause().find_first_of(" :")), e.cause());
+  }
+  if (spec.kind != MediaKind::video) return;
+  if (spec.clip_frames < 1 || spec.clip_frames > kMaxClipFrames) {
+    throw SpecError("clip_frames",
+                    fmt::format("clip_frames {} must be 1-{}", spec.clip_frames, kMaxClipFrames));
+  }
+  if (spec.clip_stride < 1 || spec.clip_stride > kMaxClipStride) {
+    throw SpecError("clip_stride",
+                    fmt::format("clip_stride {} must be 1-{}", spec.clip_stride, kMaxClipStride));
+  }
+  if (spec.transform.kind == media::TransformKind::none) {
+    throw SpecError("transform",
+                    "transform none: clips (kind video) take eval (evenly spaced frames, center "
+                    "crop) or train (frames at clip_stride from a random first frame, a random "
+                    "crop and flip)");
+  }
+  if (spec.transform.interpolation != media::Interpolation::bilinear) {
+    throw SpecError("interpolation",
+                    fmt::format("interpolation {}: clips are resized with swscale's bilinear; {} "
+                                "is for images",
+                                media::to_string(spec.transform.interpolation),
+                                media::to_string(spec.transform.interpolation)));
+  }
 }
 
 std::vector<std::int64_t> sample_shape(const DecodeSpec& spec) {
-  const std::int64_t side = spec.side;
+  const std::int64_t side = spec.transform.size;
   std::vector<std::int64_t> shape{side, side, 3};
   if (spec.layout == Layout::nchw) shape = {3, side, side};
   if (spec.kind == MediaKind::video) shape.insert(shape.begin(), spec.clip_frames);
@@ -259,21 +265,7 @@ void read_sample(EncodedSample& sample, const ReadFile& read) {
 
 DecodedBatch decode_batch(const DecodeSpec& spec, std::span<EncodedSample> samples,
                           const media::Allocator& allocator) {
-  if (spec.side <= 0 || (spec.kind == MediaKind::video && spec.clip_frames <= 0)) {
-    throw std::invalid_argument("decode_batch: the spec's side and clip_frames must be positive");
-  }
-  if (spec.kind == MediaKind::video && spec.transform == media::TransformKind::none) {
-    throw std::invalid_argument("decode_batch: clips take the eval or train transform, not none");
-  }
-  if (spec.kind == MediaKind::video && (spec.clip_stride < 1 || spec.clip_stride > 1024)) {
-    throw std::invalid_argument("decode_batch: the spec's clip_stride must be 1-1024");
-  }
-  const auto transform = transform_options(spec);
-  try {
-    if (spec.kind == MediaKind::image) media::check_transform_options(transform);
-  } catch (const media::MediaError& e) {
-    throw std::invalid_argument("decode_batch: transform " + e.cause());
-  }
+  validate(spec);
   DecodedBatch batch;
   std::int64_t possible = 0;
   for (const auto& s : samples) possible += s.failed() ? 0 : 1;
@@ -289,8 +281,7 @@ DecodedBatch decode_batch(const DecodeSpec& spec, std::span<EncodedSample> sampl
       continue;
     }
     try {
-      decode_into(spec, image, transform, sample,
-                  full[static_cast<std::int64_t>(batch.ids.size())]);
+      decode_into(spec, image, sample, full[static_cast<std::int64_t>(batch.ids.size())]);
       batch.ids.push_back(sample.id);
     } catch (const std::exception& e) {
       batch.failures.push_back(BatchFailure{sample_failure(sample.id, sample.path, e), index});

@@ -14,8 +14,8 @@
 // for a batch size larger than the samples given): n × sample_bytes.
 //
 // TRANSFORMS. Images go through media/transform.h with the spec's transform: sample
-// `id` of epoch `e` gets the same pixels wherever and whenever it is decoded. A bad
-// transform parameter is a bad spec (std::invalid_argument, naming it).
+// `id` of epoch `e` gets the same pixels wherever and whenever it is decoded. A spec
+// that validate() refuses is a bad spec (std::invalid_argument, naming the field).
 //
 // ERRORS. A sample's failure is the engine's record (actors::SampleFailure): its id, its
 // path, the cause and the typed code of a media::MediaError (a std::error_code in
@@ -29,6 +29,7 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -41,33 +42,49 @@
 
 namespace brigade::launch {
 
-/// What each sample of a batch becomes. Serializable as plain values (a remote task
-/// carries every field, so a remote worker makes the same pixels), so it holds no
-/// callables.
+/// What each sample of a batch becomes: the one description of a decode, from the key
+/// table to a remote worker and back (launch/loader/decode_task.h is its codec,
+/// launch/loader/decode_op.capnp its schema). Plain values, no callables. A new decode
+/// parameter is a field here (or in media::TransformOptions), its line in the schema and
+/// the codec, and its use.
 struct DecodeSpec {
   MediaKind kind = MediaKind::image;
   Layout layout = Layout::nhwc;
-  int side = 224;           // output height = width
-  int clip_frames = 8;      // video: frames per clip (eval: evenly spaced over the clip)
-  std::uint64_t seed = 0;   // the job's seed (random transforms draw from seed, epoch, id)
-  std::uint64_t epoch = 0;  // the epoch the batch belongs to
-  // The transform of media/transform.h and its parameters. Clips: eval = clip_frames
-  // evenly spaced frames, each frame's shorter side to `side` and a center crop
-  // (`resize` unused); train = media::train_clip_frames (clip_frames at clip_stride from
-  // a random first frame) and one train_crop for the whole clip, resized to side x side
-  // (swscale's bilinear, as eval's clips); none is refused.
-  media::TransformKind transform = media::TransformKind::eval;
-  int resize = 256;  // eval: the shorter side before the crop
-  double scale_min = 0.08, scale_max = 1.0;
-  double ratio_min = 3.0 / 4.0, ratio_max = 4.0 / 3.0;
-  double flip_probability = 0.5;
-  bool exif_orientation = false;
-  bool roi_decode = true;  // JPEG: region-of-interest decode (media/transform.h)
-  int clip_stride = 4;     // video, train: frames between a clip's selected frames
+  // The transform of media/transform.h with its parameters, its seed (the job's) and
+  // epoch (the batch's): random transforms draw from seed, epoch and sample id.
+  // transform.size is the output height = width of images and clip frames. Clips: eval
+  // = clip_frames evenly spaced frames, each frame's shorter side to `size` and a center
+  // crop (`resize` unused); train = media::train_clip_frames (clip_frames at clip_stride
+  // from a random first frame) and one train_crop for the whole clip, resized to size x
+  // size; both with swscale's bilinear, so none and bicubic are refused for clips.
+  media::TransformOptions transform{};
+  int clip_frames = 8;  // video: frames per clip
+  int clip_stride = 4;  // video, train: frames between a clip's selected frames
 };
 
-/// The media options of `spec`'s image transform (seed and epoch included).
-media::TransformOptions transform_options(const DecodeSpec& spec);
+/// The clips' bounds validate() enforces (the key table's clip_stride check uses it too).
+inline constexpr int kMaxClipFrames = 1024;
+inline constexpr int kMaxClipStride = 1024;
+
+/// A spec validate() refuses. what() says why, naming the field and its value first
+/// ("resize 200: eval's shorter side must be at least size 224 …"); field() is the
+/// field's name as the key table spells it (size, resize, scale, ratio,
+/// flip_probability, transform, interpolation, clip_frames, clip_stride).
+class SpecError : public std::invalid_argument {
+ public:
+  SpecError(std::string field, const std::string& message)
+      : std::invalid_argument(message), field_(std::move(field)) {}
+  const std::string& field() const noexcept { return field_; }
+
+ private:
+  std::string field_;
+};
+
+/// The range checks of a spec, made once here for every caller (decode_batch, a worker
+/// reading a task, the key table's resolve()): media::check_transform_options; clips:
+/// clip_frames and clip_stride 1-1024, the eval or train transform, bilinear. Throws
+/// SpecError for the first bad field.
+void validate(const DecodeSpec& spec);
 
 /// The spec `brigade run` uses for `config` in `epoch`.
 DecodeSpec decode_spec(const RunConfig& config, std::uint64_t epoch);

@@ -82,7 +82,9 @@ JobBatch decode_task(const DecodeSpec& spec, std::vector<EncodedSample> samples,
           i});
     }
   }
-  JobBatch out{.epoch = spec.epoch, .ids = std::move(decoded.ids), .data = std::move(decoded.data)};
+  JobBatch out{.epoch = spec.transform.epoch,
+               .ids = std::move(decoded.ids),
+               .data = std::move(decoded.data)};
   report_failures(decoded, samples, entered_failed, task, out);
   return out;
 }
@@ -94,13 +96,13 @@ int remote_tasks(const RunConfig& c) { return c.remote_inflight > 0 ? c.remote_i
 
 transport::CopyOptions copy_options(const RunConfig& c) {
   transport::CopyOptions copy{.device_buffers = kDeviceBatches,
-                              .layout = c.normalize == "none" ? c.layout : Layout::nhwc};
-  if (c.normalize == "imagenet") {
+                              .layout = c.normalize == Normalize::none ? c.layout : Layout::nhwc};
+  if (c.normalize == Normalize::imagenet) {
     copy.normalize = transport::NormalizeOptions{
         .mean = {c.normalize_mean[0], c.normalize_mean[1], c.normalize_mean[2]},
         .stddev = {c.normalize_std[0], c.normalize_std[1], c.normalize_std[2]},
         .scale = 1.0f / 255.0f,
-        .dtype = c.normalize_dtype == "float16" ? media::DType::float16 : media::DType::float32,
+        .dtype = c.normalize_dtype,
         .layout = c.layout};
   }
   return copy;
@@ -109,7 +111,7 @@ transport::CopyOptions copy_options(const RunConfig& c) {
 // Without a device, --normalize runs here, after the decode: uint8 NHWC to float32 in
 // the layout asked for, in memory from `allocator`.
 JobBatch normalize_on_cpu(const RunConfig& c, JobBatch b, const media::Allocator& allocator) {
-  if (c.normalize == "none" || !c.device.empty() || !b.data.defined()) return b;
+  if (c.normalize == Normalize::none || !c.device.empty() || !b.data.defined()) return b;
   auto shape = b.data.shape();  // [n, h, w, 3]
   if (c.layout == Layout::nchw) shape = {shape[0], 3, shape[1], shape[2]};
   auto out = media::Tensor::empty(media::DType::float32, shape, allocator);
@@ -124,19 +126,15 @@ media::Tensor empty_batch(const RunConfig& c, DecodeSpec spec) {
   spec.layout = c.layout;
   auto shape = sample_shape(spec);
   shape.insert(shape.begin(), 0);
-  const auto dtype = c.normalize == "none"            ? media::DType::uint8
-                     : c.normalize_dtype == "float16" ? media::DType::float16
-                                                      : media::DType::float32;
+  const auto dtype = c.normalize == Normalize::none ? media::DType::uint8 : c.normalize_dtype;
   return media::Tensor::empty(dtype, std::move(shape));
 }
 
 // The job's failure budget: a rate becomes a count over the samples this process will
 // consume (see FAILURES in job.h).
 actors::FailureBudget job_budget(const RunConfig& c, std::uint64_t expected) {
-  if (c.failure_budget.is_unlimited()) return c.failure_budget;
-  const auto text = c.max_failures;
-  if (text.empty() || text.back() != '%') return c.failure_budget;
-  const double rate = std::stod(text.substr(0, text.size() - 1)) / 100.0;
+  const double rate = c.failure_budget.max_rate();
+  if (rate < 0) return c.failure_budget;
   return actors::FailureBudget(
       static_cast<std::int64_t>(std::floor(rate * static_cast<double>(expected) + 1e-9)));
 }
@@ -370,7 +368,8 @@ struct Job::Impl {
 
   DecodeSpec spec() const {
     auto spec = decode_spec(c, epoch->load());
-    if (c.normalize != "none") spec.layout = Layout::nhwc;  // normalizing moves the channels
+    if (c.normalize != Normalize::none)
+      spec.layout = Layout::nhwc;  // normalizing moves the channels
     return spec;
   }
 
@@ -452,13 +451,14 @@ struct Job::Impl {
       RemoteDecodeFigures figures;
       auto decoded = remote_decode_batch(
           *pool, s, samples, pinned ? pinned->allocator(task.stop_token()) : allocator,
-          {.max_attempts = c.max_attempts, .local_fallback = c.on_no_workers == "local"},
+          {.max_attempts = c.max_attempts, .local_fallback = c.on_no_workers == OnNoWorkers::local},
           task.stop_token(), &figures);
       attempts_lost += figures.attempts_lost;
       decoded_locally += figures.decoded_locally;
       if (!decoded) return JobBatch{};  // stopped: discarded by the engine
-      JobBatch out{
-          .epoch = s.epoch, .ids = std::move(decoded->ids), .data = std::move(decoded->data)};
+      JobBatch out{.epoch = s.transform.epoch,
+                   .ids = std::move(decoded->ids),
+                   .data = std::move(decoded->data)};
       report_failures(*decoded, samples, {}, task, out);
       return pinned ? out : normalize_on_cpu(c, std::move(out), allocator);
     };
@@ -511,7 +511,7 @@ struct Job::Impl {
 
   // on_no_workers = fail: the job fails once no worker has been live for kNoWorkerGrace.
   void check_workers() const {
-    if (!pool || c.on_no_workers != "fail") return;
+    if (!pool || c.on_no_workers != OnNoWorkers::fail) return;
     const auto since = pool->no_worker_since();
     if (!since || Clock::now() - *since < kNoWorkerGrace) return;
     std::string lost;
@@ -531,7 +531,7 @@ struct Job::Impl {
 
   JobNext next(std::optional<std::chrono::milliseconds> timeout) {
     if (!in_epoch) return {JobStatus::epoch_end};
-    const bool watch = pool && c.on_no_workers == "fail";
+    const bool watch = pool && c.on_no_workers == OnNoWorkers::fail;
     const auto deadline = timeout ? std::optional(Clock::now() + *timeout) : std::nullopt;
     for (;;) {
       check_workers();

@@ -7,5 +7,7 @@ bool hosts_directory(const RunConfig& config) {
 }
 
 std::string_view to_string(MediaKind kind) { return kind == MediaKind::video ? "video" : "image"; }
+std::string_view to_string(Normalize n) { return n == Normalize::imagenet ? "imagenet" : "none"; }
+std::string_view to_string(OnNoWorkers o) { return o == OnNoWorkers::fail ? "fail" : "local"; }
 
 }  // namespace brigade::launch

@@ -18,12 +18,17 @@
 #include "actors/options.h"
 #include "actors/sampler.h"
 #include "media/tensor.h"
+#include "media/transform.h"
 #include "transport/remote/endpoint.h"
 
 namespace brigade::launch {
 
 enum class MediaKind { image, video };
 using media::Layout;  // media/tensor.h: the one layout type
+/// normalize: none, or ImageNet's (x / 255 - mean) / std (RunConfig::normalize).
+enum class Normalize { none, imagenet };
+/// on_no_workers: with no live remote worker, decode here or wait and fail.
+enum class OnNoWorkers { local, fail };
 
 /// The largest batch_size accepted. A batch's memory is allocated for the samples it
 /// really holds (never more than exist), so a large value on a small dataset works;
@@ -76,8 +81,8 @@ struct RunConfig {
   std::string launcher = "none";
   std::string master_addr{};  // MASTER_ADDR, else (Slurm) the launch node; else empty
   int master_port = 0;        // MASTER_PORT, else kDefaultMasterPort with an address; else 0
-  std::string max_failures = "unlimited";  // "N" or "N%", as given
-  actors::FailureBudget failure_budget{};  // parsed from max_failures
+  // max_failures: "N" or "N%" (a rate: the job makes it a count, see job.h FAILURES).
+  actors::FailureBudget failure_budget{};
   std::string ids_out{};
   // One line per delivered batch: "<epoch> <fnv1a64 of the bytes, hex> <id> <id> …".
   std::string digests_out{};
@@ -96,27 +101,23 @@ struct RunConfig {
   // (the CPU device: the whole device path, host memory standing in) or "cuda:N".
   // "cuda" on a build without CUDA is a ConfigError ("this build has no CUDA").
   std::string device{};
-  // "imagenet": uint8 → float, (x / 255 - mean) / std, on the device with one, else on
+  // imagenet: uint8 → float, (x / 255 - mean) / std, on the device with one, else on
   // the CPU in the decode stage (float32, channels per `layout`).
-  std::string normalize = "none";
-  std::string normalize_dtype = "float32";                      // or "float16" (device only)
+  Normalize normalize = Normalize::none;
+  media::DType normalize_dtype = media::DType::float32;         // or float16 (device only)
   std::array<float, 3> normalize_mean{0.485f, 0.456f, 0.406f};  // ImageNet's by default
   std::array<float, 3> normalize_std{0.229f, 0.224f, 0.225f};
-  // The image transform (media/transform.h): "eval" (resize the shorter side to `resize`,
-  // center crop size x size), "train" (RandomResizedCrop(size, scale, ratio) + flip with
-  // flip_probability, drawn from seed, epoch and sample id) or "none" (decode only; every
-  // image must be size x size). Clips (kind video) take eval (8 evenly spaced frames,
-  // center crop) or train (8 frames at clip_stride from a random first frame, one random
-  // crop and flip for the clip: launch/loader/decode.h); resolve() refuses none.
-  std::string transform = "eval";
-  int size = 224;                          // output height = width (images and clip frames)
-  std::optional<int> resize{};             // eval's shorter side; default size * 256 / 224
-  std::array<double, 2> scale{0.08, 1.0};  // train: area fraction range
-  std::array<double, 2> ratio{3.0 / 4.0, 4.0 / 3.0};  // train: aspect ratio range
-  double flip_probability = 0.5;                      // train
-  bool exif_orientation = false;  // JPEG: turn images upright first (off: as PIL loaders)
-  bool roi_decode = true;         // JPEG: region-of-interest decode (media/transform.h)
-  int clip_stride = 4;            // clips, train: frames between a clip's selected frames
+  // The image transform and its parameters (media/transform.h; keys transform, size,
+  // resize, scale, ratio, flip_probability, exif_orientation, roi_decode, interpolation):
+  // eval (resize the shorter side to `resize`, center crop size x size), train
+  // (RandomResizedCrop(size, scale, ratio) + flip with flip_probability, drawn from seed,
+  // epoch and sample id) or none (decode only; every image must be size x size). Clips
+  // (kind video) take eval (8 evenly spaced frames, center crop) or train (8 frames at
+  // clip_stride from a random first frame, one random crop and flip for the clip) and
+  // bilinear: launch/loader/decode.h. Its seed and epoch are the job's (decode_spec()
+  // sets them); resize 0 until resolve() sets the default, size * 256 / 224.
+  media::TransformOptions transform{.resize = 0};
+  int clip_stride = 4;  // clips, train: frames between a clip's selected frames
   // Remote decode workers (REMOTE DECODE above).
   // --workers HOST:PORT,HOST:PORT ; [remote] workers = ["h:p", ...] (an array of strings,
   // or one comma-separated string)
@@ -124,7 +125,7 @@ struct RunConfig {
   // --directory HOST:PORT|auto ; [remote] directory. "auto": from the launch environment
   // (LAUNCH ENVIRONMENT above). Resolved to "HOST:PORT" by resolve().
   std::string directory{};
-  std::string on_no_workers = "local";  // --on-no-workers local|fail ; [remote] on_no_workers
+  OnNoWorkers on_no_workers = OnNoWorkers::local;  // --on-no-workers ; [remote] on_no_workers
   // --token-file FILE ; [remote] token_file (relative to the TOML's folder like other paths)
   std::string token_file{};
   // NOT a key: resolve() fills it from token_file, else the BRIGADE_TOKEN environment
@@ -155,5 +156,7 @@ struct RunConfig {
 bool hosts_directory(const RunConfig& config);
 
 std::string_view to_string(MediaKind kind);
+std::string_view to_string(Normalize normalize);
+std::string_view to_string(OnNoWorkers on_no_workers);
 
 }  // namespace brigade::launch

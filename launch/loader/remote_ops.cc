@@ -6,6 +6,7 @@
 #include <cstring>
 #include <deque>
 
+#include "launch/loader/decode_task.h"
 #include "media/errors.h"
 #include "transport/remote/detail/wire.h"
 #include "transport/remote/detail/wire_messages.h"
@@ -24,60 +25,11 @@ std::size_t sample_bytes(const DecodeSpec& spec) {
   return n;
 }
 
-struct DecodedTask {
-  DecodeSpec spec;
-  std::vector<EncodedSample> samples;
-};
-
-DecodedTask read_task(std::span<const char> bytes) {
-  const auto task =
-      transport::detail::read_decode_task(bytes, static_cast<std::size_t>(kMaxBatchSize));
-  DecodedTask t;
-  if (task.kind > 1 || task.layout > 1) throw RemoteError("a task of unknown kind or layout");
-  t.spec.kind = task.kind == 1 ? MediaKind::video : MediaKind::image;
-  t.spec.layout = task.layout == 1 ? Layout::nchw : Layout::nhwc;
-  if (task.side == 0 || task.side > 4096) throw RemoteError("a task's side must be 1-4096");
-  if (task.clip_frames > 1024) throw RemoteError("a task's clip frames must be at most 1024");
-  t.spec.side = static_cast<int>(task.side);
-  t.spec.clip_frames = static_cast<int>(task.clip_frames);
-  if (t.spec.kind == MediaKind::video && t.spec.clip_frames == 0)
-    throw RemoteError("a video task needs clip frames");
-  t.spec.seed = task.seed;
-  t.spec.epoch = task.epoch;
-  if (task.transform > 2) throw RemoteError("a task of unknown transform");
-  t.spec.transform = task.transform == 1   ? media::TransformKind::train
-                     : task.transform == 2 ? media::TransformKind::none
-                                           : media::TransformKind::eval;
-  if (t.spec.kind == MediaKind::video && t.spec.transform == media::TransformKind::none)
-    throw RemoteError("a video task takes the eval or train transform");
-  if (t.spec.kind == MediaKind::video && (task.clip_stride < 1 || task.clip_stride > 1024))
-    throw RemoteError("a video task's clip stride must be 1-1024");
-  t.spec.clip_stride = static_cast<int>(task.clip_stride);
-  if (task.resize > 65536) throw RemoteError("a task's resize must be at most 65536");
-  t.spec.resize = static_cast<int>(task.resize);
-  t.spec.scale_min = task.scale_min;
-  t.spec.scale_max = task.scale_max;
-  t.spec.ratio_min = task.ratio_min;
-  t.spec.ratio_max = task.ratio_max;
-  t.spec.flip_probability = task.flip_probability;
-  t.spec.exif_orientation = task.exif_orientation;
-  t.spec.roi_decode = task.roi_decode;
-  if (t.spec.kind == MediaKind::image) {
-    try {
-      media::check_transform_options(transform_options(t.spec));
-    } catch (const media::MediaError& e) {
-      throw RemoteError("a task whose transform is invalid: " + e.cause());
-    }
-  }
-  for (const auto& s : task.samples) t.samples.push_back({.id = s.id, .path = s.path});
-  return t;
-}
-
 // The worker's operation: read + decode into the result message's own Data (no copy
 // between the decoder and the message).
 std::vector<char> run_decode(std::span<const char> bytes, const std::vector<std::string>& dataset,
                              MediaKind expected, const transport::OperationContext& context) {
-  auto task = read_task(bytes);
+  auto task = read_decode_task(bytes, static_cast<std::size_t>(kMaxBatchSize));
   if (task.spec.kind != expected) throw RemoteError("a task of another kind for this operation");
   for (auto& s : task.samples) {
     if (!dataset.empty()) {
@@ -202,33 +154,6 @@ void register_decode_operations(transport::OperationRegistry& registry,
   });
 }
 
-std::vector<char> encode_decode_task(const DecodeSpec& spec,
-                                     std::span<const EncodedSample> samples) {
-  transport::detail::DecodeTaskFields task{
-      .kind = static_cast<std::uint8_t>(spec.kind == MediaKind::video ? 1 : 0),
-      .layout = static_cast<std::uint8_t>(spec.layout == Layout::nchw ? 1 : 0),
-      .side = static_cast<std::uint32_t>(spec.side),
-      .clip_frames = static_cast<std::uint32_t>(spec.clip_frames),
-      .seed = spec.seed,
-      .epoch = spec.epoch,
-      .transform = static_cast<std::uint8_t>(spec.transform == media::TransformKind::train  ? 1
-                                             : spec.transform == media::TransformKind::none ? 2
-                                                                                            : 0),
-      .resize = static_cast<std::uint32_t>(spec.resize),
-      .scale_min = spec.scale_min,
-      .scale_max = spec.scale_max,
-      .ratio_min = spec.ratio_min,
-      .ratio_max = spec.ratio_max,
-      .flip_probability = spec.flip_probability,
-      .exif_orientation = spec.exif_orientation,
-      .clip_stride = static_cast<std::uint32_t>(spec.clip_stride),
-      .roi_decode = spec.roi_decode,
-      .samples = {}};
-  task.samples.reserve(samples.size());
-  for (const auto& s : samples) task.samples.push_back({s.id, s.path});
-  return transport::detail::write_decode_task(task);
-}
-
 std::optional<DecodedBatch> remote_decode_batch(transport::RemotePool& pool, const DecodeSpec& spec,
                                                 std::span<EncodedSample> samples,
                                                 const media::Allocator& allocator,
@@ -271,7 +196,7 @@ std::optional<DecodedBatch> remote_decode_batch(transport::RemotePool& pool, con
     work.pop_front();
     std::vector<EncodedSample> task;
     for (auto i : group) task.push_back({.id = samples[i].id, .path = samples[i].path});
-    auto r = pool.call(op.name, encode_decode_task(spec, task), stop, avoid);
+    auto r = pool.call(op.name, write_decode_task(spec, task), stop, avoid);
     if (r.status == CallStatus::done) {
       try {
         take(check_result(std::move(r.bytes), spec, task), group);

@@ -4,10 +4,10 @@
 // and the trainer's side of them: the remote decode stage's task, its checks and its
 // retries (launch/loader/job.h REMOTE).
 //
-// OPERATIONS. kDecodeImages and kDecodeClips take a DecodeTask (transport/remote/remote.capnp:
+// OPERATIONS. kDecodeImages and kDecodeClips take a DecodeTask (launch/loader/decode_task.h:
 // the DecodeSpec — transform parameters included — and the batch's sample ids and paths,
-// no bytes), read each file on the
-// worker (shared storage) and return a DecodeResult: the batch exactly as
+// no bytes), read each file on the worker (shared storage) and return a DecodeResult
+// (transport/remote/remote.capnp): the batch exactly as
 // decode_batch() makes it locally (so a remote batch is byte-identical to a local one)
 // with the failed samples and their causes. A worker given a dataset (its own --data or
 // --list) reads sample `id` from its own list — the trainer's path is then only for
@@ -47,9 +47,11 @@ namespace brigade::launch {
 // Version 2 of the images operation: the task carries the image transform and its
 // parameters (a version 1 worker would ignore them and decode eval pixels, so the hello
 // refuses it). Version 2 of the clips operation: clips take eval or train, and the task
-// carries clip_stride (a version 1 worker would refuse train tasks).
-inline const transport::OperationVersion kDecodeImages{"brigade.decode.images", 2};
-inline const transport::OperationVersion kDecodeClips{"brigade.decode.clips", 2};
+// carries clip_stride (a version 1 worker would refuse train tasks). Version 3 of both:
+// the task is launch/loader/decode_op.capnp's (capnp enums, the interpolation), which a
+// version 2 worker cannot read.
+inline const transport::OperationVersion kDecodeImages{"brigade.decode.images", 3};
+inline const transport::OperationVersion kDecodeClips{"brigade.decode.clips", 3};
 
 /// How long `on_no_workers = fail` waits without a live worker before the job fails.
 inline constexpr std::chrono::seconds kNoWorkerGrace{5};
@@ -58,10 +60,6 @@ inline constexpr std::chrono::seconds kNoWorkerGrace{5};
 /// (sample id → path), or empty to read the paths the tasks carry.
 void register_decode_operations(transport::OperationRegistry& registry,
                                 std::vector<std::string> dataset = {});
-
-/// The task of one batch: the spec and the samples' ids and paths.
-std::vector<char> encode_decode_task(const DecodeSpec& spec,
-                                     std::span<const EncodedSample> samples);
 
 /// What the remote stage needs besides the pool.
 struct RemoteDecodeOptions {

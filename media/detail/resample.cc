@@ -15,6 +15,15 @@ double triangle(double x) {
   return x < 1.0 ? 1.0 - x : 0.0;
 }
 
+// Pillow's bicubic_filter: Keys' cubic convolution with a = -0.5.
+double cubic(double x) {
+  constexpr double a = -0.5;
+  x = std::abs(x);
+  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
+  if (x < 2.0) return (((x - 5.0) * x + 8.0) * x - 4.0) * a;
+  return 0.0;
+}
+
 }  // namespace
 
 int Taps::lo() const { return first.empty() ? 0 : *std::min_element(first.begin(), first.end()); }
@@ -25,10 +34,11 @@ int Taps::hi() const {
   return h;
 }
 
-Taps make_taps(const AxisPlan& p) {
+Taps make_taps(const AxisPlan& p, Interpolation filter) {
+  const bool bicubic = filter == Interpolation::bicubic;
   const double scale = (p.window1 - p.window0) / p.out_total;
   const double filterscale = std::max(scale, 1.0);
-  const double support = filterscale;  // the triangle's support is 1
+  const double support = (bicubic ? 2.0 : 1.0) * filterscale;
   Taps t;
   t.width = static_cast<int>(std::ceil(support)) * 2 + 1;
   t.first.resize(p.out_count);
@@ -41,7 +51,10 @@ Taps make_taps(const AxisPlan& p) {
     const int hi = std::min(p.in_hi, static_cast<int>(std::floor(center + support + 0.5)));
     const int n = std::clamp(hi - lo, 0, t.width);
     double total = 0;
-    for (int x = 0; x < n; ++x) total += k[x] = triangle((x + lo - center + 0.5) / filterscale);
+    for (int x = 0; x < n; ++x) {
+      const double at = (x + lo - center + 0.5) / filterscale;
+      total += k[x] = bicubic ? cubic(at) : triangle(at);
+    }
     for (int x = 0; x < n; ++x) {
       const double w = total != 0.0 ? k[x] / total : 0.0;
       t.weights[std::size_t(i) * t.width + x] = static_cast<std::int32_t>(

@@ -1,11 +1,13 @@
 #pragma once
-// PIL's antialiased bilinear resampling (Image.resize(..., BILINEAR)), computed for an
+// PIL's antialiased resampling (Image.resize(..., BILINEAR or BICUBIC)), computed for an
 // exact, possibly fractional source window and for any sub-range of the output: the
 // engine behind media/transform.h.
 //
 // EXACTNESS. The taps are PIL's (Pillow's Resample.c, precompute_coeffs and
-// normalize_coeffs_8bpc): a triangle filter whose support is max(1, scale) input
-// pixels, scale = window / output size; output pixel i is centred at
+// normalize_coeffs_8bpc): a triangle filter (bilinear, support 1) or Keys' cubic
+// (bicubic, a = -0.5, support 2) stretched by max(1, scale), scale = window / output
+// size, so that a shrink filters over that many more input pixels (the antialiasing);
+// negative cubic weights are rounded away from zero; output pixel i is centred at
 // window_start + (i + 0.5) * scale; taps are clipped to [in_lo, in_hi) and
 // renormalised; weights are rounded to 22 fractional bits. The horizontal pass runs
 // first, rounding to uint8, then the vertical pass, as PIL does. On the same decoded
@@ -17,6 +19,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "media/transform.h"
 
 namespace brigade::media::detail {
 
@@ -40,7 +44,7 @@ struct Taps {
   int lo() const;  // the first input pixel any output reads
   int hi() const;  // one past the last
 };
-Taps make_taps(const AxisPlan& plan);
+Taps make_taps(const AxisPlan& plan, Interpolation filter = Interpolation::bilinear);
 
 /// Resamples RGB24 input whose pixel (x, y) is at src + (y - src_y0) * stride +
 /// (x - src_x0) * 3, covering at least [tx.lo(), tx.hi()) x [ty.lo(), ty.hi()), into a

@@ -144,7 +144,8 @@ class Loader:
         **keys: settings named as the TOML keys (data, list, kind, batch_size, epochs,
             seed, shuffle, tail, drop_last, order, threads, rank, world_size,
             max_failures, layout, roi_decode,
-            transform ("eval", "train", "none"), size, resize, scale, ratio,
+            transform ("eval", "train", "none"), interpolation ("bilinear",
+            "bicubic": torchvision's InterpolationMode), size, resize, scale, ratio,
             flip_probability, normalize, normalize_mean, normalize_std, normalize_dtype,
             device ("cuda:N": batches copied to the GPU on Brigade's own stream and handed
             out there, see README; "cpu": the same path in host memory), checkpoint_dir,

@@ -91,7 +91,9 @@ concurrency = 2
   EXPECT_EQ(c.seed, 7u);
   EXPECT_FALSE(c.shuffle);
   EXPECT_EQ(c.order, actors::Order::completion);
-  EXPECT_EQ(c.max_failures, "5%");
+  EXPECT_TRUE(c.failure_budget.exceeded(6, 100));
+  EXPECT_FALSE(c.failure_budget.exceeded(5, 100));
+  EXPECT_EQ(c.failure_budget.max_rate(), 0.05);  // stored once, as the budget
   EXPECT_EQ(c.layout, Layout::nchw);
   EXPECT_EQ(c.read_concurrency, 4);
   EXPECT_EQ(*c.decode_concurrency, 2);
@@ -313,6 +315,7 @@ TEST(Config, EveryFlagIsAccepted) {
                               : f.flag == "--directory"       ? "auto"
                               : f.flag == "--on-no-workers"   ? "fail"
                               : f.flag == "--transform"       ? "train"
+                              : f.flag == "--interpolation"   ? "bicubic"
                               : f.flag == "--tail"            ? "drop"
                               : f.flag == "--scale"           ? "0.5,1"
                               : f.flag == "--ratio"           ? "0.5,2"
@@ -342,13 +345,18 @@ normalize_mean = [0.5, 0.5, 0.5]
              "run.toml");
   apply_flag(c, "--normalize-std", "0.25,0.5,1");
   resolve(c, env({}));
-  EXPECT_EQ(c.transform, "train");
-  EXPECT_EQ(c.size, 192);
-  EXPECT_EQ(c.resize, 219);  // 192 * 256 / 224
-  EXPECT_EQ(c.scale, (std::array<double, 2>{0.25, 1.0}));
-  EXPECT_EQ(c.ratio, (std::array<double, 2>{0.5, 2.0}));
-  EXPECT_EQ(c.flip_probability, 0.25);
-  EXPECT_TRUE(c.exif_orientation);
+  EXPECT_EQ(c.transform.kind, media::TransformKind::train);
+  EXPECT_EQ(c.transform.size, 192);
+  EXPECT_EQ(c.transform.resize, 219);  // 192 * 256 / 224
+  EXPECT_EQ(c.transform.scale_min, 0.25);
+  EXPECT_EQ(c.transform.scale_max, 1.0);
+  EXPECT_EQ(c.transform.ratio_min, 0.5);
+  EXPECT_EQ(c.transform.ratio_max, 2.0);
+  EXPECT_EQ(c.transform.flip_probability, 0.25);
+  EXPECT_TRUE(c.transform.exif_orientation);
+  EXPECT_EQ(c.transform.interpolation, media::Interpolation::bilinear);  // the default
+  EXPECT_EQ(c.normalize, Normalize::imagenet);
+  EXPECT_EQ(c.normalize_dtype, media::DType::float32);
   EXPECT_EQ(c.normalize_mean, (std::array<float, 3>{0.5f, 0.5f, 0.5f}));
   EXPECT_EQ(c.normalize_std, (std::array<float, 3>{0.25f, 0.5f, 1.0f}));
 }
@@ -377,7 +385,8 @@ TEST(Config, BadTransformValuesNameTheKey) {
   RunConfig small;
   apply_flag(small, "--resize", "200");
   EXPECT_EQ(error_of([&] { resolve(small, env({})); }),
-            "resize 200: eval's shorter side must be at least size 224");
+            "resize 200: eval's shorter side must be at least size 224 and at most 65536");
+  EXPECT_EQ(key_of([&] { resolve(small, env({})); }), "resize");
   RunConfig video;
   apply_flag(video, "--kind", "video");
   apply_flag(video, "--transform", "none");
@@ -393,6 +402,28 @@ TEST(Config, BadTransformValuesNameTheKey) {
   EXPECT_EQ(decode_spec(clips, 0).clip_stride, 2);
   EXPECT_EQ(error_of([&] { apply_flag(clips, "--clip-stride", "0"); }),
             "--clip-stride: clip_stride: expected a positive integer up to 1024, got '0'");
+}
+
+TEST(Config, InterpolationIsAKeyOfTheSpec) {
+  RunConfig file;
+  apply_toml(file, "interpolation = \"bicubic\"\n", "run.toml");
+  RunConfig flags;
+  apply_flag(flags, "--interpolation", "bicubic");
+  for (RunConfig* c : {&file, &flags}) {
+    resolve(*c, env({}));
+    EXPECT_EQ(c->transform.interpolation, media::Interpolation::bicubic);
+    EXPECT_EQ(decode_spec(*c, 3).transform.interpolation, media::Interpolation::bicubic);
+    EXPECT_EQ(decode_spec(*c, 3).transform.epoch, 3u);
+  }
+  RunConfig c;
+  EXPECT_EQ(error_of([&] { apply_flag(c, "--interpolation", "lanczos"); }),
+            "--interpolation: interpolation: expected one of bilinear, bicubic, got 'lanczos'");
+  // Clips are resized by swscale's bilinear: bicubic is refused, naming the key.
+  RunConfig clips;
+  apply_flag(clips, "--kind", "video");
+  apply_flag(clips, "--interpolation", "bicubic");
+  EXPECT_EQ(key_of([&] { resolve(clips, env({})); }), "interpolation");
+  EXPECT_NE(error_of([&] { resolve(clips, env({})); }).find("bilinear"), std::string::npos);
 }
 
 // A fresh folder under the system's temp folder, removed with its contents.
@@ -451,7 +482,7 @@ inflight = 12
     EXPECT_EQ(c->workers[0], (transport::Endpoint{"10.0.0.1", 7000}));
     EXPECT_EQ(c->workers[1], (transport::Endpoint{"fd00::2", 7001}));
     EXPECT_EQ(c->directory, "dir.example:7100");
-    EXPECT_EQ(c->on_no_workers, "fail");
+    EXPECT_EQ(c->on_no_workers, OnNoWorkers::fail);
     EXPECT_EQ(c->token_file, "/etc/brigade/token");
     EXPECT_EQ(c->tls_cert, "/etc/tls/cert.pem");
     EXPECT_EQ(c->tls_key, "/etc/tls/key.pem");
@@ -469,7 +500,7 @@ TEST(Config, RemoteDefaults) {
   EXPECT_FALSE(c.remote());
   EXPECT_TRUE(c.workers.empty());
   EXPECT_EQ(c.directory, "");
-  EXPECT_EQ(c.on_no_workers, "local");
+  EXPECT_EQ(c.on_no_workers, OnNoWorkers::local);
   EXPECT_EQ(c.task_timeout, 30);
   EXPECT_EQ(c.max_attempts, 2);
   EXPECT_EQ(c.remote_inflight, 0);
@@ -559,9 +590,6 @@ TEST(Config, OnNoWorkersIsLocalOrFail) {
   RunConfig c;
   EXPECT_EQ(error_of([&] { apply_flag(c, "--on-no-workers", "retry"); }),
             "--on-no-workers: remote.on_no_workers: expected one of local, fail, got 'retry'");
-  c.on_no_workers = "retry";
-  EXPECT_EQ(error_of([&] { resolve(c, env({})); }),
-            "on_no_workers: expected local or fail, got 'retry'");
 }
 
 TEST(Config, RemoteRunNeedsAToken) {

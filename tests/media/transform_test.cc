@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <set>
+#include <string_view>
 #include <thread>
 
 #include "media/detail/libjpeg.h"
@@ -417,6 +418,146 @@ TEST(Transform, NoneDecodesOnlyImagesOfTheGivenSize) {
     EXPECT_EQ(e.input(), "odd.jpg");
     EXPECT_NE(e.cause().find("80x60"), std::string::npos) << e.what();
     EXPECT_NE(e.cause().find("64x64"), std::string::npos) << e.what();
+  }
+}
+
+// The bicubic reference: a 20x15 BMP (lossless) of a pattern with detail at every pixel,
+// and what Pillow 9.4 makes of it (Image.resize(..., BICUBIC), then crop), as
+// torchvision's Resize / CenterCrop / resized_crop with InterpolationMode.BICUBIC do on
+// PIL images. Generated once with python3-pil; the script is in the commit message.
+std::uint8_t pattern(int x, int y, int c) {
+  return std::uint8_t((x * x * 7 + y * 13 + c * 85 + (x ^ y) * 29) & 255);
+}
+
+Bytes pattern_bmp(int w, int h) {
+  const int row = (w * 3 + 3) / 4 * 4;
+  const std::uint32_t size = 54 + std::uint32_t(row) * h;
+  Bytes b(size, 0);
+  auto put = [&](std::size_t at, std::uint32_t v, int n) {
+    for (int i = 0; i < n; ++i) b[at + i] = std::uint8_t(v >> (8 * i));
+  };
+  b[0] = 'B';
+  b[1] = 'M';
+  put(2, size, 4);
+  put(10, 54, 4);
+  put(14, 40, 4);
+  put(18, std::uint32_t(w), 4);
+  put(22, std::uint32_t(h), 4);
+  put(26, 1, 2);
+  put(28, 24, 2);
+  for (int y = 0; y < h; ++y) {  // bottom-up, BGR
+    std::uint8_t* out = &b[54 + std::size_t(h - 1 - y) * row];
+    for (int x = 0; x < w; ++x)
+      for (int c = 0; c < 3; ++c) out[x * 3 + 2 - c] = pattern(x, y, c);
+  }
+  return b;
+}
+
+std::vector<std::uint8_t> from_hex(std::string_view hex) {
+  std::vector<std::uint8_t> out;
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
+    out.push_back(std::uint8_t(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
+  return out;
+}
+
+// The largest difference from PIL's levels (0: bit for bit).
+int max_error(const Tensor& t, const std::vector<std::uint8_t>& want) {
+  EXPECT_EQ(t.nbytes(), want.size());
+  int worst = 0;
+  for (std::size_t i = 0; i < std::min(t.nbytes(), want.size()); ++i)
+    worst = std::max(worst, std::abs(int(t.data_as<std::uint8_t>()[i]) - int(want[i])));
+  return worst;
+}
+
+TEST(Transform, BicubicMatchesPilResizeBicubic) {
+  const Bytes bmp = pattern_bmp(20, 15);
+  const Source source = Source::memory(bmp, "pattern.bmp");
+  TransformOptions o;
+  o.interpolation = Interpolation::bicubic;
+  // eval, shrinking: Resize(12) gives 16x12, CenterCrop(10) at (3, 1).
+  o.size = 10;
+  o.resize = 12;
+  const auto eval_down = from_hex(
+      "2a89b26d9f94646f828d3da07a88984a5e8084e21b50af5651539fbe1c7f5ab34995cf2d9f53"
+      "6d835bc08bc848c74c5f8b9e2c89a327da5e6ea09a7d7dd759337c70b76d428575d3b1698e91"
+      "ad5a2c75be8b4184cc236896ee49be3e93be749fa28f70a1944baf5f788837661f8bd081539a"
+      "c8517292d93a8064bd48abf37b6888cb5b5845a1c259b84e3590703ba087828c6e90ab303776"
+      "d581ba81ba7f48715e7f7e429456af3f485c968ea06983883f67a424759c3c7dc04d5f8a7c4b"
+      "bb9798277a8eb047df3eafb89e5989f3404ca5cc9e8941d8397c7b62c46dd57e227a9a7189af"
+      "a158b59b53b4819ac142a0c7d2296d934ca4345ab98ba5994489565c734ea65c938a906d6a9c"
+      "6b3e85b87283a1647ee293439c9f4fb17c999e2e82bdb581456a8e743ba66f355daf");
+  const Tensor down = load_transformed(source, o, 0);
+  EXPECT_EQ(max_error(down, eval_down), 0);
+  // eval, enlarging (the cubic's overshoot is clipped): Resize(24) gives 32x24,
+  // CenterCrop(20) at (6, 2).
+  o.size = 20;
+  o.resize = 24;
+  const auto eval_up = from_hex(
+      "3c957f0665c82187d88460adcf2a7c3c58ac3e55acd2237f835aac1e83d3045bbf388b7580d5"
+      "2386db105ab0410e63a60468c73564baaf267ce93086449f962886e26ac48097ce4c96b2490f"
+      "76943647b4fc389bbe98786fba667f357d7b5c5474cf1c8ff82a81ec3752ac3e736771a12a8c"
+      "c0016a992b8c55a96a4ea3a08fe83ca2de238fa7414e6789624ab7c05ab6a7c15e99d52ad62a"
+      "6bac4d476ac40ba3c145a2c4416acc02b66f4cf02a85c8465e726a9561b50d64bb1680e4249b"
+      "853fb80862eb2d8ab757b43174d04abe6994c82ee4478bb1685760b303b44556b145565ab303"
+      "b77861fd64a3bee3597fe09870d84e7ce6292f9e6d43775a906134eb406fc453bb3490fa7686"
+      "a9c28059b8a35681ad694598874d4e9b703e85a06550c53367ce4276ace85086f55d7dca969f"
+      "cd5c2d57a92d816d73cf13cd5a5dbe4eab5aacddac5ebce63a7c9cb1325eb67b2d84ef0076d9"
+      "3f55b1d82589d5006eae25589ccc478bf32f855d9cd33871da3498b7926993e82cc8596abc4c"
+      "7273c641b17262e31679be12557143892581db198ef15967c9cf1b74e6097acf3a7a97c54190"
+      "fe389945a5f5278fce5ebe98a4b477c697b64284c051588feb248da27494469f993e445e5273"
+      "1e77cb359a9c5a878982489dad6583b89c5b89d23195c63f985bb0e85bb0699ef43bb3ff4d99"
+      "eca22a91c64b55abec4d5fc2b33492cd62bf25429b55166bbd4fa42e55ac362682d463ba8b94"
+      "e92d79de1f9c8246366abd5d72cd4292ff43baba61be51a02d5ace0762d553646275ba219ecf"
+      "7ce04252aa630a60b160c33c61cf481275d36e48a0b2554b72ba19a8934a2967cb1a86dc4aa8"
+      "c97cb57fa5a52fa35a39a32e5ea5298f6f3fb35375a284d03947a962015cb17695628baf5b3e"
+      "96a07b507fa540426aab07889c4a7857d0329bd078e053c9a764f9529ca2a33753b8482b7eca"
+      "7f30a5b4265472a10a29a04f0c5eba95268fc9596397e24a80dc2f6fbb1361b5004395518b68"
+      "7649b2537aea1e84b36e7866c66fad2953c83b329df98b2babc3103a83b50d7cae529d56b3e3"
+      "26a5e15f7192ee2e8bff1a84e4315bb27c3e98c0927f3266c8008cc525679a7f3371c4509f4e"
+      "5fbd5758b3dc7e44a29422587bbe4cbcaa73ff4da8ec45b1c4718b97c14296e64589e07e51a7"
+      "ee499ef99c924388dc2eca6972de3588c63b907388d257bfb475cc45478574245bbb3695dc9d"
+      "7ac2f2459b6762ba5f67b2dc56889d8bc24db0f63d94f84fa4a0a64e52a37c4ae62e7dc7228c"
+      "7d449a5281f95ec2cd90f32b369d780062c638a09ba17a8ae53d964c76d74f6ddaef28a0af7a"
+      "9a52b8ae338be154af92b4085dbc0864d8247b783e93015ab0227fe667b9c3a9f55648988306"
+      "5e934eb320a68133da318d6e87de6b89dbd43587ae8e3b68cc3b2c85c259aaa8d95e5fe7329b"
+      "877cd5745baf7c2278416fca5c85ccc15e738784383a9e2e19826f65367ac3096b91a76f76d9"
+      "4b7e8f145f926a3a95c11a7ccf5f65a1b2956aad5bc348a3ff7f66c5d30f6c5265bb586acbe2"
+      "1f8cab7e564cbe580573be474ca5b34d55ac8e3883b62f4ab83d3ea47b3089b30674c26245a7"
+      "4998802070d62f93f19069c6e2328e4d65bc566ec3fa4ba1a985d440adfb2486e95abc9dabed"
+      "4ebd494a96288d4a9cee53b8654da713016d9c6751b8");
+  EXPECT_EQ(max_error(load_transformed(source, o, 0), eval_up), 0);
+  // train whose crop is the whole image (scale 1, ratio 4:3, no flip): resize to 9x9.
+  o.kind = TransformKind::train;
+  o.size = 9;
+  o.scale_min = o.scale_max = 1.0;
+  o.ratio_min = o.ratio_max = 4.0 / 3.0;
+  o.flip_probability = 0;
+  ASSERT_EQ(train_crop(o, 20, 15, 0).width, 20);
+  const auto train_whole = from_hex(
+      "2079a87db24b6f81b66d90966f7da05ab17d7b4eabe0287f85499e55b28155b55971a9698261"
+      "948f7e6981b62c99656c685fb8b13b98a894497b9d717396489f66979d8974676588c067626b"
+      "d366ab6564aa3d986d5cc0a377a6a3876a836d774277a5a08168a4a33b999a3c417eb5466cb0"
+      "639bb39f576d58937f4b9472769052a7577581b54b7abc4aaf70687eaa5e668f8385686cb76e"
+      "8381cd58308dbf419787b86058b14452a94d7a5da3a3568688a360ae7a8eb162c45c368fb274"
+      "55ad898a778654b67f68a35881788e80634496849b4f7fb24f9c3e9b9b54b46b77b598626eac"
+      "946da4ae746d645f8d7352ac9f358c");
+  EXPECT_EQ(max_error(load_transformed(source, o, 0), train_whole), 0);
+  // Bilinear is another filter: the same eval differs from PIL's bicubic by far more.
+  o = {};
+  o.size = 10;
+  o.resize = 12;
+  EXPECT_GT(max_error(load_transformed(source, o, 0), eval_down), 8);
+}
+
+TEST(Transform, BicubicRegionDecodeStaysCloseToFullDecode) {
+  TransformOptions o;
+  o.interpolation = Interpolation::bicubic;
+  for (const auto& s : varied_set()) {
+    o.roi_decode = false;
+    const Tensor full = load_transformed(Source::memory(s.jpeg, s.name), o, 0);
+    o.roi_decode = true;
+    const Tensor roi = load_transformed(Source::memory(s.jpeg, s.name), o, 0);
+    EXPECT_LT(mae(full, roi), 2.0) << s.name;
   }
 }
 

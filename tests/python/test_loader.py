@@ -280,3 +280,11 @@ def test_image_transform_and_normalize_keys(images):
     with pytest.raises(brigade.ConfigError) as e:
         make_loader(images, transform="sharpen")
     assert e.value.key == "transform"
+    # interpolation: a key of the decode spec like the others, and it changes pixels.
+    bilinear = next(iter(make_loader(images, batch_size=8, shuffle=False, size=96)))["data"]
+    bicubic = next(iter(make_loader(images, batch_size=8, shuffle=False, size=96,
+                                    interpolation="bicubic")))["data"]
+    assert bicubic.shape == bilinear.shape and not torch.equal(bicubic, bilinear)
+    with pytest.raises(brigade.ConfigError) as e:
+        make_loader(images, interpolation="lanczos")
+    assert e.value.key == "interpolation"

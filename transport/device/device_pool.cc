@@ -158,6 +158,46 @@ void wait_fences(PooledBlock& block, const std::stop_token& stop) {
   }
 }
 
+// The smallest free block that fits `nbytes` (the oldest of equals), taken out of the
+// idle list; for host memory only one whose fences are complete. Fences are queried
+// with the pool's lock released (an event query is a driver call, and a fence may be a
+// collective's): the fitting blocks are listed, checked unlocked, and the first ready
+// one is taken unless another thread took it meanwhile (then the list is made again).
+std::shared_ptr<PooledBlock> take_idle(PoolState& s, std::unique_lock<std::mutex>& lock,
+                                       std::size_t nbytes, bool host) {
+  if (!host) {
+    auto it = best_fit(s.idle, nbytes, [](PooledBlock&) { return true; });
+    if (it == s.idle.end()) return nullptr;
+    auto block = std::move(*it);
+    s.idle.erase(it);
+    return block;
+  }
+  for (;;) {
+    std::vector<std::shared_ptr<PooledBlock>> fits;
+    for (const auto& b : s.idle) {
+      if (b->capacity >= nbytes) fits.push_back(b);
+    }
+    std::stable_sort(fits.begin(), fits.end(),
+                     [](const auto& a, const auto& b) { return a->capacity < b->capacity; });
+    lock.unlock();
+    std::shared_ptr<PooledBlock> ready;
+    for (auto& b : fits) {
+      if (b->fences_ready()) {
+        ready = std::move(b);
+        break;
+      }
+    }
+    fits.clear();
+    lock.lock();
+    if (!ready) return nullptr;
+    auto it = std::find(s.idle.begin(), s.idle.end(), ready);
+    if (it != s.idle.end()) {
+      s.idle.erase(it);
+      return ready;
+    }
+  }
+}
+
 BufferPool::Buffer take_from(const std::shared_ptr<PoolState>& state, std::size_t nbytes,
                              const std::stop_token& stop) {
   nbytes = std::max<std::size_t>(nbytes, 1);
@@ -173,12 +213,8 @@ BufferPool::Buffer take_from(const std::shared_ptr<PoolState>& state, std::size_
                           std::to_string(s.max_buffers) + " in use)");
     }
     // A free block that fits; a host block also needs its fences complete.
-    auto it = best_fit(s.idle, nbytes, [&](PooledBlock& b) { return !host || b.fences_ready(); });
-    if (it != s.idle.end()) {
-      block = std::move(*it);
-      s.idle.erase(it);
-      break;
-    }
+    block = take_idle(s, lock, nbytes, host);
+    if (block) break;
     if (s.buffers < s.max_buffers) {  // room for a new one
       const std::size_t capacity = std::max(nbytes, s.min_capacity);
       ++s.buffers;

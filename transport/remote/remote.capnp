@@ -53,35 +53,8 @@ struct WorkerList {
   endpoints @1 :List(Text);
 }
 
-# The built-in decode operations' task and result (launch/loader/remote_ops.h).
-struct DecodeTask {
-  kind @0 :UInt8;             # 0 image, 1 video
-  layout @1 :UInt8;           # 0 nhwc, 1 nchw
-  side @2 :UInt32;
-  clipFrames @3 :UInt32;
-  seed @4 :UInt64;
-  epoch @5 :UInt64;
-  samples @6 :List(TaskSample);
-  # The image transform (media/transform.h) and its parameters; since
-  # brigade.decode.images version 2 (version 1 workers would ignore them).
-  transform @7 :UInt8;        # 0 eval, 1 train, 2 none; clips: 0 or 1
-  resize @8 :UInt32;          # eval: the shorter side before the crop
-  scaleMin @9 :Float64;       # train: area fraction range
-  scaleMax @10 :Float64;
-  ratioMin @11 :Float64;      # train: aspect ratio range
-  ratioMax @12 :Float64;
-  flipProbability @13 :Float64;
-  exifOrientation @14 :Bool;
-  # Since brigade.decode.clips version 2: clips take eval or train.
-  clipStride @15 :UInt32;     # clips, train: frames between the selected frames
-  roiDecode @16 :Bool = true; # JPEG: region-of-interest decode (media/transform.h)
-}
-
-struct TaskSample {
-  id @0 :UInt64;
-  path @1 :Text;
-}
-
+# The built-in decode operations' result (launch/loader/remote_ops.h; their task is the
+# loader's own schema, launch/loader/decode_op.capnp).
 # A failed sample: the engine's record (actors::SampleFailure) as the worker made it.
 struct SampleFailure {
   index @0 :UInt32;           # in the task's samples

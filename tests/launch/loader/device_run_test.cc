@@ -39,7 +39,7 @@ class DeviceRun : public ::testing::Test {
   }
   static void TearDownTestSuite() { fs::remove_all(root_); }
 
-  static RunConfig config(const std::string& device, const std::string& normalize = "none") {
+  static RunConfig config(const std::string& device, Normalize normalize = Normalize::none) {
     RunConfig c;
     c.data = (root_ / "data").string();
     c.batch_size = 4;
@@ -84,8 +84,8 @@ TEST_F(DeviceRun, CpuDeviceDeliversTheHostBatchesBitForBit) {
 
 TEST_F(DeviceRun, NormalizesOnTheDevice) {
   const auto host = run(config(""));
-  auto c = config("cpu", "imagenet");
-  c.normalize_dtype = "float16";
+  auto c = config("cpu", Normalize::imagenet);
+  c.normalize_dtype = media::DType::float16;
   c.layout = Layout::nchw;
   const auto normalized = run(c);
   ASSERT_EQ(normalized.size(), host.size());
@@ -110,8 +110,8 @@ TEST_F(DeviceRun, NormalizesOnTheDevice) {
 TEST_F(DeviceRun, HostAndCpuDeviceNormalizeAreBitIdentical) {
   for (auto layout : {Layout::nhwc, Layout::nchw}) {
     for (const bool imagenet : {true, false}) {
-      auto host = config("", "imagenet");
-      auto device = config("cpu", "imagenet");
+      auto host = config("", Normalize::imagenet);
+      auto device = config("cpu", Normalize::imagenet);
       for (auto* c : {&host, &device}) {
         c->layout = layout;
         if (!imagenet) {
@@ -154,7 +154,7 @@ TEST_F(DeviceRun, DeviceBatchesOutliveTheirJobStoppedMidEpoch) {
 TEST_F(DeviceRun, WithoutADeviceNormalizingRunsOnTheCpuAsFloat32) {
   const auto host = run(config(""));
   for (auto layout : {Layout::nhwc, Layout::nchw}) {
-    auto c = config("", "imagenet");
+    auto c = config("", Normalize::imagenet);
     c.layout = layout;
     c.normalize_mean = {0.5f, 0.4f, 0.3f};
     c.normalize_std = {0.2f, 0.25f, 0.3f};
@@ -176,8 +176,8 @@ TEST_F(DeviceRun, WithoutADeviceNormalizingRunsOnTheCpuAsFloat32) {
   }
   // float16 is the device's: on the CPU it is a usage error naming the key.
   RunConfig c;
-  c.normalize = "imagenet";
-  c.normalize_dtype = "float16";
+  c.normalize = Normalize::imagenet;
+  c.normalize_dtype = media::DType::float16;
   try {
     resolve(c, [](const char*) -> const char* { return nullptr; });
     ADD_FAILURE() << "float16 without a device was accepted";

@@ -151,7 +151,7 @@ TEST_P(Job, ABatchWhoseEverySampleFailedIsDeliveredEmpty) {
     c.order = order;
     c.shuffle = false;
     c.device = device;
-    if (!device.empty()) c.normalize = "imagenet";
+    if (!device.empty()) c.normalize = Normalize::imagenet;
     launch::Job job(resolved(c), dataset);
     job.begin_epoch();
     const auto batches = drain(job);
@@ -250,8 +250,7 @@ TEST_P(Job, AnAbandonedEpochIsLeftAndAnOpenEndedJobKeepsItsRateOverEveryEpoch) {
   c.batch_size = 2;
   c.threads = 2;
   c.order = std::get<1>(GetParam());
-  c.max_failures = "10%";
-  c.failure_budget = parse_failure_budget(c.max_failures, "test");
+  c.failure_budget = parse_failure_budget("10%", "test");
   c = resolved(c);
   c.epochs = kUnlimitedEpochs;
   launch::Job job(c, dataset);

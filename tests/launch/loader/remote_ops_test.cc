@@ -12,6 +12,7 @@
 
 #include "actors/errors.h"
 #include "actors/task.h"
+#include "launch/loader/decode_task.h"
 #include "media/errors.h"
 #include "media/image.h"
 #include "media/synthetic.h"
@@ -98,10 +99,10 @@ TEST_F(RemoteOps, ARemoteBatchIsByteIdenticalToALocalOne) {
                                    {Layout::nchw, media::TransformKind::eval},
                                    {Layout::nhwc, media::TransformKind::train},
                                    {Layout::nchw, media::TransformKind::train}}) {
-    DecodeSpec spec{.layout = layout, .seed = 3, .epoch = 1, .transform = transform};
-    spec.scale_min = 0.2;  // parameters other than the defaults cross too
-    spec.ratio_max = 1.5;
-    spec.flip_probability = 0.7;
+    DecodeSpec spec{.layout = layout, .transform = {.kind = transform, .seed = 3, .epoch = 1}};
+    spec.transform.scale_min = 0.2;  // parameters other than the defaults cross too
+    spec.transform.ratio_max = 1.5;
+    spec.transform.flip_probability = 0.7;
     RemoteDecodeFigures figures;
     auto remote = remote_decode_batch(pool, spec, samples_, {}, {}, {}, &figures);
     ASSERT_TRUE(remote);
@@ -120,6 +121,15 @@ TEST_F(RemoteOps, ARemoteBatchIsByteIdenticalToALocalOne) {
     EXPECT_EQ(figures.attempts_lost, 0u);
     EXPECT_EQ(figures.decoded_locally, 0u);
   }
+  // The interpolation crosses too: bicubic on the worker as here, and not bilinear.
+  DecodeSpec bicubic{.transform = {.kind = media::TransformKind::train, .seed = 3}};
+  bicubic.transform.interpolation = media::Interpolation::bicubic;
+  auto remote = remote_decode_batch(pool, bicubic, samples_, {}, {}, {});
+  ASSERT_TRUE(remote);
+  expect_same(*remote, local(bicubic));
+  const auto bilinear = local({.transform = {.kind = media::TransformKind::train, .seed = 3}});
+  ASSERT_EQ(bilinear.data.nbytes(), remote->data.nbytes());
+  EXPECT_NE(std::memcmp(bilinear.data.data(), remote->data.data(), bilinear.data.nbytes()), 0);
 }
 
 // Clips with the train transform: the frames and crop media/transform.h documents, the
@@ -139,11 +149,9 @@ TEST_F(RemoteOps, TrainClipsAreTheDocumentedFramesAndCropHereAndOnAWorker) {
     media::write_file(path.string(), bytes);
     clips.push_back({.id = std::uint64_t(20 + i), .path = path.string()});
   }
-  DecodeSpec spec{.kind = MediaKind::video,
-                  .side = 64,
-                  .seed = 5,
-                  .epoch = 1,
-                  .transform = media::TransformKind::train};
+  DecodeSpec spec{
+      .kind = MediaKind::video,
+      .transform = {.kind = media::TransformKind::train, .size = 64, .seed = 5, .epoch = 1}};
   spec.clip_stride = 3;
   auto decode_here = [&](const DecodeSpec& s) {
     auto copy = clips;
@@ -153,7 +161,7 @@ TEST_F(RemoteOps, TrainClipsAreTheDocumentedFramesAndCropHereAndOnAWorker) {
   const auto here = decode_here(spec);
   ASSERT_TRUE(here.failures.empty()) << here.failures[0].message();
   ASSERT_EQ(here.data.shape(), (std::vector<std::int64_t>{3, 8, 64, 64, 3}));
-  const auto t = transform_options(spec);
+  const auto& t = spec.transform;
   for (std::size_t i = 0; i < clips.size(); ++i) {
     // The reference: every frame, then the documented selection and crop of each.
     const auto all = media::load_video(media::Source::file(clips[i].path));
@@ -179,11 +187,11 @@ TEST_F(RemoteOps, TrainClipsAreTheDocumentedFramesAndCropHereAndOnAWorker) {
   // Two decodes agree; another epoch, and eval, do not.
   expect_same(decode_here(spec), here);
   DecodeSpec other = spec;
-  other.epoch = 2;
+  other.transform.epoch = 2;
   const auto moved = decode_here(other);
   EXPECT_NE(std::memcmp(moved.data.data(), here.data.data(), here.data.nbytes()), 0);
   DecodeSpec eval = spec;
-  eval.transform = media::TransformKind::eval;
+  eval.transform.kind = media::TransformKind::eval;
   const auto evaluated = decode_here(eval);
   EXPECT_NE(std::memcmp(evaluated.data.data(), here.data.data(), here.data.nbytes()), 0);
   // On a worker: byte-identical.
@@ -281,7 +289,7 @@ TEST_F(RemoteOps, MutatedResultsAreEitherConsistentOrRejected) {
 TEST_F(RemoteOps, MalformedTasksThrowAndNeverCrashTheWorker) {
   auto ops = builtin();
   const auto& op = *ops.find(kDecodeImages.name);
-  const auto task = encode_decode_task({}, samples_);
+  const auto task = write_decode_task({}, samples_);
   std::mt19937 random(5);
   std::stop_source stop;
   int threw = 0;
@@ -298,27 +306,28 @@ TEST_F(RemoteOps, MalformedTasksThrowAndNeverCrashTheWorker) {
   }
   EXPECT_GT(threw, 0);
   EXPECT_THROW(op({}, {stop.get_token()}), std::exception);
-  const auto video = encode_decode_task({.kind = MediaKind::video}, samples_);
+  const auto video = write_decode_task({.kind = MediaKind::video}, samples_);
   EXPECT_THROW(op(video, {stop.get_token()}), std::exception);  // the wrong operation
   // A transform the worker cannot apply is refused with its reason, never decoded.
-  DecodeSpec bad{.transform = media::TransformKind::train};
-  bad.scale_min = 0.9;
-  bad.scale_max = 0.5;
+  DecodeSpec bad{.transform = {.kind = media::TransformKind::train}};
+  bad.transform.scale_min = 0.9;
+  bad.transform.scale_max = 0.5;
   try {
-    op(encode_decode_task(bad, samples_), {stop.get_token()});
+    op(write_decode_task(bad, samples_), {stop.get_token()});
     ADD_FAILURE() << "an impossible crop range was decoded";
   } catch (const transport::RemoteError& e) {
     EXPECT_NE(std::string(e.what()).find("scale"), std::string::npos) << e.what();
   }
-  const auto clip_none = encode_decode_task(
-      {.kind = MediaKind::video, .transform = media::TransformKind::none}, samples_);
+  const auto clip_none = write_decode_task(
+      {.kind = MediaKind::video, .transform = {.kind = media::TransformKind::none}}, samples_);
   EXPECT_THROW(ops.find(kDecodeClips.name)->operator()(clip_none, {stop.get_token()}),
                transport::RemoteError);
-  DecodeSpec no_stride{.kind = MediaKind::video, .transform = media::TransformKind::train};
+  DecodeSpec no_stride{.kind = MediaKind::video,
+                       .transform = {.kind = media::TransformKind::train}};
   no_stride.clip_stride = 0;
   EXPECT_THROW(ops.find(kDecodeClips.name)
                    ->
-                   operator()(encode_decode_task(no_stride, samples_), {stop.get_token()}),
+                   operator()(write_decode_task(no_stride, samples_), {stop.get_token()}),
                transport::RemoteError);
 }
 

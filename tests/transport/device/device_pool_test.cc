@@ -76,6 +76,38 @@ TEST(BufferPool, HostBufferIsReusedOnlyAfterTheCopyReadingItCompletes) {
   EXPECT_STREQ(static_cast<const char*>(target.get()), "first");
 }
 
+// An event whose query reads the pool's figures from another thread: that needs the
+// pool's lock, so it returns only if fences are queried with that lock released (issue
+// 22: the cudaEventQuery sweep ran under the pool-wide lock, stalling every thread that
+// took or returned a buffer behind a driver call). Before the fix this test hung.
+class EventQueryingThePool final : public Event {
+ public:
+  explicit EventQueryingThePool(const BufferPool& pool) : pool_(pool) {}
+  bool ready() const noexcept override {
+    ++queries;
+    auto figures = std::async(std::launch::async, [this] { return pool_.stats(); });
+    return figures.get().buffers == 1;
+  }
+  void wait() const override {}
+  mutable std::atomic<int> queries{0};
+
+ private:
+  const BufferPool& pool_;
+};
+
+TEST(BufferPool, FencesAreQueriedWithThePoolUnlocked) {
+  auto device = std::make_shared<CpuDevice>();
+  BufferPool pool(device, Memory::pinned_host, {.max_buffers = 1});
+  auto buffer = pool.take(64).memory;
+  void* address = buffer.get();
+  auto fence = std::make_shared<EventQueryingThePool>(pool);
+  EXPECT_TRUE(BufferPool::fence(buffer, fence));
+  buffer.reset();
+  auto again = pool.take(64).memory;
+  EXPECT_EQ(again.get(), address);
+  EXPECT_GE(fence->queries.load(), 1);
+}
+
 TEST(BufferPool, DeviceBufferComesBackWithItsFencesForTheQueueToWaitOn) {
   auto device = std::make_shared<CpuDevice>();
   BufferPool pool(device, Memory::device, {.max_buffers = 1});

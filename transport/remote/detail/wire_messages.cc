@@ -137,63 +137,6 @@ WorkerListFields read_worker_list(std::span<const char> bytes) {
   });
 }
 
-std::vector<char> write_decode_task(const DecodeTaskFields& t) {
-  capnp::MallocMessageBuilder message;
-  auto task = message.initRoot<wire::DecodeTask>();
-  task.setKind(t.kind);
-  task.setLayout(t.layout);
-  task.setSide(t.side);
-  task.setClipFrames(t.clip_frames);
-  task.setSeed(t.seed);
-  task.setEpoch(t.epoch);
-  task.setTransform(t.transform);
-  task.setResize(t.resize);
-  task.setScaleMin(t.scale_min);
-  task.setScaleMax(t.scale_max);
-  task.setRatioMin(t.ratio_min);
-  task.setRatioMax(t.ratio_max);
-  task.setFlipProbability(t.flip_probability);
-  task.setExifOrientation(t.exif_orientation);
-  task.setClipStride(t.clip_stride);
-  task.setRoiDecode(t.roi_decode);
-  auto list = task.initSamples(static_cast<unsigned>(t.samples.size()));
-  for (unsigned i = 0; i < list.size(); ++i) {
-    list[i].setId(t.samples[i].id);
-    list[i].setPath(t.samples[i].path);
-  }
-  return to_bytes(message);
-}
-
-DecodeTaskFields read_decode_task(std::span<const char> bytes, std::size_t max_samples) {
-  return read<wire::DecodeTask>(bytes, [max_samples](wire::DecodeTask::Reader r) {
-    DecodeTaskFields t;
-    t.kind = r.getKind();
-    t.layout = r.getLayout();
-    t.side = r.getSide();
-    t.clip_frames = r.getClipFrames();
-    t.seed = r.getSeed();
-    t.epoch = r.getEpoch();
-    t.transform = r.getTransform();
-    t.resize = r.getResize();
-    t.scale_min = r.getScaleMin();
-    t.scale_max = r.getScaleMax();
-    t.ratio_min = r.getRatioMin();
-    t.ratio_max = r.getRatioMax();
-    t.flip_probability = r.getFlipProbability();
-    t.exif_orientation = r.getExifOrientation();
-    t.clip_stride = r.getClipStride();
-    t.roi_decode = r.getRoiDecode();
-    const auto samples = r.getSamples();
-    if (samples.size() > max_samples) {
-      throw RemoteError(
-          fmt::format("a task of {} samples (at most {})", samples.size(), max_samples));
-    }
-    t.samples.reserve(samples.size());
-    for (auto s : samples) t.samples.push_back({s.getId(), text(s.getPath(), "path")});
-    return t;
-  });
-}
-
 DecodeResultFields read_decode_result(std::span<const char> bytes, std::shared_ptr<void>& keep) {
   auto reader = std::make_shared<WireReader>(bytes);
   auto r = reader->root<wire::DecodeResult>();

@@ -51,27 +51,6 @@ struct WorkerListFields {
 std::vector<char> write_worker_list(const WorkerListFields& list);
 WorkerListFields read_worker_list(std::span<const char> bytes);
 
-/// The built-in decode operations' task (launch/loader/remote_ops.h gives it meaning).
-struct DecodeTaskFields {
-  std::uint8_t kind = 0, layout = 0;
-  std::uint32_t side = 0, clip_frames = 0;
-  std::uint64_t seed = 0, epoch = 0;
-  std::uint8_t transform = 0;  // values unchecked here (launch/loader/remote_ops.cc checks them)
-  std::uint32_t resize = 0;
-  double scale_min = 0, scale_max = 0, ratio_min = 0, ratio_max = 0, flip_probability = 0;
-  bool exif_orientation = false;
-  std::uint32_t clip_stride = 0;
-  bool roi_decode = true;
-  struct Sample {
-    std::uint64_t id = 0;
-    std::string path;
-  };
-  std::vector<Sample> samples;
-};
-std::vector<char> write_decode_task(const DecodeTaskFields& task);
-/// At most `max_samples` samples, paths of at most 4,096 bytes.
-DecodeTaskFields read_decode_task(std::span<const char> bytes, std::size_t max_samples);
-
 struct DecodeResultFields {
   std::vector<std::uint64_t> ids;
   std::vector<std::int64_t> shape;

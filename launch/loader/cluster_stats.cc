@@ -1,0 +1,261 @@
+#include "launch/loader/cluster_stats.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace brigade::launch {
+namespace {
+
+bool sane(double v, double at_most) { return std::isfinite(v) && v >= 0 && v <= at_most; }
+
+bool valid(const RankReport& r) {
+  if (!(std::isfinite(r.interval_s) && r.interval_s > 0 && r.interval_s <= 86400)) return false;
+  if (!sane(r.exposed_wait_s, r.interval_s * 1.001) || !sane(r.since_last_request_s, 1e9))
+    return false;
+  for (const auto& s : r.stages) {
+    if (!sane(s.p50_ms, 1e9) || !sane(s.occupancy, 1.001) || !sane(s.backpressured_s, 1e9))
+      return false;
+  }
+  for (const auto& w : r.workers) {
+    if (!sane(w.busy_s, 1e9) || !sane(w.waited_s, 1e9)) return false;
+  }
+  return true;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The stage most responsible on `rank` (see THE STAGE MOST RESPONSIBLE).
+std::string responsible_stage(const RankReport& rank, const std::vector<const RankReport*>& all) {
+  std::string outlier;
+  double worst = 1.25;
+  for (const auto& s : rank.stages) {
+    std::vector<double> others;
+    for (const auto* r : all) {
+      if (r == &rank) continue;
+      for (const auto& o : r->stages) {
+        if (o.name == s.name) others.push_back(o.p50_ms);
+      }
+    }
+    const double m = median(others);
+    if (m > 0 && s.p50_ms / m > worst) {
+      worst = s.p50_ms / m;
+      outlier = s.name;
+    }
+  }
+  if (!outlier.empty()) return outlier;
+  const actors::StageStats* full = nullptr;
+  for (const auto& s : rank.stages) {
+    const bool bottleneck = s.backpressured_s < 0.05 * rank.interval_s;
+    if (bottleneck && (!full || s.occupancy > full->occupancy)) full = &s;
+  }
+  return full ? full->name : std::string();
+}
+
+// A Prometheus label value: backslash, double quote and newline escaped.
+std::string label(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\\' || c == '"') out += '\\';
+    out += c == '\n' ? std::string("\\n") : std::string(1, c);
+  }
+  return out;
+}
+
+std::string waited_worker(const RankReport& rank) {
+  const WorkerReport* most = nullptr;
+  for (const auto& w : rank.workers) {
+    if (!most || w.waited_s > most->waited_s) most = &w;
+  }
+  return most && most->waited_s > 0 ? most->name : std::string();
+}
+
+}  // namespace
+
+std::string_view to_string(ClusterEventKind kind) {
+  switch (kind) {
+    case ClusterEventKind::straggler:
+      return "straggler";
+    case ClusterEventKind::not_consuming:
+      return "not_consuming";
+    case ClusterEventKind::silent:
+      return "silent";
+    case ClusterEventKind::slowest_keeps_changing:
+      return "slowest_keeps_changing";
+  }
+  return "?";
+}
+
+ClusterAnalyzer::ClusterAnalyzer(std::uint32_t world_size, ClusterOptions options)
+    : options_(options), ranks_(world_size) {}
+
+bool ClusterAnalyzer::add(const RankReport& report) {
+  if (report.rank >= ranks_.size() || !valid(report)) {
+    ++figures_.refused_reports;
+    return false;
+  }
+  auto& r = ranks_[report.rank];
+  if (r.last_sequence && report.sequence <= *r.last_sequence) {
+    ++figures_.refused_reports;
+    return false;
+  }
+  r.last_sequence = report.sequence;
+  r.current = report;
+  return true;
+}
+
+std::vector<ClusterEvent> ClusterAnalyzer::close_interval() {
+  std::vector<ClusterEvent> events;
+  ++figures_.interval;
+  std::vector<const RankReport*> reported;
+  double best = 0;
+  for (const auto& r : ranks_) {
+    if (!r.current) continue;
+    reported.push_back(&*r.current);
+    best = std::max(best, double(r.current->samples) / r.current->interval_s);
+  }
+  figures_.ranks.assign(ranks_.size(), {});
+  double demand = 0, worker_samples = 0, worker_busy = 0;
+  bool all_waiting = !reported.empty() && reported.size() == ranks_.size();
+  std::optional<std::uint32_t> slowest;
+  double slowest_score = 2;
+  for (std::uint32_t i = 0; i < ranks_.size(); ++i) {
+    auto& state = ranks_[i];
+    auto& f = figures_.ranks[i];
+    f.rank = i;
+    if (!state.current) {
+      if (++state.silent_intervals >= options_.silent_after && !state.named_silent) {
+        state.named_silent = true;
+        events.push_back({.kind = ClusterEventKind::silent,
+                          .rank = i,
+                          .message = fmt::format("rank {} silent: no statistics for {} intervals",
+                                                 i, state.silent_intervals)});
+      }
+      state.slow_intervals = 0;
+      continue;
+    }
+    const RankReport& r = *state.current;
+    state.silent_intervals = 0;
+    state.named_silent = false;
+    f.host = r.host;
+    f.reported = true;
+    f.samples_per_s = double(r.samples) / r.interval_s;
+    f.wait_share = r.exposed_wait_s / r.interval_s;
+    f.score = best > 0 ? f.samples_per_s / best : 1.0;
+    const double consuming_s = r.interval_s - r.exposed_wait_s;
+    if (consuming_s > 0) demand += double(r.samples) / consuming_s;
+    for (const auto& w : r.workers) {
+      worker_samples += double(w.samples);
+      worker_busy += w.busy_s;
+    }
+    const bool waiting = f.wait_share >= options_.min_wait_share;
+    all_waiting = all_waiting && waiting;
+    if (f.score < slowest_score) {
+      slowest_score = f.score;
+      slowest = i;
+    }
+    const bool hung = r.pipeline_full && r.since_last_request_s >= options_.hang_after_s;
+    if (hung) {
+      if (!state.named_hung) {
+        state.named_hung = true;
+        events.push_back(
+            {.kind = ClusterEventKind::not_consuming,
+             .rank = i,
+             .host = r.host,
+             .last_sample_id = r.last_sample_id,
+             .message = fmt::format(
+                 "rank {} ({}) not consuming: no batch asked for in {:.1f} s with its pipeline "
+                 "full; last sample delivered {} (the training step or a collective is stuck, "
+                 "not the data)",
+                 i, r.host, r.since_last_request_s, r.last_sample_id)});
+      }
+      state.slow_intervals = 0;
+      continue;
+    }
+    state.named_hung = false;
+    if (f.score < options_.threshold && waiting) {
+      ++state.slow_intervals;
+    } else {
+      state.slow_intervals = 0;
+      state.named_straggler = false;
+    }
+    if (state.slow_intervals >= options_.consecutive && !state.named_straggler) {
+      state.named_straggler = true;
+      ClusterEvent e{.kind = ClusterEventKind::straggler,
+                     .rank = i,
+                     .host = r.host,
+                     .stage = responsible_stage(r, reported),
+                     .worker = waited_worker(r),
+                     .score = f.score,
+                     .wait_share = f.wait_share};
+      e.message = fmt::format(
+          "rank {} ({}) straggling: {:.0f} samples/s, score {:.2f} against the fastest, its "
+          "consumer waited {:.0f}% of the interval; stage {}{}",
+          i, r.host, f.samples_per_s, f.score, 100 * f.wait_share,
+          e.stage.empty() ? "unknown" : e.stage,
+          e.worker.empty() ? "" : ", waiting on worker " + e.worker);
+      events.push_back(std::move(e));
+    }
+  }
+  figures_.recommended_workers =
+      worker_busy > 0 && worker_samples > 0
+          ? static_cast<std::uint32_t>(std::ceil(demand / (worker_samples / worker_busy)))
+          : 0;
+  slowest_history_.push_back(all_waiting ? slowest : std::nullopt);
+  const std::size_t window = static_cast<std::size_t>(options_.consecutive) + 1;
+  bool changing = slowest_history_.size() >= window && ranks_.size() > 1;
+  for (std::size_t k = slowest_history_.size() - std::min(window, slowest_history_.size());
+       changing && k < slowest_history_.size(); ++k) {
+    changing = slowest_history_[k].has_value() &&
+               (k == slowest_history_.size() - window || slowest_history_[k] != slowest_history_[k - 1]);
+  }
+  if (changing && !named_changing_) {
+    events.push_back(
+        {.kind = ClusterEventKind::slowest_keeps_changing,
+         .message = fmt::format("every rank waits on data and the slowest rank changed in each "
+                                "of the last {} intervals: the loader as a whole is too slow "
+                                "for the training step (more CPUs or workers{})",
+                                window,
+                                figures_.recommended_workers
+                                    ? fmt::format(": {} workers recommended",
+                                                  figures_.recommended_workers)
+                                    : std::string())});
+  }
+  named_changing_ = changing;
+  for (auto& r : ranks_) r.current.reset();
+  return events;
+}
+
+std::string prometheus_text(const ClusterFigures& figures) {
+  std::string out;
+  const auto family = [&](const char* name, const char* help, auto value) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, help, name);
+    for (const auto& r : figures.ranks) {
+      if (!r.reported) continue;
+      out += fmt::format("{}{{rank=\"{}\",host=\"{}\"}} {}\n", name, r.rank, label(r.host),
+                        value(r));
+    }
+  };
+  family("brigade_rank_samples_per_second", "Samples delivered per second in the last interval",
+         [](const RankFigures& r) { return r.samples_per_s; });
+  family("brigade_rank_exposed_wait_ratio",
+         "Share of the last interval the consumer waited for its next batch",
+         [](const RankFigures& r) { return r.wait_share; });
+  family("brigade_rank_score", "Samples per second over the fastest rank's",
+         [](const RankFigures& r) { return r.score; });
+  out += fmt::format(
+      "# HELP brigade_recommended_workers Remote workers the consumption rate needs\n"
+      "# TYPE brigade_recommended_workers gauge\nbrigade_recommended_workers {}\n"
+      "# HELP brigade_refused_reports_total Statistics reports refused\n"
+      "# TYPE brigade_refused_reports_total counter\nbrigade_refused_reports_total {}\n",
+      figures.recommended_workers, figures.refused_reports);
+  return out;
+}
+
+}  // namespace brigade::launch

@@ -1,0 +1,135 @@
+#pragma once
+
+// Cluster-wide statistics on rank 0 (issue 24): what every rank reports per interval,
+// and the analysis that names who holds the job back. Plain values and a
+// single-threaded analyzer driven by its caller (the aggregator actor, or a test): no
+// clock inside, the interval is what the reports say.
+//
+// SCORE. A rank's score in an interval is the fleet's best per-sample delivery time
+// divided by its own, i.e. its delivered samples/s over the best rank's (1 = as fast as
+// the fastest, NVIDIA's straggler detector's definition). A low score alone does not
+// say the data is late: a rank whose training step is slower also delivers fewer
+// samples, but its consumer never waits. So:
+//   - STRAGGLER: score < threshold AND exposed data wait share ≥ min_wait_share (the
+//     consumer spent that share of the interval blocked on the next batch), for
+//     `consecutive` intervals in a row. Named with its host, the stage most responsible
+//     and, when it decodes remotely, the worker it waits on most.
+//   - NOT CONSUMING: the consumer has not asked for a batch for hang_after_s while the
+//     pipeline is full (the training step or a collective is stuck, not the data);
+//     named with the last sample id delivered. Never also a straggler.
+//   - SILENT: no report for silent_after intervals (a rank that stops reporting is not
+//     a straggler: its figures are unknown).
+//   - SLOWEST KEEPS CHANGING: in each of the last `consecutive` + 1 intervals every
+//     rank waited on data (share ≥ min_wait_share) and the slowest rank changed every
+//     interval: the loader as a whole is too slow for the training step (more CPUs or
+//     workers, not one fix).
+// THE STAGE MOST RESPONSIBLE: the stage whose task time (p50) is the largest multiple
+// of the same stage's median over the other ranks; where no stage is an outlier (all
+// within 1.25×), the most occupied stage that is not backpressured (full, and not
+// waiting on downstream: the bottleneck).
+// RECOMMENDED WORKERS (tf.data service's rule): Σ over ranks of the rate each rank
+// would consume with data always ready (samples / (interval − exposed wait)) ÷ the mean
+// worker throughput (samples / busy seconds), rounded up; 0 without worker figures.
+//
+// BAD INPUT. add() refuses a report for a rank outside the world, a report whose
+// sequence is not above the rank's last (replayed, reordered), and figures that are
+// negative, not finite or longer than an interval allows; refused reports are counted
+// and change nothing.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/stats.h"
+
+namespace brigade::launch {
+
+struct WorkerReport {
+  std::string name;          // HOST:PORT of the worker
+  std::uint64_t samples = 0;  // it decoded for this rank in the interval
+  double busy_s = 0;          // its threads' time on them
+  double waited_s = 0;        // time this rank's tasks waited on it
+};
+
+struct RankReport {
+  std::uint32_t rank = 0;
+  std::string host{};
+  std::uint64_t sequence = 0;  // per rank, increasing
+  double interval_s = 0;       // the time the deltas cover (> 0)
+  std::uint64_t samples = 0;   // delivered to the consumer in the interval
+  double exposed_wait_s = 0;   // the consumer blocked waiting for the next batch
+  double since_last_request_s = 0;  // since the consumer last asked for a batch
+  bool pipeline_full = false;       // the sink held a batch nobody asked for
+  std::uint64_t last_sample_id = 0;
+  std::vector<actors::StageStats> stages{};  // the interval's figures, pipeline order
+  std::vector<WorkerReport> workers{};
+};
+
+struct ClusterOptions {
+  double threshold = 0.75;       // SCORE below this: slow
+  double min_wait_share = 0.1;   // exposed wait share at or above this: waiting on data
+  int consecutive = 2;           // intervals in a row before a straggler is named
+  double hang_after_s = 60;      // NOT CONSUMING
+  int silent_after = 3;          // SILENT, in intervals
+};
+
+enum class ClusterEventKind { straggler, not_consuming, silent, slowest_keeps_changing };
+std::string_view to_string(ClusterEventKind kind);
+
+struct ClusterEvent {
+  ClusterEventKind kind = ClusterEventKind::straggler;
+  std::optional<std::uint32_t> rank{};  // none for slowest_keeps_changing
+  std::string host{}, stage{}, worker{};
+  double score = 0, wait_share = 0;
+  std::uint64_t last_sample_id = 0;  // not_consuming
+  std::string message{};             // one log line naming everything above
+};
+
+/// One rank's figures in the interval closed last.
+struct RankFigures {
+  std::uint32_t rank = 0;
+  std::string host{};
+  bool reported = false;
+  double samples_per_s = 0, wait_share = 0, score = 0;
+};
+
+struct ClusterFigures {
+  std::uint64_t interval = 0;  // intervals closed so far
+  std::vector<RankFigures> ranks{};
+  std::uint32_t recommended_workers = 0;
+  std::uint64_t refused_reports = 0;
+};
+
+class ClusterAnalyzer {
+ public:
+  explicit ClusterAnalyzer(std::uint32_t world_size, ClusterOptions options = {});
+
+  /// Takes a rank's report for the interval in progress (a second one from the same
+  /// rank replaces the first). Returns false, counting it, for a refused report (BAD
+  /// INPUT).
+  bool add(const RankReport& report);
+  /// Closes the interval: figures, then the events it raises (each named once when it
+  /// starts, again only after it ended).
+  std::vector<ClusterEvent> close_interval();
+  const ClusterFigures& figures() const { return figures_; }
+
+ private:
+  struct RankState {
+    std::optional<RankReport> current;
+    std::optional<std::uint64_t> last_sequence;
+    int slow_intervals = 0, silent_intervals = 0;
+    bool named_straggler = false, named_hung = false, named_silent = false;
+  };
+  ClusterOptions options_;
+  std::vector<RankState> ranks_;
+  ClusterFigures figures_;
+  std::vector<std::optional<std::uint32_t>> slowest_history_;  // per interval, all waiting
+  bool named_changing_ = false;
+};
+
+/// The figures in Prometheus' text exposition format (metric names brigade_*, labels
+/// rank and host).
+std::string prometheus_text(const ClusterFigures& figures);
+
+}  // namespace brigade::launch

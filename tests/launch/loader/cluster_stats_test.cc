@@ -1,0 +1,199 @@
+#include "launch/loader/cluster_stats.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace brigade::launch {
+namespace {
+
+// One interval of 10 s for `rank`: `samples` delivered, the consumer blocked `wait_s`,
+// a read and a decode stage whose decode p50 is `decode_ms`.
+RankReport report(std::uint32_t rank, std::uint64_t sequence, std::uint64_t samples,
+                  double wait_s, double decode_ms = 10) {
+  RankReport r{.rank = rank,
+               .host = "node" + std::to_string(rank),
+               .sequence = sequence,
+               .interval_s = 10,
+               .samples = samples,
+               .exposed_wait_s = wait_s,
+               .since_last_request_s = 0.01,
+               .last_sample_id = 1000 + rank};
+  actors::StageStats read, decode;
+  read.name = "read";
+  read.p50_ms = 1;
+  read.backpressured_s = 6;
+  read.occupancy = 0.3;
+  decode.name = "decode";
+  decode.p50_ms = decode_ms;
+  decode.occupancy = 0.95;
+  r.stages = {read, decode};
+  return r;
+}
+
+// Four ranks for `intervals` intervals; rank `slow` (if any) delivers `slow_samples`
+// and waits `slow_wait` s; returns every event.
+std::vector<ClusterEvent> run(ClusterAnalyzer& a, int intervals, int slow, std::uint64_t slow_samples,
+                              double slow_wait, double slow_decode_ms = 10, int first = 0) {
+  std::vector<ClusterEvent> all;
+  for (int k = first; k < first + intervals; ++k) {
+    for (std::uint32_t r = 0; r < 4; ++r) {
+      const bool is_slow = static_cast<int>(r) == slow;
+      EXPECT_TRUE(a.add(is_slow ? report(r, k, slow_samples, slow_wait, slow_decode_ms)
+                                : report(r, k, 1000, 0.2)));
+    }
+    for (auto& e : a.close_interval()) all.push_back(std::move(e));
+  }
+  return all;
+}
+
+TEST(ClusterStats, NamesTheStarvingRankAndItsStageAfterTwoIntervals) {
+  ClusterAnalyzer a(4);
+  auto first = run(a, 1, 2, 500, 5, 40);
+  EXPECT_TRUE(first.empty());  // one interval is not yet a straggler
+  auto events = run(a, 1, 2, 500, 5, 40, 1);
+  ASSERT_EQ(events.size(), 1u);
+  const auto& e = events[0];
+  EXPECT_EQ(e.kind, ClusterEventKind::straggler);
+  EXPECT_EQ(e.rank, 2u);
+  EXPECT_EQ(e.host, "node2");
+  EXPECT_EQ(e.stage, "decode");  // its decode p50 is 4x the others'
+  EXPECT_DOUBLE_EQ(e.score, 0.5);
+  EXPECT_NE(e.message.find("rank 2 (node2) straggling"), std::string::npos) << e.message;
+  EXPECT_TRUE(run(a, 3, 2, 500, 5, 40, 2).empty());  // named once while it lasts
+  EXPECT_DOUBLE_EQ(a.figures().ranks[2].score, 0.5);
+  EXPECT_DOUBLE_EQ(a.figures().ranks[2].wait_share, 0.5);
+}
+
+TEST(ClusterStats, EqualRanksNameNobody) {
+  ClusterAnalyzer a(4);
+  EXPECT_TRUE(run(a, 20, -1, 0, 0).empty());
+}
+
+TEST(ClusterStats, ASlowRankThatNeverWaitsOnDataIsNotAStraggler) {
+  ClusterAnalyzer a(4);  // its training step is slower: half the samples, no data wait
+  EXPECT_TRUE(run(a, 5, 1, 500, 0.0).empty());
+}
+
+TEST(ClusterStats, WithoutAnOutlierStageTheFullUnbackpressuredStageIsNamed) {
+  ClusterAnalyzer a(4);
+  auto events = run(a, 2, 3, 300, 6, 10);  // every stage's time as the others'
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].stage, "decode");  // occupied 0.95, not backpressured; read is
+}
+
+TEST(ClusterStats, NamesTheWorkerARemoteRankWaitsOnMost) {
+  ClusterAnalyzer a(2);
+  for (std::uint64_t k = 0; k < 2; ++k) {
+    auto slow = report(1, k, 200, 7);
+    slow.workers = {{.name = "10.0.0.5:7000", .samples = 100, .busy_s = 9, .waited_s = 6},
+                    {.name = "10.0.0.6:7000", .samples = 100, .busy_s = 2, .waited_s = 1}};
+    ASSERT_TRUE(a.add(report(0, k, 1000, 0.1)));
+    ASSERT_TRUE(a.add(slow));
+    auto events = a.close_interval();
+    if (k == 1) {
+      ASSERT_EQ(events.size(), 1u);
+      EXPECT_EQ(events[0].worker, "10.0.0.5:7000");
+      EXPECT_NE(events[0].message.find("waiting on worker 10.0.0.5:7000"), std::string::npos);
+    }
+  }
+  // Demand: 1000 / 9.9 + 200 / 3 samples/s; workers: 200 samples in 11 busy s.
+  EXPECT_EQ(a.figures().recommended_workers,
+            static_cast<std::uint32_t>(std::ceil((1000 / 9.9 + 200 / 3.0) / (200 / 11.0))));
+}
+
+TEST(ClusterStats, AHungConsumerIsNotConsumingNotAStraggler) {
+  ClusterAnalyzer a(4, {.hang_after_s = 30});
+  std::vector<ClusterEvent> all;
+  for (std::uint64_t k = 0; k < 4; ++k) {
+    for (std::uint32_t r = 0; r < 4; ++r) {
+      auto rep = report(r, k, 1000, 0.2);
+      if (r == 3) {
+        rep.samples = 0;
+        rep.exposed_wait_s = 0;
+        rep.pipeline_full = true;
+        rep.since_last_request_s = 10.0 * (k + 1);
+      }
+      ASSERT_TRUE(a.add(rep));
+    }
+    for (auto& e : a.close_interval()) all.push_back(std::move(e));
+  }
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].kind, ClusterEventKind::not_consuming);
+  EXPECT_EQ(all[0].rank, 3u);
+  EXPECT_EQ(all[0].last_sample_id, 1003u);
+}
+
+TEST(ClusterStats, ARankThatStopsReportingIsSilent) {
+  ClusterAnalyzer a(2, {.silent_after = 2});
+  std::vector<ClusterEvent> all;
+  for (std::uint64_t k = 0; k < 4; ++k) {
+    ASSERT_TRUE(a.add(report(0, k, 1000, 0.1)));
+    if (k == 0) {
+      ASSERT_TRUE(a.add(report(1, k, 1000, 0.1)));
+    }
+    for (auto& e : a.close_interval()) all.push_back(std::move(e));
+  }
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].kind, ClusterEventKind::silent);
+  EXPECT_EQ(all[0].rank, 1u);
+  EXPECT_FALSE(a.figures().ranks[1].reported);
+}
+
+TEST(ClusterStats, TheSlowestChangingEveryIntervalIsReportedOnce) {
+  ClusterAnalyzer a(3);
+  std::vector<ClusterEvent> all;
+  for (std::uint64_t k = 0; k < 6; ++k) {
+    for (std::uint32_t r = 0; r < 3; ++r) {
+      const bool slowest = r == k % 3;
+      ASSERT_TRUE(a.add(report(r, k, slowest ? 900 : 1000, 3)));  // all wait 30%
+    }
+    for (auto& e : a.close_interval()) all.push_back(std::move(e));
+  }
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].kind, ClusterEventKind::slowest_keeps_changing);
+  EXPECT_FALSE(all[0].rank.has_value());
+}
+
+TEST(ClusterStats, RefusesReplayedForeignAndMalformedReports) {
+  ClusterAnalyzer a(2);
+  EXPECT_TRUE(a.add(report(0, 5, 1000, 0.1)));
+  EXPECT_FALSE(a.add(report(0, 5, 10, 9)));   // replayed
+  EXPECT_FALSE(a.add(report(0, 4, 10, 9)));   // out of order
+  EXPECT_FALSE(a.add(report(7, 0, 10, 9)));   // no such rank
+  auto bad = report(1, 0, 10, 11);            // waited longer than the interval
+  EXPECT_FALSE(a.add(bad));
+  bad = report(1, 0, 10, 1);
+  bad.interval_s = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_FALSE(a.add(bad));
+  bad = report(1, 0, 10, 1);
+  bad.stages[1].p50_ms = -3;
+  EXPECT_FALSE(a.add(bad));
+  EXPECT_EQ(a.figures().refused_reports, 6u);
+  a.close_interval();
+  EXPECT_DOUBLE_EQ(a.figures().ranks[0].samples_per_s, 100);  // the first report's
+}
+
+TEST(ClusterStats, PrometheusTextNamesRanksAndEscapesLabels) {
+  ClusterAnalyzer a(2);
+  auto r = report(1, 0, 500, 1);
+  r.host = "we\"ird\\host";
+  ASSERT_TRUE(a.add(report(0, 0, 1000, 0.1)));
+  ASSERT_TRUE(a.add(r));
+  a.close_interval();
+  const auto text = prometheus_text(a.figures());
+  EXPECT_NE(text.find("# TYPE brigade_rank_samples_per_second gauge"), std::string::npos);
+  EXPECT_NE(text.find("brigade_rank_samples_per_second{rank=\"0\",host=\"node0\"} 100\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("brigade_rank_score{rank=\"1\",host=\"we\\\"ird\\\\host\"} 0.5\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("brigade_refused_reports_total 0\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace brigade::launch
