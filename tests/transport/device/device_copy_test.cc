@@ -277,6 +277,9 @@ TEST(CopyStage, AFullBatchShapeAllocatesOnceAndNeverFreesOnTheHotPath) {
     CopyStage stage(device, options);
     const auto before = device->allocations();
     const auto freed = device->allocations() - device->live_allocations();
+    // Counted from here: the previous round's stage, destroyed just before, may free its
+    // buffer while the device still runs that round's last queued work.
+    const auto waited = device->frees_that_waited();
     EXPECT_EQ(stage.pool().stats().buffers, 1u) << "allocated when the stage was made";
     for (std::int64_t n : {1, 2, 1, 2, 2, 1}) {
       auto t = Tensor::empty(DType::uint8, {n, 4, 4, 3}, pinned->allocator());
@@ -285,7 +288,7 @@ TEST(CopyStage, AFullBatchShapeAllocatesOnceAndNeverFreesOnTheHotPath) {
     }
     EXPECT_LE(device->allocations() - before, 2) << "the two pinned buffers, once";
     EXPECT_EQ(device->allocations() - device->live_allocations(), freed) << "a buffer was freed";
-    EXPECT_EQ(device->frees_that_waited(), 0);
+    EXPECT_EQ(device->frees_that_waited(), waited) << "a free waited on the hot path";
     EXPECT_EQ(stage.pool().stats().buffers, 1u);
   }
 }
