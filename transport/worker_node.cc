@@ -11,6 +11,8 @@
 #include <thread>
 
 #include "transport/detail/remote_auth.h"
+#include "transport/detail/remote_clock.h"
+#include "transport/detail/remote_dispatch.h"
 #include "transport/detail/remote_guard.h"
 #include "transport/detail/remote_protocol.h"
 #include "transport/detail/wire_messages.h"
@@ -45,6 +47,7 @@ struct Session {
 // What the actors and the operation threads share.
 struct Core {
   WorkerOptions options;
+  std::shared_ptr<const RemoteClock> clock;  // heartbeats (options.clock, or steady)
   OperationRegistry operations;
   std::string name;  // "host:port"
   std::uint32_t window = 0;
@@ -54,6 +57,7 @@ struct Core {
 
   std::mutex mutex;
   std::condition_variable wake;
+  std::condition_variable_any changed;           // `stats` changed (WorkerAccess::wait)
   std::list<std::shared_ptr<Session>> ring;      // sessions with queued tasks, in turn
   std::vector<std::weak_ptr<Session>> sessions;  // every session opened (ended at shutdown)
   bool stopping = false;
@@ -83,6 +87,7 @@ struct Core {
       if (it->id == id) {
         s.queue.erase(it);
         ++stats.tasks_cancelled;
+        changed.notify_all();
         return;
       }
     }
@@ -97,6 +102,7 @@ struct Core {
     s.queue.clear();
     for (auto& [id, stop] : s.running) stop.request_stop();
     --stats.sessions_open;
+    changed.notify_all();
   }
 
   // One operation thread: takes the first task of the session whose turn it is.
@@ -162,6 +168,7 @@ struct Core {
       } else {
         ++stats.tasks_failed;
       }
+      changed.notify_all();
       actor = s.actor;
       key = s.key;
     }
@@ -179,7 +186,7 @@ struct SessionState {
   std::shared_ptr<Core> core;
   std::shared_ptr<Session> session;
   caf::actor trainer;
-  Clock::time_point last_heard = Clock::now();
+  TimePoint last_heard{};
   static inline const char* name = "brigade.worker.session";
 };
 
@@ -187,6 +194,7 @@ void drop(caf::stateful_actor<SessionState>* self, const std::string& what) {
   {
     std::lock_guard lock(self->state.core->mutex);
     ++self->state.core->stats.messages_dropped;
+    self->state.core->changed.notify_all();
   }
   auto sender = self->current_sender();
   self->state.core->guard->log.note(what, sender ? caf::to_string(sender->node()) : "");
@@ -197,6 +205,7 @@ caf::behavior session_actor(caf::stateful_actor<SessionState>* self, std::shared
   self->state.core = core;
   self->state.session = session;
   self->state.trainer = trainer;
+  self->state.last_heard = core->clock->now();
   self->monitor(trainer);
   auto end = [self](const std::string& why) {
     spdlog::info("brigade worker: session of {} ended: {}", self->state.session->name, why);
@@ -219,7 +228,7 @@ caf::behavior session_actor(caf::stateful_actor<SessionState>* self, std::shared
                   std::vector<char>& payload) {
         if (!same_secret(k, key)) return drop(self, "a task with a wrong session key");
         auto& st = self->state;
-        st.last_heard = Clock::now();
+        st.last_heard = st.core->clock->now();
         if (st.core->outstanding(*st.session) >= st.core->window) {
           self->send(st.trainer, refuse_atom::value, st.session->trainer_key, id,
                      fmt::format("worker {}: the session's window of {} tasks is full",
@@ -234,7 +243,7 @@ caf::behavior session_actor(caf::stateful_actor<SessionState>* self, std::shared
       },
       [self, key](ping_atom, const std::string& k) {
         if (!same_secret(k, key)) return drop(self, "a ping with a wrong session key");
-        self->state.last_heard = Clock::now();
+        self->state.last_heard = self->state.core->clock->now();
         self->send(self->state.trainer, pong_atom::value, self->state.session->trainer_key);
       },
       [self, key](started_atom, const std::string& k, std::uint64_t id) {
@@ -257,7 +266,7 @@ caf::behavior session_actor(caf::stateful_actor<SessionState>* self, std::shared
         }
       },
       [self, end](tick_atom) {
-        const auto silent = Clock::now() - self->state.last_heard;
+        const auto silent = self->state.core->clock->now() - self->state.last_heard;
         if (silent > self->state.core->options.heartbeat_timeout) {
           return end(
               fmt::format("no heartbeat for {} ms",
@@ -315,6 +324,7 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<C
         {
           std::lock_guard lock(self->state.core->mutex);
           ++self->state.core->stats.messages_dropped;
+          self->state.core->changed.notify_all();
         }
         auto sender = self->current_sender();
         self->state.core->guard->log.note("an unknown message at the gate",
@@ -343,6 +353,7 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<C
           {
             std::lock_guard lock(core.mutex);
             ++core.stats.hellos_refused;
+            core.changed.notify_all();
           }
           core.guard->log.note("a hello refused: " + why,
                                sender ? caf::to_string(sender.node()) : "");
@@ -364,6 +375,7 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<C
           core.sessions.push_back(session);
           ++core.stats.sessions_opened;
           ++core.stats.sessions_open;
+          core.changed.notify_all();
         }
         const auto welcome =
             write_welcome({.protocol = kProtocolVersion,
@@ -471,6 +483,8 @@ struct WorkerNode::Impl {
   Endpoint bound;
   std::vector<std::thread> threads;
 
+  WorkerStats stats_locked() const;  // with core->mutex held
+
   Impl(WorkerOptions o, OperationRegistry ops) {
     if (o.security.token.empty()) throw RemoteError("a worker needs a job token");
     if (o.threads <= 0)
@@ -478,6 +492,7 @@ struct WorkerNode::Impl {
     core->window = o.window > 0 ? o.window : static_cast<std::uint32_t>(2 * o.threads);
     core->operations = std::move(ops);
     core->options = o;
+    core->clock = clock_or_steady(o.clock);
     configure_network(config, o.security, o.heartbeat_timeout);
     system = std::make_unique<caf::actor_system>(config);
     gate = spawn_guarded<GateState>(*system, core->guard,
@@ -535,13 +550,25 @@ WorkerNode::~WorkerNode() = default;
 Endpoint WorkerNode::address() const { return impl_->bound; }
 WorkerStats WorkerNode::stats() const {
   std::lock_guard lock(impl_->core->mutex);
-  auto s = impl_->core->stats;
-  s.system_messages_dropped = impl_->core->guard->dropped();
-  if (impl_->listener) {
-    s.connections_authenticated = impl_->listener->accepted();
-    s.connections_refused = impl_->listener->refused();
+  return impl_->stats_locked();
+}
+
+bool detail::WorkerAccess::wait(const WorkerNode& worker,
+                                const std::function<bool(const WorkerStats&)>& done,
+                                std::chrono::milliseconds timeout) {
+  auto& impl = *worker.impl_;
+  std::unique_lock lock(impl.core->mutex);
+  return impl.core->changed.wait_for(lock, timeout, [&] { return done(impl.stats_locked()); });
+}
+
+WorkerStats WorkerNode::Impl::stats_locked() const {
+  auto s = core->stats;
+  s.system_messages_dropped = core->guard->dropped();
+  if (listener) {
+    s.connections_authenticated = listener->accepted();
+    s.connections_refused = listener->refused();
   }
-  s.drop_log_lines = impl_->core->guard->log.lines();
+  s.drop_log_lines = core->guard->log.lines();
   return s;
 }
 
