@@ -168,6 +168,7 @@ struct WorkerStats {
   std::uint64_t connections_authenticated = 0;  // passed the token's handshake (no TLS)
   std::uint64_t connections_refused = 0;        // failed it, or too many in it at once
   std::uint64_t drop_log_lines = 0;             // summary lines logged about the drops
+  std::uint64_t tasks_outstanding = 0;          // now: received, queued or running
   std::uint64_t tasks_done = 0;
   std::uint64_t tasks_failed = 0;     // the operation threw
   std::uint64_t tasks_cancelled = 0;  // cancelled, or dropped with their session

@@ -117,7 +117,6 @@ struct Shared {
   CafNetwork network;
   DispatchTable table;  // its mutex guards the network's tables and what follows
   caf::actor dispatcher;
-  std::optional<std::string> directory_unreachable;  // why, until it has been reached
 };
 
 void CafNetwork::connect(std::size_t link, const Endpoint& at) {
@@ -171,8 +170,7 @@ void subscribe(Dispatcher* self) {
         auto& st = self->state;
         {
           std::lock_guard lock(st.shared->table.mutex);
-          st.shared->directory_unreachable.reset();
-          st.shared->table.changed.notify_all();
+          st.shared->table.set_directory_unreachable(std::nullopt);
         }
         st.subscribing = false;
         if (!dir) {  // the port answered before the directory was published there
@@ -189,8 +187,7 @@ void subscribe(Dispatcher* self) {
         st.next_subscribe = t.clock().now() + t.options().reconnect_interval;
         {
           std::lock_guard lock(st.shared->table.mutex);
-          if (!st.directory) st.shared->directory_unreachable = why;
-          st.shared->table.changed.notify_all();
+          if (!st.directory) st.shared->table.set_directory_unreachable(why);
         }
         if (why != st.directory_error) {
           spdlog::info("brigade: the directory at {} is not reachable (trying again): {}",
@@ -557,7 +554,7 @@ std::optional<Endpoint> RemotePool::directory_address() const { return impl_->di
 
 std::optional<std::string> RemotePool::directory_unreachable() const {
   std::lock_guard lock(impl_->shared->table.mutex);
-  return impl_->shared->directory_unreachable;
+  return impl_->shared->table.directory_unreachable();
 }
 
 }  // namespace brigade::transport

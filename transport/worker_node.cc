@@ -72,6 +72,7 @@ struct Core {
         s->in_ring = true;
         ring.push_back(s);
       }
+      changed.notify_all();
     }
     wake.notify_one();
   }
@@ -501,8 +502,11 @@ struct WorkerNode::Impl {
       if (o.security.tls()) {
         bound = {o.listen.host, publish(gate, o.listen, o.security)};
       } else {
-        listener =
-            std::make_unique<Listener>(*system, gate, o.listen, o.security.token, core->guard);
+        listener = std::make_unique<Listener>(*system, gate, o.listen, o.security.token,
+                                              core->guard, [c = core.get()] {
+                                                std::lock_guard lock(c->mutex);
+                                                c->changed.notify_all();
+                                              });
         bound = {o.listen.host, listener->port()};
       }
     } catch (...) {
@@ -563,6 +567,9 @@ bool detail::WorkerAccess::wait(const WorkerNode& worker,
 
 WorkerStats WorkerNode::Impl::stats_locked() const {
   auto s = core->stats;
+  for (const auto& w : core->sessions)
+    if (auto session = w.lock(); session && !session->closed)
+      s.tasks_outstanding += session->queue.size() + session->running.size();
   s.system_messages_dropped = core->guard->dropped();
   if (listener) {
     s.connections_authenticated = listener->accepted();

@@ -56,6 +56,7 @@ bool DispatchTable::submit(const std::shared_ptr<Call>& call) {
   call->id = next_id_++;
   ++stats_.calls;
   pending_.push_back(call);
+  changed.notify_all();
   return true;
 }
 
@@ -401,6 +402,16 @@ bool DispatchTable::lost(SessionRef s, const std::string& reason) {
   if (!session_in(s, Link::Phase::live)) return false;
   lose(s.link, reason);
   return true;
+}
+
+std::size_t DispatchTable::outstanding_started() const {
+  return static_cast<std::size_t>(std::count_if(outstanding_.begin(), outstanding_.end(),
+                                                [](const auto& c) { return c.second->started; }));
+}
+
+void DispatchTable::set_directory_unreachable(std::optional<std::string> why) {
+  directory_unreachable_ = std::move(why);
+  changed.notify_all();
 }
 
 // -- reads ----------------------------------------------------------------------------

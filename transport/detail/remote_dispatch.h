@@ -174,6 +174,11 @@ class DispatchTable {
   const std::vector<Link>& links() const { return links_; }
   std::size_t pending() const { return pending_.size(); }
   std::size_t outstanding() const { return outstanding_.size(); }
+  /// Outstanding attempts that a worker's thread has begun.
+  std::size_t outstanding_started() const;
+  /// Why the directory could not be reached, while it has not been reached.
+  const std::optional<std::string>& directory_unreachable() const { return directory_unreachable_; }
+  void set_directory_unreachable(std::optional<std::string> why);
   std::optional<TimePoint> no_worker_since() const { return no_worker_since_; }
   std::vector<std::string> lost_workers() const;
   PoolStats stats() const;  // without the counts the pool's guard and listener keep
@@ -202,6 +207,7 @@ class DispatchTable {
   std::string dead_;  // why the dispatcher ended, if it did while the pool runs
   std::size_t live_ = 0;
   std::optional<TimePoint> no_worker_since_;
+  std::optional<std::string> directory_unreachable_;
   PoolStats stats_;
 };
 
