@@ -30,7 +30,7 @@
 // how often each source was picked below the watermark — O(watermark) hash
 // evaluations, no sample is generated or replayed — then yields every uncommitted
 // draw in order. After next() has returned std::nullopt the next call starts epoch
-// e + 1. MixStates go into checkpoint files (transport/checkpoint.h).
+// e + 1. MixStates go into checkpoint files (transport/checkpoint/checkpoint.h).
 //
 // ELASTIC RESUME. `repartition()` divides what the W ranks of a checkpoint left among
 // W' ranks exactly, as actors/sampler.h does for samplers (including STRADDLING SETS:
@@ -94,7 +94,7 @@ struct MixFingerprint {
 /// "" when equal, else the first differing field with both values.
 std::string describe_conflict(const MixFingerprint& saved, const MixFingerprint& caller);
 
-/// One rank's resumable mix state. Plain data; transport/checkpoint.h stores it.
+/// One rank's resumable mix state. Plain data; transport/checkpoint/checkpoint.h stores it.
 struct MixState {
   std::uint64_t generation = 0;  // the saver's counter, as SamplerState::generation
   MixFingerprint fingerprint{};

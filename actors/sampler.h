@@ -149,7 +149,7 @@ struct PlannedEpoch {
 };
 
 /// One rank's resumable state within an epoch. Plain data; the checkpoint files of
-/// transport/checkpoint.h store exactly these fields.
+/// transport/checkpoint/checkpoint.h store exactly these fields.
 struct SamplerState {
   /// 2: adds `planned` (and the mix and run identity of the checkpoint files). A
   /// version-1 state is a version-2 state without planned epochs.

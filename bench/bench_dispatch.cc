@@ -1,5 +1,5 @@
 // bench_dispatch: one trainer's RemotePool dispatcher driven past this machine, against
-// simulated workers (transport/remote.h, DISPATCH).
+// simulated workers (transport/remote/remote.h, DISPATCH).
 //
 //   bench_dispatch [--workers 8,64,512] [--callers 0,128] [--tasks 20000]
 //                  [--delay-ms 2] [--threads 1] [--window 0] [--result-bytes 64]
@@ -41,9 +41,9 @@
 #include <thread>
 #include <vector>
 
-#include "transport/detail/remote_protocol.h"
-#include "transport/remote.capnp.h"
-#include "transport/remote.h"
+#include "transport/remote/detail/remote_protocol.h"
+#include "transport/remote/remote.capnp.h"
+#include "transport/remote/remote.h"
 
 namespace {
 

@@ -37,8 +37,8 @@
 #include <vector>
 
 #include "bench/bench_gpu_spin.h"
-#include "transport/device_copy.h"
-#include "transport/device_group.h"
+#include "transport/device/device_copy.h"
+#include "transport/device/device_group.h"
 
 namespace {
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "actors/sampler.h"
-#include "transport/checkpoint.h"
+#include "transport/checkpoint/checkpoint.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gpu_check.sh: the GPU path of transport/ on a real GPU. Runs the GPU tests
-# (transport_gpu_tests: CUDA device, copy stage, pinned-buffer and device-memory
+# (device_gpu_tests: CUDA device, copy stage, pinned-buffer and device-memory
 # lifetimes, the normalize kernel against the CPU reference bit for bit, NCCL), then
 # bench_gpu, which prints JSON lines:
 #   h2d        copy stage vs pipelined cudaMemcpyAsync, the real ceiling (target ≥ 0.9×;
@@ -78,15 +78,15 @@ build() {
   build_dir=${build_dir:-$src/build-gpu}
   check_build_tools
   local arch=${CUDA_ARCHITECTURES:-${CUDAARCHS:-}}
-  log "Building transport_gpu_tests and bench_gpu in $build_dir (CUDA architectures ${arch:-project default})"
+  log "Building device_gpu_tests and bench_gpu in $build_dir (CUDA architectures ${arch:-project default})"
   if ! cmake -S "$src" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DBRIGADE_CUDA=ON \
     ${arch:+-DCMAKE_CUDA_ARCHITECTURES="$arch"} >"$build_dir.configure.log" 2>&1; then
     tail -20 "$build_dir.configure.log" >&2
     echo "gpu_check.sh: configure failed. Install first, then rerun: sudo bash $src/scripts/install-deps.sh" >&2
     exit 1
   fi
-  cmake --build "$build_dir" -j"${JOBS:-$(nproc)}" --target transport_gpu_tests bench_gpu
-  tests=$build_dir/tests/transport/transport_gpu_tests
+  cmake --build "$build_dir" -j"${JOBS:-$(nproc)}" --target device_gpu_tests bench_gpu
+  tests=$build_dir/tests/transport/device/device_gpu_tests
   bench=$build_dir/bench/bench_gpu
   if [ ! -x "$tests" ] || [ ! -x "$bench" ]; then
     echo "gpu_check.sh: the GPU binaries were not built: CMake did not find the CUDA toolkit" >&2
@@ -184,14 +184,14 @@ case $mode in
   package)
     build
     mkdir -p "$dir"
-    objcopy --strip-debug "$tests" "$dir/transport_gpu_tests"
+    objcopy --strip-debug "$tests" "$dir/device_gpu_tests"
     objcopy --strip-debug "$bench" "$dir/bench_gpu"
     cp "$here/gpu_check.sh" "$dir/gpu_check.sh"
     log "Packaged into $dir: $(du -sh "$dir" | cut -f1) to copy to the GPU machine"
     ls -l "$dir" >&2
     ;;
   prebuilt)
-    tests=$dir/transport_gpu_tests
+    tests=$dir/device_gpu_tests
     bench=$dir/bench_gpu
     [ -x "$tests" ] && [ -x "$bench" ] || { echo "gpu_check.sh: no binaries in $dir (make them with --package)" >&2; exit 2; }
     run

@@ -5,7 +5,7 @@
 #
 # Sets BRIGADE_HAS_CUDA and BRIGADE_HAS_NCCL. The CUDA runtime is linked statically
 # (CUDA::cudart_static), so binaries need only the driver; NCCL is loaded at first use
-# (transport/detail/cuda/nccl.cc) and is found here only for its header and, as the
+# (transport/device/detail/cuda/nccl.cc) and is found here only for its header and, as the
 # last place to look at run time, its build-time path.
 option(BRIGADE_CUDA "Build the CUDA device (copy stage, normalize kernel, NCCL) when the toolkit is found" ON)
 set(BRIGADE_HAS_CUDA OFF)
@@ -69,13 +69,14 @@ endif()
 
 # brigade_add_device_executable(NAME SOURCES ... [LIBS ...])
 # A small binary over the device code alone (BRIGADE_DEVICE_OBJECTS from transport/,
-# media/tensor.cc compiled in; no CAF, no FFmpeg; Cap'n Proto, the CUDA runtime and
+# media/tensor.cc and media/normalize.cc compiled in; no CAF, no FFmpeg; Cap'n Proto, the CUDA runtime and
 # libstdc++ static), so that it runs on a GPU machine with nothing but the driver: the
 # GPU tests and bench_gpu (see bench/gpu_check.sh).
 function(brigade_add_device_executable name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES} ${BRIGADE_DEVICE_OBJECTS}
-    ${PROJECT_SOURCE_DIR}/media/tensor.cc)
+    ${PROJECT_SOURCE_DIR}/media/tensor.cc ${PROJECT_SOURCE_DIR}/media/normalize.cc
+    ${PROJECT_SOURCE_DIR}/transport/files/files.cc)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} ${BRIGADE_CAPNP_FOR_DEVICE_BINARIES}
     ${BRIGADE_DEVICE_LINK} brigade_sanitize brigade_warnings)

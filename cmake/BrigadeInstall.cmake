@@ -1,9 +1,12 @@
 # The C++ package (issue 11): `cmake --install build --prefix P` installs
-#   P/lib/libbrigade_{actors,media,transport,launch}.a   static, position-independent
-#   P/include/brigade/<module>/*.h                        public headers only
+#   P/lib/libbrigade_{actors,tensor,media,files,checkpoint,remote,device,loader,launch}.a
+#                                                         static, position-independent
+#   P/include/brigade/<room>/*.h                          public headers only
 #   P/lib/cmake/Brigade/BrigadeConfig.cmake (+ version)   imported targets Brigade::actors,
-#                                                         Brigade::media, Brigade::transport,
-#                                                         Brigade::launch
+#                                                         Brigade::media, Brigade::checkpoint,
+#                                                         Brigade::remote, Brigade::device,
+#                                                         Brigade::transport (the three),
+#                                                         Brigade::loader, Brigade::launch
 #   P/lib/pkgconfig/brigade.pc                            `pkg-config --cflags --libs brigade`
 #
 # HEADERS. The public headers (each module's top level) include no FFmpeg, CAF, Cap'n
@@ -42,13 +45,14 @@ if(NOT BRIGADE_SANITIZE STREQUAL "")
 endif()
 
 set(BRIGADE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Brigade)
-set(brigade_export_targets brigade_actors brigade_media brigade_transport brigade_launch
+set(brigade_export_targets brigade_actors brigade_tensor brigade_media brigade_files brigade_checkpoint
+  brigade_remote brigade_device brigade_transport brigade_loader brigade_launch
   brigade_warnings brigade_sanitize)
 set_target_properties(brigade_warnings PROPERTIES EXPORT_NAME detail_warnings)
 set_target_properties(brigade_sanitize PROPERTIES EXPORT_NAME detail_sanitize)
-if(TARGET brigade_transport_kernels)
-  set_target_properties(brigade_transport_kernels PROPERTIES EXPORT_NAME detail_transport_kernels)
-  list(APPEND brigade_export_targets brigade_transport_kernels)
+if(TARGET brigade_device_kernels)
+  set_target_properties(brigade_device_kernels PROPERTIES EXPORT_NAME detail_device_kernels)
+  list(APPEND brigade_export_targets brigade_device_kernels)
 endif()
 install(TARGETS ${brigade_export_targets} EXPORT BrigadeTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -56,9 +60,26 @@ install(TARGETS ${brigade_export_targets} EXPORT BrigadeTargets
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/brigade)
 install(EXPORT BrigadeTargets NAMESPACE Brigade:: DESTINATION ${BRIGADE_CMAKE_DIR})
 
-foreach(module IN LISTS brigade_all_modules)
-  file(GLOB headers ${PROJECT_SOURCE_DIR}/${module}/*.h)
-  install(FILES ${headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/brigade/${module})
+# Each room's public headers: a module's top level, and the rooms inside transport/ and
+# launch/ (DESIGN.md, section 1).
+foreach(room IN ITEMS actors media transport/files transport/checkpoint transport/remote
+    transport/device
+    launch launch/loader)
+  file(GLOB headers ${PROJECT_SOURCE_DIR}/${room}/*.h)
+  install(FILES ${headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/brigade/${room})
+endforeach()
+# The headers' names before the rooms (issue 20), kept for users' includes: each says
+# where its header went (a compiler warning) and includes it.
+foreach(moved IN ITEMS transport/checkpoint/checkpoint transport/remote/remote
+    transport/remote/endpoint transport/device/device transport/device/device_copy
+    transport/device/device_group transport/device/device_normalize
+    transport/device/device_pool launch/loader/job launch/loader/decode
+    launch/loader/remote_ops launch/loader/demo_dataset)
+  get_filename_component(name ${moved} NAME)
+  string(REGEX REPLACE "/[a-z_]+/[a-z_]+$" "" module ${moved})
+  set(forward ${PROJECT_BINARY_DIR}/deprecated-headers/${module}/${name}.h)
+  file(WRITE ${forward} "#pragma once\n#pragma GCC warning \"${module}/${name}.h is deprecated: include ${moved}.h\"\n#include \"${moved}.h\"\n")
+  install(FILES ${forward} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/brigade/${module})
 endforeach()
 install(FILES
   ${PROJECT_SOURCE_DIR}/actors/detail/any_value.h
@@ -81,7 +102,7 @@ set(BRIGADE_PC_LIBS "-lcaf_openssl -lcaf_io -lcaf_core")
 if(BRIGADE_HAS_CUDA)
   string(APPEND BRIGADE_PC_LIBS
     " -L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -ldl -lrt")
-  set(BRIGADE_PC_KERNELS " -lbrigade_transport_kernels")
+  set(BRIGADE_PC_KERNELS " -lbrigade_device_kernels")
 endif()
 string(APPEND BRIGADE_PC_LIBS " -pthread")
 configure_file(${CMAKE_CURRENT_LIST_DIR}/brigade.pc.in ${PROJECT_BINARY_DIR}/brigade.pc @ONLY)

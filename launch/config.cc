@@ -19,8 +19,9 @@
 #include <variant>
 #include <vector>
 
-#include "transport/device.h"
-#include "transport/endpoint.h"
+#include "transport/device/device.h"
+#include "transport/files/files.h"
+#include "transport/remote/endpoint.h"
 
 namespace brigade::launch {
 namespace {
@@ -1135,21 +1136,6 @@ void resolve_launch(RunConfig& config, const Env& env) {
   resolve_master(config, env, launcher);
 }
 
-// A file descriptor, closed with its owner.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 [[noreturn]] void file_error(std::string_view key, const std::string& path) {
   throw ConfigError(
       fmt::format("{} {}: cannot read: {}", key, path, std::generic_category().message(errno)),
@@ -1158,7 +1144,7 @@ class FileDescriptor {
 
 // The whole file. `secret`: refused when group or others may read it (ssh's rule).
 std::string read_whole(std::string_view key, const std::string& path, bool secret) {
-  FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  transport::FileDescriptor file(path, O_RDONLY | O_CLOEXEC);
   struct stat st {};
   if (file.get() < 0 || ::fstat(file.get(), &st) != 0) file_error(key, path);
   if (secret && (st.st_mode & 077) != 0) {
@@ -1367,13 +1353,6 @@ void resolve(RunConfig& config, const Getenv& getenv) {
   resolve_transform(config);
   resolve_remote(config, env);
 }
-
-bool hosts_directory(const RunConfig& config) {
-  return config.remote() && !config.directory.empty() && config.rank == 0u;
-}
-
-std::string_view to_string(MediaKind kind) { return kind == MediaKind::video ? "video" : "image"; }
-std::string_view to_string(Layout layout) { return layout == Layout::nchw ? "nchw" : "nhwc"; }
 
 std::string read_job_token(const std::string& token_file, const Getenv& getenv) {
   RunConfig config;

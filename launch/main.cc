@@ -25,13 +25,13 @@
 
 #include "actors/errors.h"
 #include "launch/config.h"
-#include "launch/demo_dataset.h"
-#include "launch/job.h"
+#include "launch/loader/demo_dataset.h"
+#include "launch/loader/job.h"
+#include "launch/loader/remote_ops.h"
 #include "launch/process.h"
 #include "launch/progress.h"
-#include "launch/remote_ops.h"
-#include "transport/checkpoint.h"
-#include "transport/remote.h"
+#include "transport/checkpoint/checkpoint.h"
+#include "transport/remote/remote.h"
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "launch/job.h"
+#include "launch/loader/job.h"
 
 namespace brigade::launch {
 

@@ -117,4 +117,6 @@ Tensor Tensor::operator[](std::int64_t i) const {
                 static_cast<std::uint8_t*>(data_) + i * strides_[0], std::move(strides));
 }
 
+std::string_view layout_name(Layout layout) { return layout == Layout::nchw ? "nchw" : "nhwc"; }
+
 }  // namespace brigade::media

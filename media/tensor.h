@@ -41,6 +41,11 @@ enum class DType : std::uint8_t {
 std::size_t dtype_size(DType dtype);
 std::string_view dtype_name(DType dtype);  // "uint8", "float32", ...
 
+/// Memory layout of image batches: [..., H, W, C] (channels last) or [..., C, H, W]. The
+/// one layout type of every seam: the decode spec, the job, the device's normalize.
+enum class Layout : std::uint8_t { nhwc, nchw };
+std::string_view layout_name(Layout layout);  // "nhwc" or "nchw"
+
 // Returns memory for `nbytes` bytes (nbytes may be 0), aligned to at least
 // kTensorAlignment bytes. The returned pointer's deleter frees it; get() is the
 // data pointer. Must be callable from any thread the decode functions run on,

@@ -11,6 +11,7 @@
 #include "media/detail/resample.h"
 #include "media/errors.h"
 #include "media/image.h"
+#include "media/normalize.h"
 
 namespace brigade::media {
 namespace {
@@ -336,39 +337,29 @@ Normalization imagenet_normalization() {
 }
 
 void normalize_into(const Tensor& in, const Normalization& n, const Tensor& out) {
-  const auto fail = [](const char* what) {
+  const auto fail = [](const std::string& what) {
     throw MediaError(ErrorCode::invalid_argument, "normalize", what);
   };
   const auto& s = in.shape();
   if (in.dtype() != DType::uint8 || !in.is_contiguous() || s.size() < 3 || s.back() != 3)
     fail("input must be a contiguous uint8 tensor of [..., H, W, 3]");
-  std::vector<std::int64_t> want(s.begin(), s.end() - 3);
-  const std::int64_t h = s[s.size() - 3], w = s[s.size() - 2];
-  want.insert(want.end(), {3, h, w});
-  const bool hwc = out.shape() == s;
-  if (out.dtype() != DType::float32 || !out.is_contiguous() || (out.shape() != want && !hwc))
+  NormalizeOptions options{.mean = {n.mean.begin(), n.mean.end()},
+                           .stddev = {n.stddev.begin(), n.stddev.end()},
+                           .scale = 1.0f / 255.0f,
+                           .dtype = DType::float32,
+                           .layout = out.shape() == s ? Layout::nhwc : Layout::nchw};
+  NormalizeJob job;
+  try {
+    job = make_normalize_job(options, s);
+  } catch (const std::invalid_argument& e) {
+    fail(e.what());
+  }
+  if (out.dtype() != DType::float32 || !out.is_contiguous() ||
+      out.shape() != normalized_shape(options, s))
     fail("output must be a contiguous float32 tensor of [..., 3, H, W] or [..., H, W, 3]");
-  float scale[3], bias[3];
-  for (int c = 0; c < 3; ++c) {
-    if (!(n.stddev[c] != 0.0f) || !std::isfinite(n.stddev[c]) || !std::isfinite(n.mean[c]))
-      fail("mean and stddev must be finite, stddev non-zero");
-    scale[c] = 1.0f / (255.0f * n.stddev[c]);
-    bias[c] = -n.mean[c] / n.stddev[c];
-  }
-  const std::int64_t plane = h * w, images = in.numel() / (plane * 3);
-  const auto* src = in.data_as<std::uint8_t>();
-  auto* dst = out.data_as<float>();
-  if (hwc) {
-    for (std::int64_t p = 0; p < images * plane * 3; p += 3)
-      for (int c = 0; c < 3; ++c) dst[p + c] = float(src[p + c]) * scale[c] + bias[c];
-    return;
-  }
-  for (std::int64_t i = 0; i < images; ++i, src += plane * 3, dst += plane * 3) {
-    for (int c = 0; c < 3; ++c) {
-      float* o = dst + c * plane;
-      for (std::int64_t p = 0; p < plane; ++p) o[p] = float(src[p * 3 + c]) * scale[c] + bias[c];
-    }
-  }
+  job.src = in.data_as<std::uint8_t>();
+  job.dst = out.data_as<float>();
+  normalize_reference(job);
 }
 
 }  // namespace brigade::media

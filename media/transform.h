@@ -126,7 +126,9 @@ void load_transformed_into(const Source& source, const TransformOptions& options
 Tensor load_transformed(const Source& source, const TransformOptions& options, std::uint64_t id,
                         const Allocator& allocator = {});
 
-/// Per-channel normalization: out = (x / 255 - mean[c]) / stddev[c].
+/// Per-channel normalization: out = (x / 255 - mean[c]) / stddev[c], with the arithmetic
+/// of media/normalize.h (scale 1/255): bit for bit what the CPU device and the CUDA
+/// kernel give.
 struct Normalization {
   std::array<float, 3> mean{}, stddev{};
 };
@@ -136,7 +138,7 @@ Normalization imagenet_normalization();
 /// `in`: contiguous uint8 [..., H, W, 3] (HWC images, a leading batch dimension or
 /// none); `out`: contiguous float32 [..., 3, H, W] (channels moved) or [..., H, W, 3]
 /// (kept) of the same leading dimensions. Throws MediaError(invalid_argument) for other
-/// shapes or dtypes, or a stddev of 0.
+/// shapes or dtypes, or a stddev that is not positive and finite.
 void normalize_into(const Tensor& in, const Normalization& normalization, const Tensor& out);
 
 }  // namespace brigade::media

@@ -6,9 +6,10 @@
 #include <chrono>
 #include <map>
 
-#include "launch/demo_dataset.h"
+#include "launch/config.h"
+#include "launch/loader/demo_dataset.h"
 #include "python/tensor_export.h"
-#include "transport/checkpoint.h"
+#include "transport/checkpoint/checkpoint.h"
 
 namespace brigade::python {
 namespace {

@@ -20,7 +20,7 @@
 //
 // DEVICE. With `device` ("cuda:N", or "cpu": the same path with host memory standing in
 // for the GPU), the job copies each batch on its own stream from page-locked buffers
-// (launch/job.h, DEVICE) and "data" is exported where it is (python/tensor_export.h,
+// (launch/loader/job.h, DEVICE) and "data" is exported where it is (python/tensor_export.h,
 // STREAMS: torch.from_dlpack orders torch's current stream after the copy, no host
 // wait); "ids" and "failed" stay on the host. The job keeps at most
 // launch::kDeviceBatches (4) batches on the device, those Python holds included: a
@@ -47,7 +47,7 @@
 // batches are in flight; the checkpoint still covers exactly the batches handed out
 // (the job's state is recorded as each batch enters the Python stage).
 //
-// CHECKPOINTS. checkpoint_bytes() is a checkpoint file's bytes (transport/checkpoint.h)
+// CHECKPOINTS. checkpoint_bytes() is a checkpoint file's bytes (transport/checkpoint/checkpoint.h)
 // for the batches handed out. restore() rebuilds the job from one rank's file of the
 // same world size (exact resume) or from every rank's files of one save (elastic
 // resume at any world size: actors::repartition). Both between epochs or mid-epoch;
@@ -69,7 +69,7 @@
 #include <thread>
 #include <vector>
 
-#include "launch/job.h"
+#include "launch/loader/job.h"
 #include "python/stage_pool.h"
 
 namespace brigade::python {

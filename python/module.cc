@@ -17,8 +17,8 @@
 #include "media/synthetic.h"
 #include "python/loader.h"
 #include "python/tensor_export.h"
-#include "transport/checkpoint.h"
-#include "transport/device.h"
+#include "transport/checkpoint/checkpoint.h"
+#include "transport/device/device.h"
 
 namespace py = pybind11;
 using namespace brigade;

@@ -11,7 +11,7 @@
 // capsule and calls the deleter when its array dies; a capsule nobody consumed
 // deletes it when collected. The deleter touches no Python object, so a consumer may
 // call it from any thread, with or without the GIL. When the last view is gone the
-// buffer returns to its pool (launch/detail/batch.h, transport/device_copy.h). Every
+// buffer returns to its pool (launch/loader/detail/batch.h, transport/device/device_copy.h). Every
 // view of a device batch also holds `held`, the token by which the Loader counts the
 // device batches Python keeps (python/loader.h, DEVICE).
 //
@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "media/tensor.h"
-#include "transport/device_copy.h"
+#include "transport/device/device_copy.h"
 
 namespace brigade::python {
 

@@ -30,7 +30,7 @@
 
 #include "media/synthetic.h"
 #include "tests/launch/process.h"
-#include "transport/detail/remote_auth.h"
+#include "transport/remote/detail/remote_auth.h"
 
 namespace brigade::launch {
 namespace {
@@ -119,7 +119,7 @@ std::set<std::uint64_t> all_samples(std::uint64_t n = kFiles) {
   return ::testing::AssertionSuccess();
 }
 
-// The ids of the samples a run failed as "lost on N attempts" (launch/remote_ops.h:
+// The ids of the samples a run failed as "lost on N attempts" (launch/loader/remote_ops.h:
 // every worker it was sent to died with it), one entry per failure, from its log.
 std::multiset<std::uint64_t> lost_samples(const std::string& log) {
   static const std::regex lost(R"(sample (\d+) \([^)]*\): lost on \d+ attempts)");

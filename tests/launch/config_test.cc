@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "launch/decode.h"
+#include "launch/loader/decode.h"
 
 namespace brigade::launch {
 namespace {

@@ -38,7 +38,7 @@ std::string slurp(const fs::path& p) {
 }
 
 // Whether `dir` holds a checkpoint file of `rank_of` ("rank-0-of-1.ckpt"), of any
-// generation, job and run (transport/checkpoint.h FILES).
+// generation, job and run (transport/checkpoint/checkpoint.h FILES).
 bool has_checkpoint(const fs::path& dir, const std::string& rank_of) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {

@@ -12,7 +12,7 @@
 #include "launch/config.h"
 #include "media/image.h"
 #include "media/synthetic.h"
-#include "transport/checkpoint.h"
+#include "transport/checkpoint/checkpoint.h"
 
 using namespace brigade;
 

@@ -1,0 +1,772 @@
+#include "launch/loader/job.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <thread>
+
+#include "actors/pipeline.h"
+#include "launch/loader/decode.h"
+#include "launch/loader/detail/batch.h"
+#include "launch/loader/remote_ops.h"
+#include "transport/checkpoint/checkpoint.h"
+#include "transport/device/device.h"
+#include "transport/device/device_pool.h"
+
+namespace brigade::launch {
+
+std::unique_ptr<actors::DistributedSampler> make_sampler(const RunConfig& c, const Dataset& d) {
+  const auto hash = actors::hash_sample_identities(d.identities);
+  if (c.shuffle) {
+    return std::make_unique<actors::DistributedRandomSampler>(
+        d.files.size(), actors::RandomOptions{.rank = *c.rank,
+                                              .world_size = *c.world_size,
+                                              .seed = c.seed,
+                                              .tail = c.tail,
+                                              .identity_hash = hash});
+  }
+  return std::make_unique<actors::DistributedDeterministicSampler>(
+      d.files.size(),
+      actors::DeterministicOptions{
+          .rank = *c.rank, .world_size = *c.world_size, .tail = c.tail, .identity_hash = hash});
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// Reports to the engine the failures decode_batch found beyond those already reported
+// upstream (samples that entered failed), and lists every failed id in the batch.
+void report_failures(const DecodedBatch& decoded, const std::vector<bool>& entered_failed,
+                     actors::TaskContext& task, JobBatch& out) {
+  for (const auto& f : decoded.failures) {
+    out.failed.push_back(f.id);
+    if (f.index < entered_failed.size() && entered_failed[f.index]) continue;
+    task.fail(task.positions()[f.index], f.message, f.code);
+  }
+}
+
+// One decode task: a batch of read samples into one pooled tensor. An allocation
+// failure fails every sample of the batch (counted, within the budget), never the
+// task as one failure for many samples.
+JobBatch decode_task(const DecodeSpec& spec, std::vector<EncodedSample> samples,
+                     const media::Allocator& allocator, actors::TaskContext& task) {
+  std::vector<bool> entered_failed(samples.size());
+  for (std::size_t i = 0; i < samples.size(); ++i) entered_failed[i] = samples[i].failed();
+  DecodedBatch decoded;
+  try {
+    decoded = decode_batch(spec, samples, allocator);
+  } catch (const std::bad_alloc&) {
+    std::size_t bytes = 1;
+    for (auto d : sample_shape(spec)) bytes *= static_cast<std::size_t>(d);
+    for (std::size_t i = 0; i < samples.size(); ++i) {
+      decoded.failures.push_back(
+          {i, samples[i].id,
+           samples[i].failed()
+               ? samples[i].error
+               : fmt::format("sample {} ({}): out of memory allocating a batch of {} × {} bytes",
+                             samples[i].id, samples[i].path, samples.size(), bytes),
+           samples[i].failed() ? samples[i].code
+                               : std::make_error_code(std::errc::not_enough_memory)});
+    }
+  }
+  JobBatch out{.epoch = spec.epoch, .ids = std::move(decoded.ids), .data = std::move(decoded.data)};
+  report_failures(decoded, entered_failed, task, out);
+  return out;
+}
+
+// The copy stage of a job with a device: torchvision's ImageNet mean and standard
+// deviation on x / 255 when normalizing.
+// Remote decode tasks in flight at once (the remote stage's concurrency).
+int remote_tasks(const RunConfig& c) { return c.remote_inflight > 0 ? c.remote_inflight : 16; }
+
+transport::CopyOptions copy_options(const RunConfig& c) {
+  transport::CopyOptions copy{.device_buffers = kDeviceBatches,
+                              .layout = c.normalize == "none" ? c.layout : Layout::nhwc};
+  if (c.normalize == "imagenet") {
+    copy.normalize = transport::NormalizeOptions{
+        .mean = {c.normalize_mean[0], c.normalize_mean[1], c.normalize_mean[2]},
+        .stddev = {c.normalize_std[0], c.normalize_std[1], c.normalize_std[2]},
+        .scale = 1.0f / 255.0f,
+        .dtype = c.normalize_dtype == "float16" ? media::DType::float16 : media::DType::float32,
+        .layout = c.layout};
+  }
+  return copy;
+}
+
+// Without a device, --normalize runs here, after the decode: uint8 NHWC to float32 in
+// the layout asked for, in memory from `allocator`.
+JobBatch normalize_on_cpu(const RunConfig& c, JobBatch b, const media::Allocator& allocator) {
+  if (c.normalize == "none" || !c.device.empty() || !b.data.defined()) return b;
+  auto shape = b.data.shape();  // [n, h, w, 3]
+  if (c.layout == Layout::nchw) shape = {shape[0], 3, shape[1], shape[2]};
+  auto out = media::Tensor::empty(media::DType::float32, shape, allocator);
+  media::normalize_into(b.data, {c.normalize_mean, c.normalize_std}, out);
+  b.data = std::move(out);
+  return b;
+}
+
+// A delivered batch's tensor when every sample failed: 0 samples of the dtype and
+// sample shape its good batches have (see BATCHES in job.h).
+media::Tensor empty_batch(const RunConfig& c, DecodeSpec spec) {
+  spec.layout = c.layout;
+  auto shape = sample_shape(spec);
+  shape.insert(shape.begin(), 0);
+  const auto dtype = c.normalize == "none"            ? media::DType::uint8
+                     : c.normalize_dtype == "float16" ? media::DType::float16
+                                                      : media::DType::float32;
+  return media::Tensor::empty(dtype, std::move(shape));
+}
+
+// The job's failure budget: a rate becomes a count over the samples this process will
+// consume (see FAILURES in job.h).
+actors::FailureBudget job_budget(const RunConfig& c, std::uint64_t expected) {
+  if (c.failure_budget.is_unlimited()) return c.failure_budget;
+  const auto text = c.max_failures;
+  if (text.empty() || text.back() != '%') return c.failure_budget;
+  const double rate = std::stod(text.substr(0, text.size() - 1)) / 100.0;
+  return actors::FailureBudget(
+      static_cast<std::int64_t>(std::floor(rate * static_cast<double>(expected) + 1e-9)));
+}
+
+}  // namespace
+
+Dataset list_folder(const std::string& dir, MediaKind kind) {
+  static const std::vector<std::string> kImages{".jpg", ".jpeg", ".png", ".webp", ".bmp"};
+  static const std::vector<std::string> kVideos{".mp4", ".mkv", ".webm", ".avi", ".mov"};
+  const auto& extensions = kind == MediaKind::video ? kVideos : kImages;
+  Dataset d;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(dir, ec), end;
+  if (ec) throw ConfigError(fmt::format("data {}: {}", dir, ec.message()), "data");
+  for (; it != end; it.increment(ec)) {
+    if (ec) throw ConfigError(fmt::format("data {}: {}", dir, ec.message()), "data");
+    // symlink_status never follows a link, so a dangling link or a loop cannot throw
+    // here; what it points to is checked when the sample is read.
+    const auto type = it->symlink_status(ec).type();
+    if (ec || type == fs::file_type::directory) continue;
+    auto ext = it->path().extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(),
+                   [](unsigned char ch) { return std::tolower(ch); });
+    if (std::find(extensions.begin(), extensions.end(), ext) != extensions.end()) {
+      d.files.push_back(it->path().string());
+    }
+  }
+  if (d.files.empty()) {
+    std::string names;
+    for (const auto& e : extensions) names += " " + e;
+    throw ConfigError(fmt::format("data {}: no {} files ({} ) found", dir, to_string(kind), names),
+                      "data");
+  }
+  std::sort(d.files.begin(), d.files.end());
+  for (const auto& f : d.files)
+    d.identities.push_back(fs::path(f).lexically_relative(dir).string());
+  return d;
+}
+
+Dataset read_list(const std::string& list_file) {
+  std::ifstream in(list_file);
+  if (!in) throw ConfigError(fmt::format("list {}: cannot read the file", list_file), "list");
+  const auto folder = fs::path(list_file).parent_path();
+  Dataset d;
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos) continue;
+    const auto last = line.find_last_not_of(" \t\r");
+    std::string entry = line.substr(first, last - first + 1);
+    fs::path p(entry);
+    d.files.push_back(p.is_relative() ? (folder / p).string() : entry);
+    d.identities.push_back(std::move(entry));
+  }
+  if (d.files.empty())
+    throw ConfigError(fmt::format("list {}: no paths in the file", list_file), "list");
+  return d;
+}
+
+// -- Job ---------------------------------------------------------------------------
+
+struct Job::Impl {
+  RunConfig c;
+  Dataset d;
+  std::unique_ptr<actors::DistributedSampler> sampler;
+  std::shared_ptr<detail::BatchPool> batches = std::make_shared<detail::BatchPool>();
+  std::shared_ptr<std::atomic<std::uint64_t>> epoch =
+      std::make_shared<std::atomic<std::uint64_t>>(0);
+  // With remote workers (see REMOTE in job.h); declared before the pipeline, whose
+  // stages call it, so that it outlives them.
+  std::unique_ptr<transport::RemotePool> pool;
+  std::atomic<std::uint64_t> attempts_lost{0}, decoded_locally{0};
+  bool waited_for_workers = false;
+  // With a device (see DEVICE in job.h): the pinned pool batches are decoded into, and
+  // the copy stage. Declared before the pipeline too: its decode stage reads `pinned`
+  // until the pipeline's destructor has joined it (a job destroyed mid-epoch).
+  std::shared_ptr<transport::Device> device;
+  std::shared_ptr<transport::BufferPool> pinned;
+  std::optional<transport::CopyStage> to_device;
+  std::optional<actors::Pipeline<JobBatch>> pipeline;
+
+  std::uint64_t next_epoch = 0;
+  bool restored = false;  // the sampler holds a restored state not yet run
+  actors::CommitState restored_committed;
+  transport::RunId run_id;  // this run's checkpoint identity; save k writes first_generation + k
+  std::uint64_t saves = 0;
+  bool in_epoch = false;
+  bool ran = false;               // an epoch has been started (the sampler's state is the run's)
+  actors::CommitState committed;  // of the last epoch that ended
+  JobCounts counts;
+  std::uint64_t expected = 0;
+  std::uint64_t begun_samples = 0;    // an open-ended job's epochs begun so far
+  std::uint64_t current_batches = 0;  // what the epoch in progress delivers in all
+
+  Impl(RunConfig config, Dataset dataset, JobOptions options)
+      : c(std::move(config)), d(std::move(dataset)), sampler(make_sampler(c, d)) {
+    restore(options);
+    check_checkpoint_dir();
+    expected = planned_samples();
+    open_device();
+    open_pool();
+    pipeline.emplace(build_pipeline());
+  }
+
+  void open_device() {
+    if (c.device.empty()) return;
+    try {
+      device = transport::open_device(transport::parse_device(c.device));
+    } catch (const transport::DeviceError& e) {
+      throw ConfigError(fmt::format("device {}: {}", c.device, e.what()), "device");
+    }
+    // Enough pinned buffers for every host batch the pipeline can hold (decode: running
+    // and finished, 3 × its concurrency; to_device: 1 + 2 queued) and the copies still
+    // reading theirs: decode never waits for a buffer only the pipeline could return
+    // (SIZING in transport/device/device_pool.h). With remote workers the decode stage is the
+    // remote one, whose tasks take a buffer each as their results arrive, in completion
+    // order: sized from decode concurrency alone, later tasks could hold every buffer
+    // while the earliest waited.
+    const int decoders = std::max(*c.decode_concurrency, c.remote() ? remote_tasks(c) : 0);
+    const auto host_batches = static_cast<std::size_t>(3 * decoders + 3) + kDeviceBatches + 1;
+    // Every buffer holds a full batch: a smaller one never makes the pools free and
+    // reallocate during training; the device buffers are allocated here, up front.
+    auto full = sample_shape(spec());
+    full.insert(full.begin(), *c.batch_size);
+    std::size_t full_bytes = 1;
+    for (auto d : full) full_bytes *= static_cast<std::size_t>(d);
+    pinned = std::make_shared<transport::BufferPool>(
+        device, transport::BufferPool::Memory::pinned_host,
+        transport::BufferPool::Options{.max_buffers = host_batches, .min_capacity = full_bytes});
+    auto copy = copy_options(c);
+    copy.full_batch = std::move(full);
+    to_device.emplace(device, std::move(copy));
+  }
+
+  void open_pool() {
+    if (!c.remote()) return;
+    transport::PoolOptions o;
+    o.workers = c.workers;
+    if (!c.directory.empty()) {
+      try {
+        o.directory = transport::parse_endpoint(c.directory, "directory", true);
+      } catch (const transport::EndpointError& e) {
+        throw ConfigError(e.what(), "remote.directory");
+      }
+    }
+    o.host_directory = hosts_directory(c);
+    o.security = {c.token, c.tls_cert, c.tls_key, c.tls_ca};
+    o.operations = {c.kind == MediaKind::video ? kDecodeClips : kDecodeImages};
+    o.fingerprint = actors::hash_sample_identities(d.identities);
+    o.name = fmt::format("rank {} of {} (pid {})", *c.rank, *c.world_size, ::getpid());
+    o.task_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(c.task_timeout * 1000));
+    try {
+      pool = std::make_unique<transport::RemotePool>(std::move(o));
+    } catch (const transport::RemoteError& e) {
+      throw ConfigError(fmt::format("remote workers: {}", e.what()), "remote.workers");
+    }
+  }
+
+  // Restores `options.resume` or `resume_from`, and fixes this run's checkpoint
+  // identity (transport/checkpoint/checkpoint.h, JOBS AND RUNS).
+  void restore(const JobOptions& options) {
+    std::optional<transport::LoadedCheckpoint> loaded = options.resume;
+    if (!loaded && !c.resume_from.empty()) {
+      try {
+        loaded = transport::load_checkpoint(c.resume_from, *c.rank, *c.world_size,
+                                            {.expected = sampler->fingerprint()});
+      } catch (const transport::CheckpointError& e) {
+        if (e.kind() == transport::CheckpointErrorKind::conflict) {
+          throw ConfigError(
+              fmt::format("--resume-from {}: the checkpoint conflicts with this job: {}",
+                          c.resume_from, e.reason()),
+              "resume_from");
+        }
+        throw;
+      }
+      spdlog::info(
+          "brigade: resuming from {} (generation {}, saved at world size {}): epoch {}, "
+          "{} of {} samples of this rank left",
+          c.resume_from, loaded->generation, loaded->saved_world_size, loaded->state.epoch,
+          loaded->state.remaining(), loaded->state.share());
+    }
+    run_id = loaded ? transport::resumed_run(*loaded, *c.world_size, c.launch_id)
+                    : transport::fresh_run(sampler->fingerprint(), *c.world_size, c.launch_id);
+    if (!loaded) return;
+    const auto& state = loaded->state;
+    try {
+      sampler->restore(state);  // also a finished epoch: the state plans the next ones
+    } catch (const actors::SamplerStateError& e) {
+      throw ConfigError(fmt::format("the checkpoint state conflicts with this job: {}", e.what()));
+    }
+    restored_committed = state.committed;  // what state() reports until an epoch runs
+    if (state.remaining() == 0) {
+      next_epoch = state.epoch + 1;
+      return;
+    }
+    next_epoch = state.epoch;
+    restored = true;
+  }
+
+  void check_checkpoint_dir() const {
+    if (c.checkpoint_dir.empty()) return;
+    try {
+      transport::check_checkpoint_dir(c.checkpoint_dir, run_id, *c.rank, *c.world_size);
+    } catch (const transport::CheckpointError& e) {
+      throw ConfigError(fmt::format("checkpoint_dir {}: {}", c.checkpoint_dir, e.reason()),
+                        "checkpoint_dir");
+    }
+  }
+
+  bool open_ended() const { return c.epochs == kUnlimitedEpochs; }
+
+  // The samples the next epoch begun delivers or fails (a restored epoch: its rest).
+  std::uint64_t epoch_samples(std::uint64_t e) const {
+    return restored && e == next_epoch ? sampler->state(restored_committed).remaining()
+                                       : sampler->size_of(e);
+  }
+
+  // The samples this process consumes over the job; without an epoch limit, over the
+  // next epoch (see kUnlimitedEpochs).
+  std::uint64_t planned_samples() const {
+    if (next_epoch >= c.epochs) return 0;
+    std::uint64_t n = epoch_samples(next_epoch);
+    if (open_ended()) return n;
+    for (auto e = next_epoch + 1; e < c.epochs; ++e) n += sampler->size_of(e);
+    return n;
+  }
+
+  DecodeSpec spec() const {
+    auto spec = decode_spec(c, epoch->load());
+    if (c.normalize != "none") spec.layout = Layout::nhwc;  // normalizing moves the channels
+    return spec;
+  }
+
+  actors::Pipeline<JobBatch> build_pipeline() {
+    const auto* files = &d.files;
+    const actors::BuildOptions build{.num_threads = *c.threads,
+                                     .max_failures = job_budget(c, expected),
+                                     .log_stats_at_end = false};
+    auto read = [files](actors::SampleId s, actors::TaskContext& task) {
+      EncodedSample e{.id = s.id, .path = (*files)[s.id]};
+      read_sample(e);
+      if (e.failed()) task.fail(task.positions().front(), e.error, e.code);
+      return e;
+    };
+    auto decode = [this, allocator = batches->allocator()](std::vector<EncodedSample> samples,
+                                                           actors::TaskContext& task) {
+      if (pinned)
+        return decode_task(spec(), std::move(samples), pinned->allocator(task.stop_token()), task);
+      return normalize_on_cpu(c, decode_task(spec(), std::move(samples), allocator, task),
+                              allocator);
+    };
+    if (pool) return build_remote(build);
+    auto decoded =
+        actors::PipelineBuilder()
+            .add_source(std::ref(*sampler))
+            .pipe(read, {.concurrency = c.read_concurrency,
+                         .output_order = actors::Order::input,  // batch contents never vary
+                         .executor = actors::Executor::io,
+                         .name = "read"})
+            .aggregate(static_cast<std::size_t>(*c.batch_size),
+                       {.drop_last = c.drop_last, .name = "batch"})
+            // One batch queued for the decode workers, not the engine's default 2 per
+            // worker: the aggregate upstream holds the next ones ready, and each queued
+            // batch is 32 files' bytes held (and, finished, a decoded batch) for nothing.
+            .pipe(decode, {.concurrency = *c.decode_concurrency,
+                           .output_order = c.order,
+                           .name = "decode",
+                           .queue_capacity = 1});
+    if (!to_device) return std::move(decoded).add_sink(4).build(build);
+    return std::move(decoded)
+        .pipe(copy_stage(),
+              {.concurrency = 1, .executor = actors::Executor::io, .name = "to_device"})
+        .add_sink(4)
+        .build(build);
+  }
+
+  // The host tensor is dropped here: its pinned buffer goes back once the copy is done.
+  std::function<JobBatch(JobBatch, actors::TaskContext&)> copy_stage() const {
+    return [this, stage = *to_device](JobBatch b, actors::TaskContext& task) {
+      if (b.ids.empty()) {  // every sample failed: nothing to copy (BATCHES in job.h)
+        b.data = empty_batch(c, spec());
+        return b;
+      }
+      b.device = stage(b.data, task.stop_token());
+      b.data = {};
+      return b;
+    };
+  }
+
+  // source → batch → remote decode (io: each task waits on a worker) → [to_device].
+  actors::Pipeline<JobBatch> build_remote(const actors::BuildOptions& build) {
+    const auto* files = &d.files;
+    auto remote = [this, files, allocator = batches->allocator()](std::vector<actors::SampleId> ids,
+                                                                  actors::TaskContext& task) {
+      std::vector<EncodedSample> samples;
+      samples.reserve(ids.size());
+      for (const auto& s : ids) samples.push_back({.id = s.id, .path = (*files)[s.id]});
+      const auto s = spec();
+      RemoteDecodeFigures figures;
+      auto decoded = remote_decode_batch(
+          *pool, s, samples, pinned ? pinned->allocator(task.stop_token()) : allocator,
+          {.max_attempts = c.max_attempts, .local_fallback = c.on_no_workers == "local"},
+          task.stop_token(), &figures);
+      attempts_lost += figures.attempts_lost;
+      decoded_locally += figures.decoded_locally;
+      if (!decoded) return JobBatch{};  // stopped: discarded by the engine
+      JobBatch out{
+          .epoch = s.epoch, .ids = std::move(decoded->ids), .data = std::move(decoded->data)};
+      for (const auto& f : decoded->failures) {
+        out.failed.push_back(f.id);
+        task.fail(task.positions()[f.index], f.message, f.code);
+      }
+      return pinned ? out : normalize_on_cpu(c, std::move(out), allocator);
+    };
+    const int inflight = remote_tasks(c);
+    auto decoded = actors::PipelineBuilder()
+                       .add_source(std::ref(*sampler))
+                       .aggregate(static_cast<std::size_t>(*c.batch_size),
+                                  {.drop_last = c.drop_last, .name = "batch"})
+                       .pipe(remote, {.concurrency = inflight,
+                                      .output_order = c.order,
+                                      .executor = actors::Executor::io,
+                                      .name = "remote_decode"});
+    if (!to_device) return std::move(decoded).add_sink(4).build(build);
+    return std::move(decoded)
+        .pipe(copy_stage(),
+              {.concurrency = 1, .executor = actors::Executor::io, .name = "to_device"})
+        .add_sink(4)
+        .build(build);
+  }
+
+  void begin(std::optional<std::uint64_t> requested) {
+    if (pool && !waited_for_workers) {
+      // Give the workers a moment to answer before the first epoch (else its first
+      // batches are decoded here, or wait with on_no_workers = fail).
+      waited_for_workers = true;
+      if (!pool->wait_for_worker(std::chrono::seconds(5), {}))
+        spdlog::warn("brigade: no remote worker is live yet");
+    }
+    if (in_epoch) throw std::logic_error("Job::begin_epoch: an epoch is in progress");
+    const std::uint64_t e = requested.value_or(next_epoch);
+    actors::CommitState start;
+    if (restored && e == next_epoch) {
+      start = restored_committed;
+    } else {
+      sampler->set_epoch(e);
+    }
+    if (open_ended() && !c.failure_budget.is_unlimited()) {
+      // Without an epoch limit a rate counts over the epochs begun so far.
+      begun_samples += epoch_samples(e);
+      pipeline->set_failure_budget(job_budget(c, begun_samples));
+    }
+    current_batches = batches_of(epoch_samples(e));
+    restored = false;
+    epoch->store(e);
+    committed = start;
+    pipeline->start(std::move(start));
+    in_epoch = true;
+    ran = true;
+  }
+
+  // on_no_workers = fail: the job fails once no worker has been live for kNoWorkerGrace.
+  void check_workers() const {
+    if (!pool || c.on_no_workers != "fail") return;
+    const auto since = pool->no_worker_since();
+    if (!since || Clock::now() - *since < kNoWorkerGrace) return;
+    std::string lost;
+    for (const auto& w : pool->lost_workers()) lost += (lost.empty() ? "" : ", ") + w;
+    const auto unreachable = pool->directory_unreachable();
+    std::string why =
+        !lost.empty()         ? lost
+        : c.directory.empty() ? std::string("none was ever reached")
+        : unreachable
+            ? fmt::format("the directory at {} could not be reached: {}", c.directory, *unreachable)
+            : fmt::format("the directory at {} listed none that could be reached", c.directory);
+    throw actors::PipelineFailure(fmt::format("no remote worker live for {} s (on_no_workers = "
+                                              "fail): {}",
+                                              kNoWorkerGrace.count(), why),
+                                  {});
+  }
+
+  JobNext next(std::optional<std::chrono::milliseconds> timeout) {
+    if (!in_epoch) return {JobStatus::epoch_end};
+    const bool watch = pool && c.on_no_workers == "fail";
+    const auto deadline = timeout ? std::optional(Clock::now() + *timeout) : std::nullopt;
+    for (;;) {
+      check_workers();
+      auto wait = timeout;
+      if (watch) {
+        auto left =
+            deadline
+                ? std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now())
+                : std::chrono::milliseconds(200);
+        wait = std::clamp(left, std::chrono::milliseconds(0), std::chrono::milliseconds(200));
+      }
+      auto r = pipeline->next(wait);
+      if (r.status == actors::NextStatus::timeout) {
+        if (watch && (!deadline || Clock::now() < *deadline)) continue;
+        return {JobStatus::timeout};
+      }
+      if (r.status == actors::NextStatus::end) {
+        in_epoch = false;
+        committed = pipeline->committed();
+        for (const auto& st : pipeline->stats().stages) counts.filtered += st.filtered;
+        next_epoch = epoch->load() + 1;
+        return {JobStatus::epoch_end};
+      }
+      counts.failed += r.item->failed.size();
+      counts.samples += r.item->ids.size();
+      ++counts.batches;
+      return {JobStatus::batch, std::move(r.item)};
+    }
+  }
+
+  void abandon() {
+    if (!in_epoch) return;
+    pipeline->stop();
+    in_epoch = false;
+    committed = pipeline->committed();
+    next_epoch = epoch->load() + 1;
+  }
+
+  std::uint64_t batches_of(std::uint64_t samples) const {
+    const auto n = static_cast<std::uint64_t>(*c.batch_size);
+    return c.drop_last ? samples / n : (samples + n - 1) / n;
+  }
+
+  std::uint64_t batches_in(std::uint64_t e) const {
+    if (in_epoch && e == epoch->load()) return current_batches;
+    return batches_of(epoch_samples(e));
+  }
+
+  actors::SamplerState state() const {
+    const auto commits = in_epoch ? pipeline->committed() : (ran ? committed : restored_committed);
+    return sampler->state(commits, run_id.first_generation + saves);
+  }
+};
+
+Job::Job(RunConfig config, Dataset dataset, JobOptions options)
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(dataset), std::move(options))) {}
+
+Job::~Job() = default;
+
+const RunConfig& Job::config() const { return impl_->c; }
+const Dataset& Job::dataset() const { return impl_->d; }
+std::uint64_t Job::next_epoch() const { return impl_->next_epoch; }
+bool Job::finished() const {
+  return !impl_->open_ended() && !impl_->in_epoch && impl_->next_epoch >= impl_->c.epochs;
+}
+void Job::begin_epoch(std::optional<std::uint64_t> epoch) { impl_->begin(epoch); }
+bool Job::in_epoch() const { return impl_->in_epoch; }
+JobNext Job::next(std::optional<std::chrono::milliseconds> timeout) { return impl_->next(timeout); }
+void Job::stop() { impl_->pipeline->stop(); }
+void Job::abandon_epoch() { impl_->abandon(); }
+std::uint64_t Job::batches_in_epoch(std::optional<std::uint64_t> epoch) const {
+  return impl_->batches_in(
+      epoch.value_or(impl_->in_epoch ? impl_->epoch->load() : impl_->next_epoch));
+}
+actors::SamplerState Job::state() const { return impl_->state(); }
+JobCounts Job::counts() const { return impl_->counts; }
+std::uint64_t Job::expected_samples() const { return impl_->expected; }
+actors::PipelineStats Job::stats() const { return impl_->pipeline->stats(); }
+
+std::optional<RemoteSummary> Job::remote_summary() const {
+  if (!impl_->pool) return std::nullopt;
+  return RemoteSummary{impl_->pool->stats(), impl_->attempts_lost.load(),
+                       impl_->decoded_locally.load()};
+}
+
+std::filesystem::path Job::write_checkpoint(const std::optional<actors::SamplerState>& saved) {
+  auto s = saved ? *saved : state();
+  s.generation = impl_->run_id.first_generation + impl_->saves;
+  auto path = transport::write_checkpoint(
+      impl_->c.checkpoint_dir, s,
+      {.run = impl_->run_id, .keep = static_cast<std::uint32_t>(impl_->c.keep_checkpoints)});
+  ++impl_->saves;
+  return path;
+}
+
+std::vector<std::byte> Job::checkpoint_bytes() {
+  auto bytes = transport::encode_checkpoint(state(), impl_->run_id);
+  ++impl_->saves;
+  return bytes;
+}
+
+// -- run_job -----------------------------------------------------------------------
+
+namespace {
+
+// The consumer side of `brigade run`: drives a Job over its epochs, reports progress,
+// stops on --stop-after-batches or a signal.
+class Runner {
+ public:
+  Runner(Job& job, const JobHooks& hooks)
+      : job_(job), c_(job.config()), hooks_(hooks), started_(hooks.origin.value_or(Clock::now())) {}
+
+  JobSummary run() {
+    try {
+      while (!job_.finished() && s_.end == JobEnd::finished) {
+        if (const auto end = stop_reason()) {
+          s_.end = *end;
+          break;
+        }
+        if (!started_first_) s_.startup_s = seconds();
+        started_first_ = true;
+        job_.begin_epoch();
+        run_epoch();
+      }
+    } catch (const actors::PipelineFailure& e) {
+      s_.end = JobEnd::failed;
+      s_.failure = e.what();
+    } catch (const transport::DeviceError& e) {  // a batch's copy failed on the device
+      s_.end = JobEnd::failed;
+      s_.failure = e.what();
+    }
+    return finish();
+  }
+
+ private:
+  void run_epoch() {
+    for (;;) {
+      if (const auto end = stop_reason()) {
+        s_.end = *end;
+        return;
+      }
+      auto r = job_.next(std::chrono::milliseconds(100));
+      const double now = seconds();
+      if (r.status == JobStatus::batch) deliver(*r.batch, now);
+      report(now);
+      if (r.status == JobStatus::epoch_end) {
+        s_.stats = job_.stats();
+        return;
+      }
+    }
+  }
+
+  std::optional<JobEnd> stop_reason() const {
+    if (c_.stop_after_batches >= 0 &&
+        std::int64_t(job_.counts().batches) >= c_.stop_after_batches) {
+      return JobEnd::stopped;
+    }
+    if (hooks_.interrupt && hooks_.interrupt->load() != 0) return JobEnd::interrupted;
+    return std::nullopt;
+  }
+
+  void deliver(const JobBatch& b, double now) {
+    if (b.device.defined()) {
+      b.device.wait();  // the consumer, and only it, waits for its batch's copy
+      now = seconds();
+    }
+    s_.seconds = now;
+    if (!first_) {
+      first_ = now;
+      first_samples_ = b.ids.size();
+    }
+    if (hooks_.on_batch) hooks_.on_batch(b);
+  }
+
+  void report(double now) {
+    if (!hooks_.on_progress || now - last_report_ < 0.1) return;
+    last_report_ = now;
+    const auto counts = job_.counts();
+    hooks_.on_progress({counts.samples, job_.expected_samples(), counts.failed, now});
+  }
+
+  // Saves what the consumer owns first (checkpoint, then the caller's on_saved), then
+  // stops the pipeline, waiting at most kJoinGrace for a blocked stage.
+  JobSummary finish() {
+    s_.counts = job_.counts();
+    if (job_.in_epoch()) s_.stats = job_.stats();
+    s_.remote = job_.remote_summary();
+    if (!c_.checkpoint_dir.empty()) {
+      try {
+        s_.checkpoint = job_.write_checkpoint().string();
+      } catch (const transport::CheckpointError& e) {
+        s_.end = JobEnd::failed;
+        s_.failure = fmt::format("writing the checkpoint failed: {}", e.what());
+      }
+    }
+    s_.time_to_first_batch_s = first_.value_or(0);
+    if (first_ && s_.seconds > *first_) {
+      s_.samples_per_s = double(s_.counts.samples - first_samples_) / (s_.seconds - *first_);
+    }
+    if (hooks_.on_saved) hooks_.on_saved();
+    return s_;
+  }
+
+  double seconds() const { return std::chrono::duration<double>(Clock::now() - started_).count(); }
+
+  Job& job_;
+  const RunConfig& c_;
+  const JobHooks& hooks_;
+  JobSummary s_;
+  const Clock::time_point started_;
+  bool started_first_ = false;
+  std::optional<double> first_;
+  std::uint64_t first_samples_ = 0;
+  double last_report_ = -1;
+};
+
+}  // namespace
+
+JobSummary run_job(const RunConfig& config, const Dataset& dataset, const JobHooks& hooks) {
+  auto job = std::make_shared<Job>(config, dataset);
+  if (job->finished()) {
+    spdlog::info(
+        "brigade: the checkpoint in {} is of a completed job ({} epochs): nothing to "
+        "deliver",
+        config.resume_from, config.epochs);
+    return {.end = JobEnd::already_complete};
+  }
+  auto summary = Runner(*job, hooks).run();
+  // Join the pipeline, but never wait long for a stage blocked outside the process (a
+  // FIFO, a hung network file system): everything the consumer owns is written by now.
+  // The stopping thread owns the job too; if it is left behind, it keeps the job alive
+  // and the caller exits the process without joining it (JobSummary::abandoned).
+  constexpr auto kJoinGrace = std::chrono::seconds(2);
+  auto stopped = std::make_shared<std::promise<void>>();
+  auto done = stopped->get_future();
+  std::thread stopper([job, stopped] {
+    job->stop();
+    stopped->set_value();
+  });
+  if (done.wait_for(kJoinGrace) == std::future_status::ready) {
+    stopper.join();
+  } else {
+    spdlog::warn(
+        "brigade: a stage is still blocked {} s after the stop (a read that does not "
+        "return?); exiting without it",
+        kJoinGrace.count());
+    stopper.detach();
+    summary.abandoned = true;
+  }
+  return summary;
+}
+
+}  // namespace brigade::launch

@@ -1,0 +1,275 @@
+#pragma once
+
+// The job of `brigade run` (and of the Python Loader): a distributed sampler over a
+// file list → "read" (io stage, one sample per task: the file's bytes) → "batch"
+// (groups batch_size samples in sampler order) → "decode" (cpu stage, one batch per
+// task: every sample decoded straight into its slot of one pooled batch tensor, see
+// launch/loader/decode.h) → the consumer. One pipeline shape for both output orders; a
+// remote run replaces "read" + "decode" with one stage that hands each batch's
+// sample ids and paths to remote decode workers (see REMOTE below).
+//
+// BATCHES. Batch k of an epoch holds the rank's samples k·n … k·n+n-1 in sampler
+// order (n = batch_size; the last batch may be short, or dropped with `drop_last`); a
+// sample that fails to read or decode is left out of its batch and listed in
+// JobBatch::failed, the good ones compacted to the front. A batch whose every sample
+// failed is still delivered, empty (0 samples, the batch's dtype and sample shape, on
+// the host also with a device), so that every rank delivers the same number of
+// batches whatever fails where (EVEN RANKS).
+//
+// EVEN RANKS. With `tail` pad (the default) or drop every rank owns the same number of
+// samples in an epoch (actors/sampler.h: pad repeats samples from the start of the
+// epoch's sequence, as torch's DistributedSampler; drop leaves the tail out), so every
+// rank delivers the same number of batches, also with `drop_last`: what a synchronous
+// training step (DDP's all-reduce) needs. `tail` none delivers every sample exactly
+// once and shares differ by one sample (evaluation, where results are gathered). After
+// an elastic resume at another world size the resumed epoch's remaining shares differ
+// by at most one sample (actors::repartition); later epochs are even again. The read stage always
+// keeps input order, so a batch's contents never depend on timing; `order` applies to the decode
+// stage: with `input` batches leave in sampler order, with `completion` as they finish. An epoch's
+// batches are deterministic given (seed, epoch, world size, rank), so the same job gives the same
+// batches locally, remotely, and after an exact resume.
+//
+// FAILURES. A sample that fails is reported to the engine (TaskContext::fail) with
+// its typed cause: the engine's counts, budget, hooks and statistics see it, and the
+// job's budget is the engine's, over the whole job. `max_failures = N%` becomes a
+// count when the job starts: floor(N% × the samples this process will consume), so a
+// rate is enforced from the first sample on, at any dataset size (20 files with 0%:
+// the first failure fails the job). A failure budget exceeded ends next() with
+// actors::PipelineFailure naming the recent causes.
+//
+// CHECKPOINTS. state() is this rank's SamplerState for exactly the batches next() has
+// returned (and the failures and filtered samples among them); write_checkpoint()
+// writes it to `checkpoint_dir` as the next generation of the set this job continues.
+// A restored job (resume_from, or JobOptions::resume) continues the restored epoch
+// where it stopped; a state whose epoch is complete starts the next epoch.
+//
+// DEVICE. With `device` set, a last stage ("to_device", io, concurrency 1) copies each
+// batch to the device on its own queue (transport/device/device_copy.h): batches are decoded
+// straight into page-locked buffers of a pool sized to the pipeline (one host copy),
+// and JobBatch::device holds the batch on the device (JobBatch::data is then empty),
+// normalized there when `normalize` is set (the host batch is then NHWC uint8, and
+// `layout` is the normalized batch's). The consumer waits for a batch — wait(), or
+// use_on(its stream) — and nothing else does; run_job's consumer waits before each
+// on_batch. At most kDeviceBatches batches are on the device at once (the one the
+// consumer holds included): that bound is the copy stage's backpressure. Batches, on
+// the host or the device, may outlive their Job, also one destroyed mid-epoch.
+//
+// REMOTE. With `workers` or a `directory` (RunConfig::remote()), the pipeline is
+// source → batch → "remote_decode" (io, `remote_inflight` batches at once, default 16)
+// → [to_device]: each task sends the batch's ids and paths to a worker node through a
+// transport::RemotePool (its own actor system) and lands the worker's DecodedBatch in
+// a pooled buffer with one copy (launch/loader/remote_ops.h: checks, retries, fallback). The
+// samplers, checkpoints, budget and order are those of a local run, and with the same
+// seed a remote batch is byte-identical to a local one (the same decode_batch runs on
+// the worker). Exactly once: the engine commits a position when its batch is
+// delivered, and the pool accepts one result per attempt, so a batch sent again after
+// a loss is delivered once. Rank 0 hosts the directory (hosts_directory()). Before the
+// first epoch the job waits up to 5 s for a worker. With on_no_workers = local the
+// trainer decodes batches itself while no worker is live; with fail, next() throws
+// actors::PipelineFailure naming the lost workers once none has been live for
+// kNoWorkerGrace (5 s).
+//
+// THREADING. A Job is driven by one thread (next(), begin_epoch(), state()); stop()
+// may be called from any thread.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "actors/sampler.h"
+#include "actors/stats.h"
+#include "launch/loader/job_config.h"
+#include "media/tensor.h"
+#include "transport/checkpoint/checkpoint.h"
+#include "transport/device/device_copy.h"
+#include "transport/remote/remote.h"
+
+namespace brigade::launch {
+
+/// Batches on the device at once with `device` set (see DEVICE).
+inline constexpr std::size_t kDeviceBatches = 4;
+/// RunConfig::epochs for a job without an epoch limit (the Python Loader's default):
+/// finished() is never true, and a rate budget counts over the epochs begun so far.
+inline constexpr std::uint64_t kUnlimitedEpochs = ~std::uint64_t{0};
+
+/// The dataset of a job: files[i] is sample i; `identities` (same length) are what
+/// checkpoints fingerprint (paths relative to the data folder, or the list's lines).
+struct Dataset {
+  std::vector<std::string> files;
+  std::vector<std::string> identities;
+};
+
+/// Files under `dir` (recursively) with an extension of `kind`, sorted by path.
+/// Symbolic links are listed whatever they point to — a dangling link, a loop or a
+/// link to a directory then fails as a sample with its cause (see read_sample), as a
+/// FIFO or device with a media extension does; nothing is skipped silently.
+/// Throws ConfigError if `dir` cannot be read or holds no such file.
+Dataset list_folder(const std::string& dir, MediaKind kind);
+/// The non-blank lines of `list_file`; relative paths resolve against its folder.
+/// Throws ConfigError if it cannot be read or has no entry.
+Dataset read_list(const std::string& list_file);
+
+/// The job's sampler for `config` (resolved) over `dataset`: random with the seed when
+/// shuffling, else deterministic; rank and world size from the config; the dataset's
+/// identities fingerprint it (checkpoints).
+std::unique_ptr<actors::DistributedSampler> make_sampler(const RunConfig& config,
+                                                         const Dataset& dataset);
+
+/// A delivered batch.
+struct JobBatch {
+  std::uint64_t epoch = 0;
+  std::vector<std::uint64_t> ids;  // ids[i] is the sample in data[i]
+  // [ids.size(), ...] uint8 (float32 with normalize and no device); empty with a device
+  media::Tensor data;
+  std::vector<std::uint64_t> failed{};  // samples of this batch that failed (not in data)
+  transport::DeviceBatch device{};      // with a device: the batch there (see DEVICE)
+};
+
+enum class JobStatus { batch, timeout, epoch_end };
+
+struct JobNext {
+  JobStatus status = JobStatus::epoch_end;
+  std::optional<JobBatch> batch{};
+};
+
+/// Totals of the batches next() has returned (committed work), over the whole job.
+struct JobCounts {
+  std::uint64_t samples = 0;
+  std::uint64_t batches = 0;
+  std::uint64_t failed = 0;
+  std::uint64_t filtered = 0;
+};
+
+/// What a remote run's pool did (see REMOTE).
+struct RemoteSummary {
+  transport::PoolStats pool{};
+  std::uint64_t attempts_lost = 0;    // task attempts lost (each sent again, or failed)
+  std::uint64_t decoded_locally = 0;  // samples decoded here for want of a worker
+};
+
+struct JobOptions {
+  /// Start from this checkpoint instead of `resume_from` (e.g. a Python state_dict:
+  /// checkpoint_bytes() decoded with transport::decode_checkpoint_file, or an elastic
+  /// re-partition of every rank's); its fingerprint must match the job's sampling.
+  std::optional<transport::LoadedCheckpoint> resume{};
+};
+
+class Job {
+ public:
+  /// Builds the sampler, restores `resume_from` (or options.resume), checks that
+  /// `checkpoint_dir` is writable and belongs to this job (a fresh run into another
+  /// run's folder is refused: see transport/checkpoint/checkpoint.h JOBS AND RUNS), builds the
+  /// pipeline; starts nothing. Throws ConfigError (bad settings, a checkpoint or a
+  /// checkpoint folder that conflicts with them), transport::CheckpointError.
+  Job(RunConfig config, Dataset dataset, JobOptions options = {});
+  ~Job();
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  const RunConfig& config() const;
+  const Dataset& dataset() const;
+
+  /// The epoch begin_epoch() starts by default: the restored one, then each next.
+  std::uint64_t next_epoch() const;
+  /// Whether every epoch of the job (config.epochs) has been delivered.
+  bool finished() const;
+  /// Starts an epoch: `epoch`, or next_epoch(). A restored job's first call continues
+  /// the restored epoch (unless another epoch is given: set_epoch semantics).
+  void begin_epoch(std::optional<std::uint64_t> epoch = std::nullopt);
+  bool in_epoch() const;
+
+  /// The next batch of the epoch, a timeout, or the epoch's end. A batch whose every
+  /// sample failed is returned empty (see BATCHES). Throws actors::PipelineFailure once
+  /// the failure budget is exceeded.
+  JobNext next(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+
+  /// Stops the epoch in progress: queued work is dropped, running tasks see the stop
+  /// token and are joined. Any thread.
+  void stop();
+  /// Leaves the epoch in progress (a consumer that stopped iterating it early): stops
+  /// the pipeline; the next begin_epoch() starts the epoch after it. Take state() first
+  /// to resume the left epoch where it was left. No-op between epochs.
+  void abandon_epoch();
+  /// Batches the next begin_epoch() delivers (or the epoch in progress delivers in
+  /// all), at most: its samples for this rank (a restored epoch's: those not yet
+  /// committed) in batches of batch_size, without a partial one with drop_last.
+  std::uint64_t batches_in_epoch(std::optional<std::uint64_t> epoch = std::nullopt) const;
+
+  /// This rank's checkpoint state for what next() has returned (see CHECKPOINTS).
+  actors::SamplerState state() const;
+  /// Writes state() (or `state`, one of this job's earlier states) into
+  /// config.checkpoint_dir as the next generation of this run's set
+  /// (transport/checkpoint/checkpoint.h), pruning to keep_checkpoints sets. Returns the file.
+  /// Throws transport::CheckpointError.
+  std::filesystem::path write_checkpoint(
+      const std::optional<actors::SamplerState>& state = std::nullopt);
+  /// state() as the bytes of a checkpoint file of this run (the next generation), for
+  /// callers that store it themselves (a Python state_dict).
+  std::vector<std::byte> checkpoint_bytes();
+
+  JobCounts counts() const;
+  /// The samples this process consumes over the job (delivered or failed), as planned.
+  std::uint64_t expected_samples() const;
+  actors::PipelineStats stats() const;  // of the epoch in progress (or the last)
+  /// With remote workers: the pool's figures so far. Any thread.
+  std::optional<RemoteSummary> remote_summary() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// -- `brigade run`: the job driven to its end ------------------------------------
+
+/// Figures of one progress report (after each batch, and while waiting).
+struct Progress {
+  std::uint64_t samples = 0;   // delivered by this process so far
+  std::uint64_t expected = 0;  // samples the whole job consumes (delivered or failed)
+  std::uint64_t failed = 0;
+  double seconds = 0;  // since the job started
+};
+
+struct JobHooks {
+  /// Each delivered batch (valid during the call; copy the Tensor, a reference-counted
+  /// view, to keep it).
+  std::function<void(const JobBatch&)> on_batch{};
+  std::function<void(const Progress&)> on_progress{};  // at most every 100 ms
+  const std::atomic<int>* interrupt = nullptr;         // a signal number once set
+  /// Called once the job has stopped and its state is saved but before the pipeline
+  /// is joined: a blocked stage cannot delay what the consumer has to write (ids).
+  std::function<void()> on_saved{};
+  /// Where the run's clock starts (the program's start); default: run_job's entry.
+  std::optional<std::chrono::steady_clock::time_point> origin{};
+};
+
+enum class JobEnd { finished, stopped, interrupted, already_complete, failed };
+
+struct JobSummary {
+  JobEnd end = JobEnd::finished;
+  JobCounts counts{};
+  double startup_s = 0;                   // from the origin to the first epoch's start
+  double seconds = 0;                     // from the origin to the last batch
+  double time_to_first_batch_s = 0;       // from the origin to the first batch
+  double samples_per_s = 0;               // after the first batch
+  std::string checkpoint{};               // the file written, if any
+  std::string failure{};                  // why the job failed (JobEnd::failed)
+  actors::PipelineStats stats{};          // of the last epoch run
+  std::optional<RemoteSummary> remote{};  // a remote run's pool figures
+  /// A stage stayed blocked after the stop (a read that never returns): it was left
+  /// running, and the caller must end the process without joining it (_exit).
+  bool abandoned = false;
+};
+
+/// Runs the job over its epochs until the end, `stop_after_batches`, an interrupt or a
+/// failure; writes the checkpoint (also after a failure) when checkpoint_dir is set.
+/// A failure budget exceeded ends with JobEnd::failed and the cause (not a throw).
+/// Throws ConfigError, transport::CheckpointError.
+JobSummary run_job(const RunConfig& config, const Dataset& dataset, const JobHooks& hooks);
+
+}  // namespace brigade::launch

@@ -1,0 +1,356 @@
+#include "launch/loader/remote_ops.h"
+
+#include <capnp/message.h>
+#include <fmt/format.h>
+
+#include <cstring>
+#include <deque>
+
+#include "media/errors.h"
+#include "transport/remote/detail/wire.h"
+#include "transport/remote/detail/wire_messages.h"
+#include "transport/remote/remote.capnp.h"
+
+namespace brigade::launch {
+namespace {
+
+namespace wire = transport::wire;
+using transport::RemoteError;
+using transport::detail::to_bytes;
+
+std::size_t sample_bytes(const DecodeSpec& spec) {
+  std::size_t n = 1;
+  for (auto d : sample_shape(spec)) n *= static_cast<std::size_t>(d);
+  return n;
+}
+
+// Error codes cross as (category name, value); categories this build knows come back.
+std::error_code restore_code(const std::string& category, int value) {
+  if (category.empty()) return {};
+  if (category == media::media_category().name()) return {value, media::media_category()};
+  if (category == std::generic_category().name()) return {value, std::generic_category()};
+  if (category == std::system_category().name()) return {value, std::system_category()};
+  return {};
+}
+
+struct DecodedTask {
+  DecodeSpec spec;
+  std::vector<EncodedSample> samples;
+};
+
+DecodedTask read_task(std::span<const char> bytes) {
+  const auto task =
+      transport::detail::read_decode_task(bytes, static_cast<std::size_t>(kMaxBatchSize));
+  DecodedTask t;
+  if (task.kind > 1 || task.layout > 1) throw RemoteError("a task of unknown kind or layout");
+  t.spec.kind = task.kind == 1 ? MediaKind::video : MediaKind::image;
+  t.spec.layout = task.layout == 1 ? Layout::nchw : Layout::nhwc;
+  if (task.side == 0 || task.side > 4096) throw RemoteError("a task's side must be 1-4096");
+  if (task.clip_frames > 1024) throw RemoteError("a task's clip frames must be at most 1024");
+  t.spec.side = static_cast<int>(task.side);
+  t.spec.clip_frames = static_cast<int>(task.clip_frames);
+  if (t.spec.kind == MediaKind::video && t.spec.clip_frames == 0)
+    throw RemoteError("a video task needs clip frames");
+  t.spec.seed = task.seed;
+  t.spec.epoch = task.epoch;
+  if (task.transform > 2) throw RemoteError("a task of unknown transform");
+  t.spec.transform = task.transform == 1   ? media::TransformKind::train
+                     : task.transform == 2 ? media::TransformKind::none
+                                           : media::TransformKind::eval;
+  if (t.spec.kind == MediaKind::video && t.spec.transform == media::TransformKind::none)
+    throw RemoteError("a video task takes the eval or train transform");
+  if (t.spec.kind == MediaKind::video && (task.clip_stride < 1 || task.clip_stride > 1024))
+    throw RemoteError("a video task's clip stride must be 1-1024");
+  t.spec.clip_stride = static_cast<int>(task.clip_stride);
+  if (task.resize > 65536) throw RemoteError("a task's resize must be at most 65536");
+  t.spec.resize = static_cast<int>(task.resize);
+  t.spec.scale_min = task.scale_min;
+  t.spec.scale_max = task.scale_max;
+  t.spec.ratio_min = task.ratio_min;
+  t.spec.ratio_max = task.ratio_max;
+  t.spec.flip_probability = task.flip_probability;
+  t.spec.exif_orientation = task.exif_orientation;
+  t.spec.roi_decode = task.roi_decode;
+  if (t.spec.kind == MediaKind::image) {
+    try {
+      media::check_transform_options(transform_options(t.spec));
+    } catch (const media::MediaError& e) {
+      throw RemoteError("a task whose transform is invalid: " + e.cause());
+    }
+  }
+  for (const auto& s : task.samples) t.samples.push_back({.id = s.id, .path = s.path});
+  return t;
+}
+
+// The worker's operation: read + decode into the result message's own Data (no copy
+// between the decoder and the message).
+std::vector<char> run_decode(std::span<const char> bytes, const std::vector<std::string>& dataset,
+                             MediaKind expected, const transport::OperationContext& context) {
+  auto task = read_task(bytes);
+  if (task.spec.kind != expected) throw RemoteError("a task of another kind for this operation");
+  for (auto& s : task.samples) {
+    if (!dataset.empty()) {
+      if (s.id >= dataset.size()) {
+        throw RemoteError(
+            fmt::format("sample {} is past this worker's {} files", s.id, dataset.size()));
+      }
+      s.path = dataset[s.id];
+    }
+  }
+  capnp::MallocMessageBuilder message;
+  auto orphan = capnp::Orphan<capnp::Data>();
+  const media::Allocator allocator = [&](std::size_t n) -> std::shared_ptr<void> {
+    orphan = message.getOrphanage().newOrphan<capnp::Data>(static_cast<unsigned>(n));
+    return std::shared_ptr<void>(orphan.get().begin(), [](void*) {});
+  };
+  for (auto& s : task.samples) {
+    if (context.stop.stop_requested()) throw RemoteError("cancelled");
+    read_sample(s);
+  }
+  auto decoded = decode_batch(task.spec, task.samples, allocator);
+  auto result = message.initRoot<wire::DecodeResult>();
+  auto ids = result.initIds(static_cast<unsigned>(decoded.ids.size()));
+  for (unsigned i = 0; i < ids.size(); ++i) ids.set(i, decoded.ids[i]);
+  const auto& shape = decoded.data.shape();
+  auto out_shape = result.initShape(static_cast<unsigned>(shape.size()));
+  for (unsigned i = 0; i < shape.size(); ++i) out_shape.set(i, shape[i]);
+  if (orphan != nullptr) {
+    orphan.truncate(static_cast<unsigned>(decoded.data.nbytes()));
+    result.adoptData(kj::mv(orphan));
+  }
+  auto failures = result.initFailures(static_cast<unsigned>(decoded.failures.size()));
+  for (unsigned i = 0; i < failures.size(); ++i) {
+    const auto& f = decoded.failures[i];
+    failures[i].setIndex(static_cast<std::uint32_t>(f.index));
+    failures[i].setId(f.id);
+    failures[i].setMessage(f.message);
+    failures[i].setCategory(f.code ? f.code.category().name() : "");
+    failures[i].setCode(f.code.value());
+  }
+  return to_bytes(message);
+}
+
+// A result checked against its task (CHECKS in remote_ops.h).
+struct Part {
+  std::vector<char> bytes;                // owns the rows (with `keep`)
+  std::vector<const std::uint8_t*> rows;  // per task sample: its row, or null if failed
+  std::vector<SampleFailure> failures;    // index: in the task
+  std::shared_ptr<void> keep;             // the reader, or the tensor decoded here
+};
+
+Part check_result(std::vector<char> bytes, const DecodeSpec& spec,
+                  std::span<const EncodedSample> task) {
+  Part part;
+  part.bytes = std::move(bytes);
+  const auto r = transport::detail::read_decode_result(part.bytes, part.keep);
+  const auto row = sample_bytes(spec);
+  auto want = sample_shape(spec);
+  want.insert(want.begin(), static_cast<std::int64_t>(r.ids.size()));
+  if (r.shape != want) throw RemoteError("a result of another shape");
+  if (r.data.size() != r.ids.size() * row) {
+    throw RemoteError(fmt::format("a result of {} bytes for {} samples of {} bytes", r.data.size(),
+                                  r.ids.size(), row));
+  }
+  part.rows.assign(task.size(), nullptr);
+  std::vector<bool> seen(task.size());
+  std::size_t next = 0;
+  for (std::size_t i = 0; i < r.ids.size(); ++i) {
+    while (next < task.size() && task[next].id != r.ids[i]) ++next;
+    if (next == task.size())
+      throw RemoteError("a result with samples not in its task, or out of order");
+    part.rows[next] = r.data.data() + i * row;
+    seen[next++] = true;
+  }
+  for (const auto& f : r.failures) {
+    if (f.index >= task.size() || task[f.index].id != f.id || seen[f.index]) {
+      throw RemoteError("a result whose failures do not match its task");
+    }
+    seen[f.index] = true;
+    part.failures.push_back({f.index, f.id, f.message, restore_code(f.category, f.code)});
+  }
+  for (std::size_t i = 0; i < task.size(); ++i)
+    if (!seen[i]) throw RemoteError(fmt::format("a result that leaves out sample {}", task[i].id));
+  return part;
+}
+
+// Samples decoded here, as a part (for want of a worker).
+Part decode_here(const DecodeSpec& spec, std::span<const EncodedSample> task) {
+  std::vector<EncodedSample> samples(task.begin(), task.end());
+  for (auto& s : samples) read_sample(s);
+  auto decoded = decode_batch(spec, samples, {});
+  Part part;
+  part.rows.assign(task.size(), nullptr);
+  const auto row = sample_bytes(spec);
+  auto* base = static_cast<const std::uint8_t*>(decoded.data.data());
+  std::size_t i = 0;
+  for (std::size_t k = 0; k < task.size() && i < decoded.ids.size(); ++k)
+    if (task[k].id == decoded.ids[i]) part.rows[k] = base + (i++) * row;
+  part.failures = std::move(decoded.failures);
+  part.keep = decoded.data.owner();
+  return part;
+}
+
+}  // namespace
+
+void register_decode_operations(transport::OperationRegistry& registry,
+                                std::vector<std::string> dataset) {
+  auto shared = std::make_shared<const std::vector<std::string>>(std::move(dataset));
+  registry.add(kDecodeImages, [shared](std::span<const char> task, const auto& context) {
+    return run_decode(task, *shared, MediaKind::image, context);
+  });
+  registry.add(kDecodeClips, [shared](std::span<const char> task, const auto& context) {
+    return run_decode(task, *shared, MediaKind::video, context);
+  });
+}
+
+std::vector<char> encode_decode_task(const DecodeSpec& spec,
+                                     std::span<const EncodedSample> samples) {
+  transport::detail::DecodeTaskFields task{
+      .kind = static_cast<std::uint8_t>(spec.kind == MediaKind::video ? 1 : 0),
+      .layout = static_cast<std::uint8_t>(spec.layout == Layout::nchw ? 1 : 0),
+      .side = static_cast<std::uint32_t>(spec.side),
+      .clip_frames = static_cast<std::uint32_t>(spec.clip_frames),
+      .seed = spec.seed,
+      .epoch = spec.epoch,
+      .transform = static_cast<std::uint8_t>(spec.transform == media::TransformKind::train  ? 1
+                                             : spec.transform == media::TransformKind::none ? 2
+                                                                                            : 0),
+      .resize = static_cast<std::uint32_t>(spec.resize),
+      .scale_min = spec.scale_min,
+      .scale_max = spec.scale_max,
+      .ratio_min = spec.ratio_min,
+      .ratio_max = spec.ratio_max,
+      .flip_probability = spec.flip_probability,
+      .exif_orientation = spec.exif_orientation,
+      .clip_stride = static_cast<std::uint32_t>(spec.clip_stride),
+      .roi_decode = spec.roi_decode,
+      .samples = {}};
+  task.samples.reserve(samples.size());
+  for (const auto& s : samples) task.samples.push_back({s.id, s.path});
+  return transport::detail::write_decode_task(task);
+}
+
+std::optional<DecodedBatch> remote_decode_batch(transport::RemotePool& pool, const DecodeSpec& spec,
+                                                std::span<EncodedSample> samples,
+                                                const media::Allocator& allocator,
+                                                const RemoteDecodeOptions& options,
+                                                std::stop_token stop,
+                                                RemoteDecodeFigures* figures) {
+  using transport::CallStatus;
+  const auto& op = spec.kind == MediaKind::video ? kDecodeClips : kDecodeImages;
+  const std::size_t n = samples.size();
+  std::vector<const std::uint8_t*> rows(n, nullptr);
+  std::vector<std::optional<SampleFailure>> failed(n);
+  std::vector<int> losses(n, 0);
+  // Attempts lost before their worker started them (it died or froze with them queued,
+  // or they were sent to a worker already dead): not the samples' fault, so they do not
+  // count, and the group is sent again whole. Bounded all the same, in case a worker
+  // dies before its "started" can reach us: beyond it they count.
+  int unstarted = 0;
+  const int max_unstarted = 8 * std::max(1, options.max_attempts);
+  std::vector<Part> parts;  // own the rows until the batch is assembled
+  std::deque<std::vector<std::size_t>> work(1);
+  for (std::size_t i = 0; i < n; ++i) work.front().push_back(i);
+  std::string avoid;
+  auto fail = [&](std::size_t i, const std::string& cause, std::error_code code) {
+    failed[i] = SampleFailure{
+        i, samples[i].id, fmt::format("sample {} ({}): {}", samples[i].id, samples[i].path, cause),
+        code};
+  };
+  // Maps a part's rows and failures (indices into `group`) onto the batch's samples.
+  auto take = [&](Part part, const std::vector<std::size_t>& group) {
+    for (std::size_t k = 0; k < group.size(); ++k) rows[group[k]] = part.rows[k];
+    for (auto& f : part.failures) {
+      const auto i = group[f.index];
+      failed[i] = SampleFailure{i, f.id, std::move(f.message), f.code};
+    }
+    parts.push_back(std::move(part));
+  };
+  while (!work.empty()) {
+    if (stop.stop_requested()) return std::nullopt;
+    auto group = std::move(work.front());
+    work.pop_front();
+    std::vector<EncodedSample> task;
+    for (auto i : group) task.push_back({.id = samples[i].id, .path = samples[i].path});
+    auto r = pool.call(op.name, encode_decode_task(spec, task), stop, avoid);
+    if (r.status == CallStatus::done) {
+      try {
+        take(check_result(std::move(r.bytes), spec, task), group);
+        continue;
+      } catch (const RemoteError& e) {
+        r.status = CallStatus::lost;
+        r.started = true;  // it ran: the loss counts
+        r.reason = fmt::format("worker {} sent a result that does not match its task ({})",
+                               r.worker, e.what());
+      }
+    }
+    switch (r.status) {
+      case CallStatus::done:
+        break;
+      case CallStatus::failed:
+        for (auto i : group)
+          fail(i, fmt::format("worker {}: {}", r.worker, r.reason),
+               std::make_error_code(std::errc::protocol_error));
+        break;
+      case CallStatus::lost:
+        if (figures) ++figures->attempts_lost;
+        avoid = r.worker;
+        if (!r.started && ++unstarted <= max_unstarted) {
+          work.push_front(std::move(group));
+          break;
+        }
+        for (auto i : group) {
+          if (++losses[i] >= options.max_attempts) {
+            fail(i, fmt::format("lost on {} attempts ({})", losses[i], r.reason),
+                 std::make_error_code(std::errc::connection_aborted));
+          } else if (group.size() > 1) {
+            work.push_back({i});  // one by one from now on: a poison sample stays alone
+          }
+        }
+        if (group.size() == 1 && !failed[group[0]]) work.push_front(group);
+        break;
+      case CallStatus::no_workers:
+        if (options.local_fallback) {
+          if (figures) figures->decoded_locally += group.size();
+          take(decode_here(spec, task), group);
+        } else {
+          pool.wait_for_worker(std::chrono::seconds(1), stop);
+          work.push_front(std::move(group));
+        }
+        break;
+      case CallStatus::stopped:
+        return std::nullopt;
+    }
+  }
+  // One copy of every row into the batch, in the task's order.
+  DecodedBatch batch;
+  const auto row = sample_bytes(spec);
+  std::int64_t good = 0;
+  for (std::size_t i = 0; i < n; ++i) good += (rows[i] && !failed[i]) ? 1 : 0;
+  auto shape = sample_shape(spec);
+  shape.insert(shape.begin(), good);
+  try {
+    batch.data = media::Tensor::empty(media::DType::uint8, shape, allocator);
+  } catch (const std::bad_alloc&) {
+    // As decode_task does locally: every sample of the batch fails, counted one by one.
+    for (std::size_t i = 0; i < n; ++i) {
+      if (failed[i] || !rows[i]) continue;
+      fail(i, fmt::format("out of memory allocating a batch of {} × {} bytes", good, row),
+           std::make_error_code(std::errc::not_enough_memory));
+    }
+    shape[0] = 0;
+    batch.data = media::Tensor::empty(media::DType::uint8, shape, {});
+  }
+  auto* out = static_cast<std::uint8_t*>(batch.data.data());
+  for (std::size_t i = 0; i < n; ++i) {
+    if (failed[i]) {
+      batch.failures.push_back(std::move(*failed[i]));
+    } else if (rows[i]) {
+      std::memcpy(out + batch.ids.size() * row, rows[i], row);
+      batch.ids.push_back(samples[i].id);
+    }
+  }
+  return batch;
+}
+
+}  // namespace brigade::launch

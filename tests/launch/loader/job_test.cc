@@ -1,0 +1,230 @@
+// run_job in-process: the batch tensors hold exactly what media decodes per sample.
+#include "launch/loader/job.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <random>
+
+#include "launch/config.h"
+#include "media/image.h"
+#include "media/synthetic.h"
+#include "media/transform.h"
+
+namespace brigade::launch {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Job : public ::testing::TestWithParam<std::tuple<Layout, actors::Order>> {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = fs::temp_directory_path() / ("brigade-job-" + std::to_string(std::random_device{}()));
+    fs::create_directories(root_);
+    for (int i = 0; i < 11; ++i) {
+      auto bytes = media::make_image(media::ImageCodec::jpeg, 100 + 10 * i, 90, i);
+      if (i == 4) bytes.resize(bytes.size() / 3);  // corrupt
+      media::write_file((root_ / ("img-" + std::to_string(10 + i) + ".jpg")).string(), bytes);
+    }
+  }
+  static void TearDownTestSuite() { fs::remove_all(root_); }
+  static inline fs::path root_;
+};
+
+TEST_P(Job, BatchesHoldEachSampleAsDecodedAlone) {
+  const auto [layout, order] = GetParam();
+  RunConfig c;
+  c.batch_size = 3;
+  c.threads = 2;
+  c.layout = layout;
+  c.order = order;
+  c.shuffle = false;  // sample 4 fails mid-batch (3, 4, 5): 5 moves into its slot
+  resolve(c, [](const char*) -> const char* { return nullptr; });
+  const auto dataset = list_folder(root_.string(), MediaKind::image);
+  std::vector<std::uint64_t> seen;
+  const auto summary = run_job(
+      c, dataset, {.on_batch = [&](const JobBatch& b) {
+        const auto& ids = b.ids;
+        const auto& batch = b.data;
+        ASSERT_EQ(batch.dim(0), static_cast<std::int64_t>(ids.size()));
+        const std::vector<std::int64_t> image = layout == Layout::nchw
+                                                    ? std::vector<std::int64_t>{3, 224, 224}
+                                                    : std::vector<std::int64_t>{224, 224, 3};
+        ASSERT_EQ(std::vector<std::int64_t>(batch.shape().begin() + 1, batch.shape().end()), image);
+        for (std::size_t i = 0; i < ids.size(); ++i) {
+          const auto expected = media::load_transformed(media::Source::file(dataset.files[ids[i]]),
+                                                        media::TransformOptions{}, ids[i]);
+          const auto* got =
+              static_cast<const std::uint8_t*>(batch[static_cast<std::int64_t>(i)].data());
+          const auto* want = static_cast<const std::uint8_t*>(expected.data());
+          bool same = true;
+          for (int p = 0; p < 224 * 224 && same; ++p) {
+            for (int k = 0; k < 3; ++k) {
+              const auto g = layout == Layout::nchw ? got[k * 224 * 224 + p] : got[p * 3 + k];
+              same = same && g == want[p * 3 + k];
+            }
+          }
+          EXPECT_TRUE(same) << "sample " << ids[i];
+          seen.push_back(ids[i]);
+        }
+      }});
+  EXPECT_EQ(summary.counts.failed, 1u);
+  EXPECT_EQ(summary.counts.samples, 10u);
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<std::uint64_t>{0, 1, 2, 3, 5, 6, 7, 8, 9, 10}));
+}
+
+INSTANTIATE_TEST_SUITE_P(LayoutsAndOrders, Job,
+                         ::testing::Combine(::testing::Values(Layout::nhwc, Layout::nchw),
+                                            ::testing::Values(actors::Order::input,
+                                                              actors::Order::completion)));
+
+RunConfig resolved(RunConfig c) {
+  resolve(c, [](const char*) -> const char* { return nullptr; });
+  return c;
+}
+
+// Every batch of one epoch of `job` (begun by the caller), without its device memory
+// (a device keeps kDeviceBatches at once: holding more would stop the copy stage).
+std::vector<JobBatch> drain(launch::Job& job) {
+  std::vector<JobBatch> out;
+  for (auto r = job.next(); r.status == JobStatus::batch; r = job.next()) {
+    r.batch->device = {};
+    out.push_back(std::move(*r.batch));
+  }
+  return out;
+}
+
+// 11 samples, 2 ranks, batch 4: what DDP needs is the same count on both ranks.
+TEST_P(Job, EveryRankDeliversTheSameNumberOfBatchesUnlessTailIsNone) {
+  const auto dataset = list_folder(root_.string(), MediaKind::image);
+  struct Case {
+    actors::TailPolicy tail;
+    bool drop_last;
+    std::array<std::uint64_t, 2> batches, samples;  // per rank (sample 4 fails)
+  };
+  for (const auto& k : {Case{actors::TailPolicy::pad, false, {2, 2}, {6, 6}},
+                        Case{actors::TailPolicy::pad, true, {1, 1}, {4, 4}},
+                        Case{actors::TailPolicy::drop_last, false, {2, 2}, {5, 5}},
+                        Case{actors::TailPolicy::drop_last, true, {1, 1}, {4, 4}},
+                        Case{actors::TailPolicy::none, false, {2, 2}, {6, 5}}}) {
+    for (std::uint32_t rank = 0; rank < 2; ++rank) {
+      RunConfig c;
+      c.batch_size = 4;
+      c.threads = 2;
+      c.order = std::get<1>(GetParam());
+      c.rank = rank;
+      c.world_size = 2;
+      c.tail = k.tail;
+      c.drop_last = k.drop_last;
+      launch::Job job(resolved(c), dataset);
+      EXPECT_EQ(job.batches_in_epoch(), k.batches[rank]);
+      job.begin_epoch();
+      const auto batches = drain(job);
+      std::uint64_t samples = 0;
+      for (const auto& b : batches) samples += b.ids.size() + b.failed.size();
+      EXPECT_EQ(batches.size(), k.batches[rank]) << to_string(k.tail) << " rank " << rank;
+      EXPECT_EQ(samples, k.samples[rank]) << to_string(k.tail) << " rank " << rank;
+    }
+  }
+}
+
+// Batch size 1, sorted: sample 4's batch has no good sample, and is delivered empty,
+// with the batch's dtype and sample shape, also through the (CPU) device's copy stage.
+TEST_P(Job, ABatchWhoseEverySampleFailedIsDeliveredEmpty) {
+  const auto [layout, order] = GetParam();
+  const auto dataset = list_folder(root_.string(), MediaKind::image);
+  for (const std::string device : {"", "cpu"}) {
+    RunConfig c;
+    c.batch_size = 1;
+    c.threads = 2;
+    c.layout = layout;
+    c.order = order;
+    c.shuffle = false;
+    c.device = device;
+    if (!device.empty()) c.normalize = "imagenet";
+    launch::Job job(resolved(c), dataset);
+    job.begin_epoch();
+    const auto batches = drain(job);
+    ASSERT_EQ(batches.size(), 11u) << device;
+    const auto empty = std::find_if(batches.begin(), batches.end(),
+                                    [](const JobBatch& b) { return b.ids.empty(); });
+    ASSERT_NE(empty, batches.end());
+    EXPECT_EQ(empty->failed, std::vector<std::uint64_t>{4});
+    ASSERT_TRUE(empty->data.defined()) << device;
+    const std::vector<std::int64_t> shape = layout == Layout::nchw
+                                                ? std::vector<std::int64_t>{0, 3, 224, 224}
+                                                : std::vector<std::int64_t>{0, 224, 224, 3};
+    EXPECT_EQ(std::vector<std::int64_t>(empty->data.shape().begin(), empty->data.shape().end()),
+              shape);
+    EXPECT_EQ(empty->data.dtype(), device.empty() ? media::DType::uint8 : media::DType::float32);
+    EXPECT_EQ(job.counts().batches, 11u);
+    EXPECT_EQ(job.counts().failed, 1u);
+  }
+}
+
+// A consumer that leaves an epoch early: the next begin runs the next epoch; without an
+// epoch limit a rate budget counts over the epochs begun (1 failure in 11 per epoch,
+// 10%: 1, 2, 3, … allowed), so a job runs on however many epochs it is given.
+TEST_P(Job, AnAbandonedEpochIsLeftAndAnOpenEndedJobKeepsItsRateOverEveryEpoch) {
+  const auto dataset = list_folder(root_.string(), MediaKind::image);
+  RunConfig c;
+  c.batch_size = 2;
+  c.threads = 2;
+  c.order = std::get<1>(GetParam());
+  c.max_failures = "10%";
+  c.failure_budget = parse_failure_budget(c.max_failures, "test");
+  c = resolved(c);
+  c.epochs = kUnlimitedEpochs;
+  launch::Job job(c, dataset);
+  job.begin_epoch();
+  ASSERT_EQ(job.next().status, JobStatus::batch);
+  job.abandon_epoch();
+  EXPECT_FALSE(job.in_epoch());
+  EXPECT_EQ(job.next_epoch(), 1u);
+  for (std::uint64_t e = 1; e < 5; ++e) {
+    job.begin_epoch();
+    EXPECT_EQ(job.state().epoch, e);
+    std::uint64_t samples = 0;
+    for (const auto& b : drain(job)) samples += b.ids.size() + b.failed.size();
+    EXPECT_EQ(samples, 11u) << "epoch " << e;
+    EXPECT_FALSE(job.finished());
+  }
+}
+
+TEST(Dataset, ErrorsNameTheFolderOrListAndCarryTheirKey) {
+  const auto dir = fs::temp_directory_path() / ("brigade-dataset-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto error = [](const std::function<void()>& fn) -> std::pair<std::string, std::string> {
+    try {
+      fn();
+    } catch (const ConfigError& e) {
+      return {e.what(), e.key()};
+    }
+    return {"(no error)", ""};
+  };
+  const auto missing = (dir / "missing").string();
+  auto [what, key] = error([&] { list_folder(missing, MediaKind::image); });
+  EXPECT_EQ(key, "data");
+  EXPECT_NE(what.find(missing), std::string::npos) << what;
+  std::tie(what, key) = error([&] { list_folder(dir.string(), MediaKind::image); });
+  EXPECT_EQ(key, "data");
+  EXPECT_NE(what.find("no image files"), std::string::npos) << what;
+  std::tie(what, key) = error([&] { read_list(missing); });
+  EXPECT_EQ(key, "list");
+  EXPECT_NE(what.find("cannot read"), std::string::npos) << what;
+  const auto blank = (dir / "blank.txt").string();
+  media::write_file(blank, std::vector<std::uint8_t>{'\n', ' ', '\n'});
+  std::tie(what, key) = error([&] { read_list(blank); });
+  EXPECT_EQ(key, "list");
+  EXPECT_NE(what.find("no paths"), std::string::npos) << what;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace brigade::launch

@@ -1,0 +1,155 @@
+#include "transport/remote/detail/remote_protocol.h"
+
+#include <fmt/format.h>
+#include <kj/io.h>
+#include <spdlog/spdlog.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <caf/openssl/all.hpp>
+#include <cerrno>
+#include <cstring>
+
+namespace brigade::transport {
+
+std::string_view build_id() { return BRIGADE_BUILD_ID; }
+
+void OperationRegistry::add(OperationVersion version, Operation operation) {
+  if (version.name.empty()) throw std::invalid_argument("an operation needs a name");
+  if (find(version.name)) {
+    throw std::invalid_argument(fmt::format("operation '{}' is already registered", version.name));
+  }
+  operations_.emplace_back(std::move(version), std::move(operation));
+}
+
+const Operation* OperationRegistry::find(std::string_view name) const {
+  for (const auto& [v, op] : operations_)
+    if (v.name == name) return &op;
+  return nullptr;
+}
+
+std::vector<OperationVersion> OperationRegistry::list() const {
+  std::vector<OperationVersion> out;
+  for (const auto& entry : operations_) out.push_back(entry.first);
+  return out;
+}
+
+}  // namespace brigade::transport
+
+namespace brigade::transport::detail {
+
+namespace {
+
+void check_readable(const std::string& path, const char* what) {
+  if (access(path.c_str(), R_OK) != 0) {
+    throw RemoteError(fmt::format("{} {}: {}", what, path, std::strerror(errno)));
+  }
+}
+
+}  // namespace
+
+void configure_network(caf::actor_system_config& config, const Security& security,
+                       std::chrono::milliseconds heartbeat_timeout) {
+  // spdlog's registry is created on first use; make that happen here, before the
+  // system's threads log (ThreadSanitizer cannot see the once-guard inside the
+  // uninstrumented libspdlog, and reported the first log line of an actor as a race).
+  spdlog::default_logger_raw();
+  config.load<caf::io::middleman>();
+  if (security.tls()) {
+    check_readable(security.tls_cert, "tls_cert");
+    check_readable(security.tls_key, "tls_key");
+    check_readable(security.tls_ca, "tls_ca");
+    config.load<caf::openssl::manager>();
+    config.openssl_certificate = security.tls_cert;
+    config.openssl_key = security.tls_key;
+    config.openssl_cafile = security.tls_ca;
+  }
+  // BASP's own heartbeat: without it a frozen peer (SIGSTOP) is never noticed by CAF.
+  const auto interval = std::max(std::chrono::milliseconds(50), heartbeat_timeout / 10);
+  config.set("middleman.heartbeat-interval", caf::timespan{interval});
+  config.set("middleman.connection-timeout", caf::timespan{heartbeat_timeout});
+  config.set("scheduler.max-threads", 2);
+}
+
+std::uint16_t publish(const caf::actor& actor, const Endpoint& at, const Security& security) {
+  auto& system = actor.home_system();
+  auto port = security.tls() ? caf::openssl::publish(actor, at.port, at.host.c_str(), true)
+                             : caf::io::publish(actor, at.port, at.host.c_str(), true);
+  if (!port) {
+    throw RemoteError(
+        fmt::format("cannot listen on {}: {}", at.to_string(), system.render(port.error())));
+  }
+  return *port;
+}
+
+caf::io::middleman_actor network_actor(caf::actor_system& system, const Security& security) {
+  if (security.tls()) return system.openssl_manager().actor_handle();
+  return system.middleman().actor_handle();
+}
+
+std::string random_key() {
+  std::string key(16, '\0');
+  std::size_t got = 0;
+  while (got < key.size()) {
+    const auto n = getrandom(key.data() + got, key.size() - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw RemoteError(fmt::format("getrandom: {}", std::strerror(errno)));
+    got += static_cast<std::size_t>(n);
+  }
+  return key;
+}
+
+bool same_secret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  volatile unsigned char diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) diff = diff | (a[i] ^ b[i]);
+  return diff == 0;
+}
+
+void with_peer_address(caf::event_based_actor* self, const caf::node_id& node,
+                       std::function<void(const std::string&)> log) {
+  if (node == caf::node_id{} || node == self->home_system().node()) {
+    log("this process");
+    return;
+  }
+  auto mm = self->home_system().middleman().actor_handle();
+  self->request(mm, std::chrono::seconds(1), caf::get_atom::value, node)
+      .then([log](const caf::node_id&, const std::string& host,
+                  std::uint16_t port) { log(fmt::format("{}:{}", host, port)); },
+            [log, node](const caf::error&) { log("node " + caf::to_string(node)); });
+}
+
+std::vector<char> to_bytes(capnp::MessageBuilder& message) {
+  std::vector<char> out(capnp::computeSerializedSizeInWords(message) * sizeof(capnp::word));
+  kj::ArrayOutputStream stream(kj::arrayPtr(reinterpret_cast<kj::byte*>(out.data()), out.size()));
+  capnp::writeMessage(stream, message);
+  return out;
+}
+
+WireReader::WireReader(std::span<const char> bytes) {
+  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) {
+    throw RemoteError(
+        fmt::format("malformed message: {} bytes is not a whole number of words", bytes.size()));
+  }
+  if (bytes.size() > kMaxMessageBytes) {
+    throw RemoteError(
+        fmt::format("message of {} bytes exceeds the limit of {}", bytes.size(), kMaxMessageBytes));
+  }
+  const auto words = bytes.size() / sizeof(capnp::word);
+  const capnp::word* begin = reinterpret_cast<const capnp::word*>(bytes.data());
+  if (reinterpret_cast<std::uintptr_t>(bytes.data()) % alignof(capnp::word) != 0) {
+    aligned_.resize(words);
+    std::memcpy(aligned_.data(), bytes.data(), bytes.size());
+    begin = aligned_.data();
+  }
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = words + 64;
+  options.nestingLimit = 16;
+  try {
+    reader_ = std::make_unique<capnp::FlatArrayMessageReader>(kj::arrayPtr(begin, words), options);
+  } catch (const kj::Exception& e) {
+    throw RemoteError(std::string("malformed message: ") + e.getDescription().cStr());
+  }
+}
+
+}  // namespace brigade::transport::detail

@@ -1,0 +1,222 @@
+#include "transport/remote/detail/wire_messages.h"
+
+#include <capnp/message.h>
+#include <fmt/format.h>
+
+#include "transport/remote/detail/wire.h"
+#include "transport/remote/remote.capnp.h"
+
+namespace brigade::transport::detail {
+namespace {
+
+constexpr std::size_t kMaxText = 4096;  // names, paths, keys, messages
+
+std::string text(capnp::Text::Reader t, const char* what) {
+  if (t.size() > kMaxText) throw RemoteError(fmt::format("malformed message: {} too long", what));
+  return t;
+}
+
+std::string data(capnp::Data::Reader d, const char* what) {
+  if (d.size() > kMaxText) throw RemoteError(fmt::format("malformed message: {} too long", what));
+  return to_string(d);
+}
+
+template <class T, class F>
+auto read(std::span<const char> bytes, F&& fn) {
+  WireReader reader(bytes);
+  auto root = reader.root<T>();
+  return checked_read([&] { return fn(root); });
+}
+
+}  // namespace
+
+std::vector<char> write_hello(const HelloFields& h) {
+  capnp::MallocMessageBuilder message;
+  auto hello = message.initRoot<wire::Hello>();
+  hello.setProtocol(h.protocol);
+  hello.setBuildId(h.build_id);
+  hello.setToken(as_data(h.token));
+  auto ops = hello.initOps(static_cast<unsigned>(h.operations.size()));
+  for (unsigned i = 0; i < ops.size(); ++i) {
+    ops[i].setName(h.operations[i].name);
+    ops[i].setVersion(h.operations[i].version);
+  }
+  hello.setFingerprint(h.fingerprint);
+  hello.setTrainerKey(as_data(h.trainer_key));
+  hello.setName(h.name);
+  return to_bytes(message);
+}
+
+HelloFields read_hello(std::span<const char> bytes) {
+  return read<wire::Hello>(bytes, [](wire::Hello::Reader r) {
+    HelloFields h;
+    h.protocol = r.getProtocol();
+    h.build_id = text(r.getBuildId(), "build id");
+    h.token = data(r.getToken(), "token");
+    if (r.getOps().size() > 256) throw RemoteError("malformed message: too many operations");
+    for (auto op : r.getOps())
+      h.operations.push_back({text(op.getName(), "operation"), op.getVersion()});
+    h.fingerprint = r.getFingerprint();
+    h.trainer_key = data(r.getTrainerKey(), "trainer key");
+    h.name = text(r.getName(), "name");
+    return h;
+  });
+}
+
+std::vector<char> write_welcome(const WelcomeFields& w) {
+  capnp::MallocMessageBuilder message;
+  auto welcome = message.initRoot<wire::Welcome>();
+  welcome.setProtocol(w.protocol);
+  welcome.setBuildId(w.build_id);
+  welcome.setSessionKey(as_data(w.session_key));
+  welcome.setWindow(w.window);
+  welcome.setThreads(w.threads);
+  welcome.setName(w.name);
+  return to_bytes(message);
+}
+
+WelcomeFields read_welcome(std::span<const char> bytes) {
+  return read<wire::Welcome>(bytes, [](wire::Welcome::Reader r) {
+    WelcomeFields w;
+    w.protocol = r.getProtocol();
+    w.build_id = text(r.getBuildId(), "build id");
+    w.session_key = data(r.getSessionKey(), "session key");
+    w.window = r.getWindow();
+    w.threads = r.getThreads();
+    w.name = text(r.getName(), "name");
+    if (w.session_key.size() != 16)
+      throw RemoteError("malformed message: a session key of 16 bytes");
+    return w;
+  });
+}
+
+std::vector<char> write_join(const JoinFields& j) {
+  capnp::MallocMessageBuilder message;
+  auto join = message.initRoot<wire::Join>();
+  join.setToken(as_data(j.token));
+  join.setEndpoint(j.endpoint);
+  return to_bytes(message);
+}
+
+JoinFields read_join(std::span<const char> bytes) {
+  return read<wire::Join>(bytes, [](wire::Join::Reader r) {
+    return JoinFields{data(r.getToken(), "token"), text(r.getEndpoint(), "endpoint")};
+  });
+}
+
+std::vector<char> write_subscribe(const SubscribeFields& s) {
+  capnp::MallocMessageBuilder message;
+  auto sub = message.initRoot<wire::Subscribe>();
+  sub.setToken(as_data(s.token));
+  sub.setName(s.name);
+  return to_bytes(message);
+}
+
+SubscribeFields read_subscribe(std::span<const char> bytes) {
+  return read<wire::Subscribe>(bytes, [](wire::Subscribe::Reader r) {
+    return SubscribeFields{data(r.getToken(), "token"), text(r.getName(), "name")};
+  });
+}
+
+std::vector<char> write_worker_list(const WorkerListFields& l) {
+  capnp::MallocMessageBuilder message;
+  auto list = message.initRoot<wire::WorkerList>();
+  list.setDirectoryKey(as_data(l.directory_key));
+  auto out = list.initEndpoints(static_cast<unsigned>(l.endpoints.size()));
+  for (unsigned i = 0; i < out.size(); ++i) out.set(i, l.endpoints[i]);
+  return to_bytes(message);
+}
+
+WorkerListFields read_worker_list(std::span<const char> bytes) {
+  return read<wire::WorkerList>(bytes, [](wire::WorkerList::Reader r) {
+    WorkerListFields l;
+    l.directory_key = data(r.getDirectoryKey(), "directory key");
+    if (r.getEndpoints().size() > 65536) throw RemoteError("malformed message: too many workers");
+    for (auto e : r.getEndpoints()) l.endpoints.push_back(text(e, "endpoint"));
+    return l;
+  });
+}
+
+std::vector<char> write_decode_task(const DecodeTaskFields& t) {
+  capnp::MallocMessageBuilder message;
+  auto task = message.initRoot<wire::DecodeTask>();
+  task.setKind(t.kind);
+  task.setLayout(t.layout);
+  task.setSide(t.side);
+  task.setClipFrames(t.clip_frames);
+  task.setSeed(t.seed);
+  task.setEpoch(t.epoch);
+  task.setTransform(t.transform);
+  task.setResize(t.resize);
+  task.setScaleMin(t.scale_min);
+  task.setScaleMax(t.scale_max);
+  task.setRatioMin(t.ratio_min);
+  task.setRatioMax(t.ratio_max);
+  task.setFlipProbability(t.flip_probability);
+  task.setExifOrientation(t.exif_orientation);
+  task.setClipStride(t.clip_stride);
+  task.setRoiDecode(t.roi_decode);
+  auto list = task.initSamples(static_cast<unsigned>(t.samples.size()));
+  for (unsigned i = 0; i < list.size(); ++i) {
+    list[i].setId(t.samples[i].id);
+    list[i].setPath(t.samples[i].path);
+  }
+  return to_bytes(message);
+}
+
+DecodeTaskFields read_decode_task(std::span<const char> bytes, std::size_t max_samples) {
+  return read<wire::DecodeTask>(bytes, [max_samples](wire::DecodeTask::Reader r) {
+    DecodeTaskFields t;
+    t.kind = r.getKind();
+    t.layout = r.getLayout();
+    t.side = r.getSide();
+    t.clip_frames = r.getClipFrames();
+    t.seed = r.getSeed();
+    t.epoch = r.getEpoch();
+    t.transform = r.getTransform();
+    t.resize = r.getResize();
+    t.scale_min = r.getScaleMin();
+    t.scale_max = r.getScaleMax();
+    t.ratio_min = r.getRatioMin();
+    t.ratio_max = r.getRatioMax();
+    t.flip_probability = r.getFlipProbability();
+    t.exif_orientation = r.getExifOrientation();
+    t.clip_stride = r.getClipStride();
+    t.roi_decode = r.getRoiDecode();
+    const auto samples = r.getSamples();
+    if (samples.size() > max_samples) {
+      throw RemoteError(
+          fmt::format("a task of {} samples (at most {})", samples.size(), max_samples));
+    }
+    t.samples.reserve(samples.size());
+    for (auto s : samples) t.samples.push_back({s.getId(), text(s.getPath(), "path")});
+    return t;
+  });
+}
+
+DecodeResultFields read_decode_result(std::span<const char> bytes, std::shared_ptr<void>& keep) {
+  auto reader = std::make_shared<WireReader>(bytes);
+  auto r = reader->root<wire::DecodeResult>();
+  auto fields = checked_read([&] {
+    DecodeResultFields f;
+    const auto ids = r.getIds();
+    f.ids.reserve(ids.size());
+    for (auto id : ids) f.ids.push_back(id);
+    const auto shape = r.getShape();
+    if (shape.size() > 8) throw RemoteError("malformed message: a shape of too many dimensions");
+    for (auto d : shape) f.shape.push_back(d);
+    const auto d = r.getData();
+    f.data = {d.begin(), d.size()};
+    if (r.getFailures().size() > ids.size() + (std::size_t{1} << 20))
+      throw RemoteError("malformed message: too many failures");
+    for (auto x : r.getFailures()) {
+      f.failures.push_back({x.getIndex(), x.getId(), text(x.getMessage(), "message"),
+                            text(x.getCategory(), "category"), x.getCode()});
+    }
+    return f;
+  });
+  keep = reader;
+  return fields;
+}
+
+}  // namespace brigade::transport::detail

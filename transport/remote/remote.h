@@ -1,0 +1,290 @@
+#pragma once
+
+// Remote decode workers: a worker node hosts named, versioned operations; a trainer's
+// RemotePool deals tasks to the worker nodes it knows of (given, or told by a
+// directory) and accepts exactly one result per task attempt. Operations are C++
+// functions registered by name on both sides (never shipped code): the trainer names
+// the operation and sends the task's bytes (a Cap'n Proto message of the operation's
+// own schema, e.g. launch/loader/remote_ops.h), the worker runs it and returns the result's
+// bytes.
+//
+// NETWORK. Every process has its own CAF actor system with the middleman (BASP over
+// TCP; over TLS through CAF's OpenSSL module when Security has certificates), separate
+// from any pipeline's. A worker publishes one gate actor; the directory is one actor
+// published by rank 0's pool. Messages are CAF tuples of atoms, integers, strings and
+// Cap'n Proto bytes (transport/remote/remote.capnp); nothing else is accepted.
+//
+// SECURITY. CAF's wire protocol has no authentication and guessable actor ids, so:
+// - Without TLS no connection becomes a BASP peer before it has passed a
+//   challenge-response on the job token (Security::token, from a file or the
+//   environment, never argv): HMAC-SHA256 over a fresh nonce from each side, so the
+//   token never crosses the network; then the socket is handed to CAF's middleman
+//   (detail/remote_auth.h). Connections in that handshake are bounded in number, bytes
+//   and time. With TLS, a peer whose certificate is not signed by Security::tls_ca is
+//   refused by the TLS handshake.
+// - The hello (at the gate) and the join and subscribe (at the directory) carry a
+//   digest of the token, compared in constant time; a session then has two random
+//   128-bit keys, the worker's (in every trainer → worker message) and the trainer's (in
+//   every worker → trainer message), compared in constant time.
+// - No actor of a worker's or a pool's system obeys a peer's exit, error or down
+//   message (detail/remote_guard.h): they are dropped and counted, and act only on
+//   actors it monitors. Anything else — a wrong key, an unknown message — is dropped and
+//   counted too; the log gets a summary line at most every 10 s, not a line per message.
+// SESSIONS AND FAIRNESS (worker). Each trainer connection is a session with a credit
+// window (WorkerOptions::window tasks outstanding; a task beyond it is refused): the
+// window, not CAF's unbounded mailbox, bounds the worker's memory. The worker's
+// threads take queued tasks from the sessions in turn (round robin), so trainers
+// share its cores evenly. A session ends when its trainer's connection goes down or
+// when no heartbeat came for heartbeat_timeout (a frozen trainer): its queued tasks
+// are dropped, running ones see their stop token, and the worker serves the next.
+//
+// DISPATCH, LOSS AND RECOVERY (pool). call() queues one attempt of a task; the pool
+// sends it to the live worker with the most free credit (FIFO among waiting calls).
+// A worker is lost when its connection goes down (a killed process: milliseconds),
+// when it missed heartbeats for heartbeat_timeout (a frozen process: SIGSTOP), or for
+// one task when that task passed task_timeout (a stuck operation; the worker is told
+// to cancel it). Every call outstanding on a lost worker returns CallStatus::lost at
+// once, naming the worker and the reason, and whether the worker had started it
+// (CallResult::started: the worker says so when a thread takes a task): the caller
+// decides whether to try again and whether the loss counts against the task (RemotePool
+// never re-runs a task itself, so the caller's attempt count is exact). A worker whose
+// started task passed its deadline is suspect: it stays connected but gets no new task,
+// and does not count as live, until that task's thread is free (a read that never
+// returns keeps it out for good).
+// A result is accepted only from the session and worker the attempt was sent to and
+// only while the attempt is outstanding: a late result of a lost attempt (a frozen
+// worker that wakes) and any duplicate is dropped and counted. Lost workers are
+// reconnected every reconnect_interval (a new session; they get new work).
+//
+// TIME. Deadlines, heartbeats, reconnects and parole go by a RemoteClock (the options'
+// `clock`; by default std::chrono::steady_clock). The pool's rules live in a plain state
+// machine (detail/remote_dispatch.h) that tests drive step by step with a manual clock.
+//
+// THREADING. WorkerNode and RemotePool are thread-safe: call() is made from many
+// threads at once (a pipeline stage's), stats() from any. Destruction stops
+// everything; calls still waiting return CallStatus::stopped.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "transport/remote/endpoint.h"
+
+namespace brigade::transport {
+
+namespace detail {
+struct PoolAccess;    // tests' view of a pool's rules (detail/remote_dispatch.h)
+struct WorkerAccess;  // and of a worker's counts (detail/remote_dispatch.h)
+}  // namespace detail
+
+/// The version of the messages in transport/remote/remote.capnp and of their sequence.
+inline constexpr std::uint32_t kProtocolVersion = 1;
+/// This build: the project version and the source commit, set at configure time. Peers
+/// of different builds refuse each other (a batch must decode byte-identically).
+std::string_view build_id();
+
+/// A remote setup that cannot work (a port that cannot be bound, unreadable TLS
+/// files, a refused hello); what() says which and why.
+class RemoteError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Security {
+  std::string token{};                          // the job token: must not be empty
+  std::string tls_cert{}, tls_key{}, tls_ca{};  // PEM files: all three, or none (no TLS)
+  bool tls() const { return !tls_cert.empty(); }
+};
+
+/// Where the pool and the worker read the time. Leave the options' `clock` null for
+/// std::chrono::steady_clock; tests pass a clock they advance by hand
+/// (detail/remote_clock.h). Must be thread-safe.
+class RemoteClock {
+ public:
+  virtual ~RemoteClock() = default;
+  virtual std::chrono::steady_clock::time_point now() const = 0;
+};
+
+// -- Operations --------------------------------------------------------------------
+
+struct OperationVersion {
+  std::string name{};
+  std::uint32_t version = 1;
+  friend bool operator==(const OperationVersion&, const OperationVersion&) = default;
+};
+
+struct OperationContext {
+  std::stop_token stop;  // requested when the task is cancelled or its session ends
+};
+
+/// Runs one task: its bytes in, the result's bytes out. May throw: the trainer then
+/// gets CallStatus::failed with what() (a task it sent was malformed, say); a sample's
+/// own failure belongs in the result, not in a throw. Called from worker threads,
+/// concurrently: it must be thread-safe.
+using Operation =
+    std::function<std::vector<char>(std::span<const char> task, const OperationContext&)>;
+
+/// Operations by name. Register explicitly (no static initializers).
+class OperationRegistry {
+ public:
+  /// Throws std::invalid_argument for an empty name or a name already registered.
+  void add(OperationVersion version, Operation operation);
+  const Operation* find(std::string_view name) const;
+  std::vector<OperationVersion> list() const;
+
+ private:
+  std::vector<std::pair<OperationVersion, Operation>> operations_;
+};
+
+// -- Worker node -------------------------------------------------------------------
+
+struct WorkerOptions {
+  Endpoint listen{"127.0.0.1", 0};      // port 0: a free port (address() tells which)
+  std::optional<Endpoint> join{};       // a directory to join (retried until it answers)
+  std::optional<Endpoint> advertise{};  // what the directory tells trainers; default:
+                                        // the listen host and the bound port
+  int threads = 0;                      // operation threads; 0: the machine's cores
+  std::uint32_t window = 0;             // tasks outstanding per session; 0: 2 × threads
+  Security security{};
+  std::uint64_t fingerprint = 0;  // the dataset this worker serves; 0: any
+  std::chrono::milliseconds heartbeat_timeout{2000};
+  std::shared_ptr<const RemoteClock> clock{};  // null: the steady clock
+};
+
+struct WorkerStats {
+  std::uint64_t sessions_opened = 0;
+  std::uint64_t sessions_open = 0;
+  std::uint64_t hellos_refused = 0;
+  std::uint64_t messages_dropped = 0;           // unauthenticated or unknown
+  std::uint64_t system_messages_dropped = 0;    // exits, downs, errors… not obeyed
+  std::uint64_t connections_authenticated = 0;  // passed the token's handshake (no TLS)
+  std::uint64_t connections_refused = 0;        // failed it, or too many in it at once
+  std::uint64_t drop_log_lines = 0;             // summary lines logged about the drops
+  std::uint64_t tasks_outstanding = 0;          // now: received, queued or running
+  std::uint64_t tasks_done = 0;
+  std::uint64_t tasks_failed = 0;     // the operation threw
+  std::uint64_t tasks_cancelled = 0;  // cancelled, or dropped with their session
+  double busy_seconds = 0;            // summed over threads
+};
+
+class WorkerNode {
+ public:
+  /// Starts the system, publishes the gate, starts the threads (and the directory
+  /// join). Throws RemoteError.
+  WorkerNode(WorkerOptions options, OperationRegistry operations);
+  ~WorkerNode();
+  WorkerNode(const WorkerNode&) = delete;
+  WorkerNode& operator=(const WorkerNode&) = delete;
+
+  Endpoint address() const;  // where it listens (the bound port)
+  WorkerStats stats() const;
+
+ private:
+  friend struct detail::WorkerAccess;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// -- Trainer side ------------------------------------------------------------------
+
+struct PoolOptions {
+  std::vector<Endpoint> workers{};      // worker nodes to use
+  std::optional<Endpoint> directory{};  // a directory to subscribe to
+  bool host_directory = false;          // publish the directory at `directory` (rank 0)
+  Security security{};
+  std::vector<OperationVersion> operations{};  // what call() will name
+  std::uint64_t fingerprint = 0;               // the dataset's
+  std::string name{};                          // this trainer, for the workers' logs
+  std::chrono::milliseconds task_timeout{30000};
+  std::chrono::milliseconds heartbeat_interval{500};
+  std::chrono::milliseconds heartbeat_timeout{2000};
+  std::chrono::milliseconds reconnect_interval{1000};
+  std::shared_ptr<const RemoteClock> clock{};  // null: the steady clock
+};
+
+enum class CallStatus {
+  done,        // bytes: the result
+  failed,      // the operation threw on the worker (reason)
+  lost,        // the worker was lost, or the task passed its deadline (reason)
+  no_workers,  // no worker is live (now, or any more while the call waited)
+  stopped,     // the stop token, or the pool's end
+};
+
+struct CallResult {
+  CallStatus status = CallStatus::stopped;
+  std::vector<char> bytes{};
+  std::string worker{};  // the worker it ran on ("host:port")
+  std::string reason{};
+  // lost: whether the worker had begun running the task. An attempt lost before it
+  // started (its worker died or froze with it queued, or sent to a worker already
+  // dead) says nothing about the task: the caller need not count it.
+  bool started = false;
+};
+
+struct WorkerFigures {
+  std::string name{};
+  bool live = false;
+  std::uint64_t tasks = 0;        // results accepted from it
+  std::uint64_t lost = 0;         // attempts lost on it
+  std::uint64_t bytes = 0;        // result bytes accepted
+  double p50_ms = 0, p99_ms = 0;  // task latency, sent to result
+  std::uint64_t sessions = 0;     // sessions opened (1 + reconnections)
+};
+
+struct PoolStats {
+  std::uint64_t calls = 0;
+  std::uint64_t done = 0;
+  std::uint64_t failed = 0;
+  std::uint64_t lost = 0;
+  std::uint64_t late_dropped = 0;         // results of attempts no longer outstanding
+  std::uint64_t messages_dropped = 0;     // from peers (unknown, system messages, refusals)
+  std::uint64_t connections_refused = 0;  // at the directory: failed the handshake
+  std::uint64_t bytes = 0;
+  std::size_t live_workers = 0;
+  std::vector<WorkerFigures> workers{};
+};
+
+class RemotePool {
+ public:
+  /// Starts the system, the directory (host_directory) and the connections; returns
+  /// without waiting for any worker. Throws RemoteError.
+  explicit RemotePool(PoolOptions options);
+  ~RemotePool();
+  RemotePool(const RemotePool&) = delete;
+  RemotePool& operator=(const RemotePool&) = delete;
+
+  /// One attempt of `task` on one worker (not `avoid`, if another is live). Blocks
+  /// until it is done, lost, failed or stopped; returns no_workers at once when no
+  /// worker is live. Any thread.
+  CallResult call(std::string_view operation, std::vector<char> task, std::stop_token stop,
+                  std::string_view avoid = {});
+  /// Waits until a worker is live (true), or `timeout` or a stop (false).
+  bool wait_for_worker(std::chrono::milliseconds timeout, std::stop_token stop);
+
+  std::size_t live_workers() const;
+  /// Workers that were live and are lost now ("host:port (reason)").
+  std::vector<std::string> lost_workers() const;
+  /// Since when no worker has been live (since the start if none ever was).
+  std::optional<std::chrono::steady_clock::time_point> no_worker_since() const;
+  PoolStats stats() const;
+  /// The directory's bound address (host_directory; its port if `directory` had 0).
+  std::optional<Endpoint> directory_address() const;
+  /// Why the directory could not be reached, while it has not been reached (after a
+  /// failed attempt); nullopt once reached, before the first attempt, or without one.
+  std::optional<std::string> directory_unreachable() const;
+
+ private:
+  friend struct detail::PoolAccess;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace brigade::transport
