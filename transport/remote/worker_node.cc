@@ -398,8 +398,12 @@ struct JoinerState {
   std::string last_error;
   bool joined = false;
   std::uint64_t attempts = 0;
+  TimePoint answer_by{};  // the join's deadline (on the worker's clock)
   static inline const char* name = "brigade.worker.joiner";
 };
+
+// How often the joiner looks whether its join has been answered.
+constexpr std::chrono::milliseconds kJoinCheck{100};
 
 caf::behavior joiner_actor(caf::stateful_actor<JoinerState>* self, std::shared_ptr<Core> core,
                            Endpoint at, std::string advertise) {
@@ -409,12 +413,12 @@ caf::behavior joiner_actor(caf::stateful_actor<JoinerState>* self, std::shared_p
         [self, core, advertise](caf::actor dir) {
           self->state.directory = dir;
           self->monitor(dir);
-          self->send(dir, join_atom::value,
-                     write_join({token_digest(core->options.security.token), advertise}));
           // A join nobody answers (--join pointed at a worker's port): say so, try again.
           self->state.joined = false;
-          self->delayed_send(self, std::chrono::seconds(5), kick_atom::value,
-                             ++self->state.attempts);
+          self->state.answer_by = core->clock->now() + std::chrono::seconds(5);
+          self->send(dir, join_atom::value,
+                     write_join({token_digest(core->options.security.token), advertise}));
+          self->delayed_send(self, kJoinCheck, kick_atom::value, ++self->state.attempts);
         },
         [self, at](const std::string& why) {
           if (why != self->state.last_error) {
@@ -443,11 +447,15 @@ caf::behavior joiner_actor(caf::stateful_actor<JoinerState>* self, std::shared_p
   self->send(self, tick_atom::value);
   return {
       [attempt](tick_atom) { attempt(); },
-      [self, at](kick_atom, std::uint64_t n) {
+      [self, core, at](kick_atom, std::uint64_t n) {
         auto& st = self->state;
         if (self->current_sender().get() != self->ctrl() || n != st.attempts || st.joined ||
             !st.directory)
           return;
+        if (core->clock->now() < st.answer_by) {  // looked at again, on the worker's clock
+          self->delayed_send(self, kJoinCheck, kick_atom::value, n);
+          return;
+        }
         spdlog::error(
             "brigade worker: {} did not answer the join within 5 s (is it a worker's "
             "port rather than the directory's?); trying again",

@@ -393,10 +393,15 @@ TEST(RemoteAttack, AJoinNobodyAnswersIsReported) {
   spdlog::default_logger()->sinks().push_back(sink);
   {
     WorkerNode gate(worker_options(), upper_ops());
+    auto clock = std::make_shared<detail::ManualClock>();
     auto wo = worker_options();
     wo.join = gate.address();
+    wo.clock = clock;
     WorkerNode joining(wo, upper_ops());
-    log.wait_for("did not answer the join", 60s);  // after the joiner's 5 s
+    // The join reached the gate (which drops it), then 5 s pass on the joiner's clock.
+    ASSERT_TRUE(until(gate, [](const auto& s) { return s.messages_dropped >= 1; }));
+    clock->advance(5001ms);
+    log.wait_for("did not answer the join", 60s);
   }
   auto& sinks = spdlog::default_logger()->sinks();
   sinks.erase(std::remove(sinks.begin(), sinks.end(), sink), sinks.end());
