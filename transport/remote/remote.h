@@ -56,6 +56,10 @@
 // worker that wakes) and any duplicate is dropped and counted. Lost workers are
 // reconnected every reconnect_interval (a new session; they get new work).
 //
+// TIME. Deadlines, heartbeats, reconnects and parole go by a RemoteClock (the options'
+// `clock`; by default std::chrono::steady_clock). The pool's rules live in a plain state
+// machine (detail/remote_dispatch.h) that tests drive step by step with a manual clock.
+//
 // THREADING. WorkerNode and RemotePool are thread-safe: call() is made from many
 // threads at once (a pipeline stage's), stats() from any. Destruction stops
 // everything; calls still waiting return CallStatus::stopped.
@@ -76,6 +80,11 @@
 #include "transport/remote/endpoint.h"
 
 namespace brigade::transport {
+
+namespace detail {
+struct PoolAccess;    // tests' view of a pool's rules (detail/remote_dispatch.h)
+struct WorkerAccess;  // and of a worker's counts (detail/remote_dispatch.h)
+}  // namespace detail
 
 /// The version of the messages in transport/remote/remote.capnp and of their sequence.
 inline constexpr std::uint32_t kProtocolVersion = 1;
@@ -130,6 +139,15 @@ struct Security {
   bool tls() const { return !tls_cert.empty(); }
 };
 
+/// Where the pool and the worker read the time. Leave the options' `clock` null for
+/// std::chrono::steady_clock; tests pass a clock they advance by hand
+/// (detail/remote_clock.h). Must be thread-safe.
+class RemoteClock {
+ public:
+  virtual ~RemoteClock() = default;
+  virtual std::chrono::steady_clock::time_point now() const = 0;
+};
+
 // -- Operations --------------------------------------------------------------------
 
 struct OperationVersion {
@@ -173,6 +191,7 @@ struct WorkerOptions {
   Security security{};
   std::uint64_t fingerprint = 0;  // the dataset this worker serves; 0: any
   std::chrono::milliseconds heartbeat_timeout{2000};
+  std::shared_ptr<const RemoteClock> clock{};  // null: the steady clock
 };
 
 struct WorkerStats {
@@ -184,6 +203,7 @@ struct WorkerStats {
   std::uint64_t connections_authenticated = 0;  // passed the token's handshake (no TLS)
   std::uint64_t connections_refused = 0;        // failed it, or too many in it at once
   std::uint64_t drop_log_lines = 0;             // summary lines logged about the drops
+  std::uint64_t tasks_outstanding = 0;          // now: received, queued or running
   std::uint64_t tasks_done = 0;
   std::uint64_t tasks_failed = 0;     // the operation threw
   std::uint64_t tasks_cancelled = 0;  // cancelled, or dropped with their session
@@ -203,6 +223,7 @@ class WorkerNode {
   WorkerStats stats() const;
 
  private:
+  friend struct detail::WorkerAccess;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
@@ -221,6 +242,7 @@ struct PoolOptions {
   std::chrono::milliseconds heartbeat_interval{500};
   std::chrono::milliseconds heartbeat_timeout{2000};
   std::chrono::milliseconds reconnect_interval{1000};
+  std::shared_ptr<const RemoteClock> clock{};  // null: the steady clock
 };
 
 enum class CallStatus {
@@ -295,6 +317,7 @@ class RemotePool {
   std::optional<std::string> directory_unreachable() const;
 
  private:
+  friend struct detail::PoolAccess;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -11,6 +11,8 @@
 #include <thread>
 
 #include "transport/remote/detail/remote_auth.h"
+#include "transport/remote/detail/remote_clock.h"
+#include "transport/remote/detail/remote_dispatch.h"
 #include "transport/remote/detail/remote_guard.h"
 #include "transport/remote/detail/remote_protocol.h"
 #include "transport/remote/detail/wire_messages.h"
@@ -45,6 +47,7 @@ struct Session {
 // What the actors and the operation threads share.
 struct Core {
   WorkerOptions options;
+  std::shared_ptr<const RemoteClock> clock;  // heartbeats (options.clock, or steady)
   OperationRegistry operations;
   std::string name;  // "host:port"
   std::uint32_t window = 0;
@@ -54,6 +57,7 @@ struct Core {
 
   std::mutex mutex;
   std::condition_variable wake;
+  std::condition_variable_any changed;           // `stats` changed (WorkerAccess::wait)
   std::list<std::shared_ptr<Session>> ring;      // sessions with queued tasks, in turn
   std::vector<std::weak_ptr<Session>> sessions;  // every session opened (ended at shutdown)
   bool stopping = false;
@@ -68,6 +72,7 @@ struct Core {
         s->in_ring = true;
         ring.push_back(s);
       }
+      changed.notify_all();
     }
     wake.notify_one();
   }
@@ -83,6 +88,7 @@ struct Core {
       if (it->id == id) {
         s.queue.erase(it);
         ++stats.tasks_cancelled;
+        changed.notify_all();
         return;
       }
     }
@@ -97,6 +103,7 @@ struct Core {
     s.queue.clear();
     for (auto& [id, stop] : s.running) stop.request_stop();
     --stats.sessions_open;
+    changed.notify_all();
   }
 
   // One operation thread: takes the first task of the session whose turn it is.
@@ -162,6 +169,7 @@ struct Core {
       } else {
         ++stats.tasks_failed;
       }
+      changed.notify_all();
       actor = s.actor;
       key = s.key;
     }
@@ -179,7 +187,7 @@ struct SessionState {
   std::shared_ptr<Core> core;
   std::shared_ptr<Session> session;
   caf::actor trainer;
-  Clock::time_point last_heard = Clock::now();
+  TimePoint last_heard{};
   static inline const char* name = "brigade.worker.session";
 };
 
@@ -187,6 +195,7 @@ void drop(caf::stateful_actor<SessionState>* self, const std::string& what) {
   {
     std::lock_guard lock(self->state.core->mutex);
     ++self->state.core->stats.messages_dropped;
+    self->state.core->changed.notify_all();
   }
   auto sender = self->current_sender();
   self->state.core->guard->log.note(what, sender ? caf::to_string(sender->node()) : "");
@@ -197,6 +206,7 @@ caf::behavior session_actor(caf::stateful_actor<SessionState>* self, std::shared
   self->state.core = core;
   self->state.session = session;
   self->state.trainer = trainer;
+  self->state.last_heard = core->clock->now();
   self->monitor(trainer);
   auto end = [self](const std::string& why) {
     spdlog::info("brigade worker: session of {} ended: {}", self->state.session->name, why);
@@ -219,7 +229,7 @@ caf::behavior session_actor(caf::stateful_actor<SessionState>* self, std::shared
                   std::vector<char>& payload) {
         if (!same_secret(k, key)) return drop(self, "a task with a wrong session key");
         auto& st = self->state;
-        st.last_heard = Clock::now();
+        st.last_heard = st.core->clock->now();
         if (st.core->outstanding(*st.session) >= st.core->window) {
           self->send(st.trainer, refuse_atom::value, st.session->trainer_key, id,
                      fmt::format("worker {}: the session's window of {} tasks is full",
@@ -234,7 +244,7 @@ caf::behavior session_actor(caf::stateful_actor<SessionState>* self, std::shared
       },
       [self, key](ping_atom, const std::string& k) {
         if (!same_secret(k, key)) return drop(self, "a ping with a wrong session key");
-        self->state.last_heard = Clock::now();
+        self->state.last_heard = self->state.core->clock->now();
         self->send(self->state.trainer, pong_atom::value, self->state.session->trainer_key);
       },
       [self, key](started_atom, const std::string& k, std::uint64_t id) {
@@ -257,7 +267,7 @@ caf::behavior session_actor(caf::stateful_actor<SessionState>* self, std::shared
         }
       },
       [self, end](tick_atom) {
-        const auto silent = Clock::now() - self->state.last_heard;
+        const auto silent = self->state.core->clock->now() - self->state.last_heard;
         if (silent > self->state.core->options.heartbeat_timeout) {
           return end(
               fmt::format("no heartbeat for {} ms",
@@ -315,6 +325,7 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<C
         {
           std::lock_guard lock(self->state.core->mutex);
           ++self->state.core->stats.messages_dropped;
+          self->state.core->changed.notify_all();
         }
         auto sender = self->current_sender();
         self->state.core->guard->log.note("an unknown message at the gate",
@@ -343,6 +354,7 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<C
           {
             std::lock_guard lock(core.mutex);
             ++core.stats.hellos_refused;
+            core.changed.notify_all();
           }
           core.guard->log.note("a hello refused: " + why,
                                sender ? caf::to_string(sender.node()) : "");
@@ -364,6 +376,7 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<C
           core.sessions.push_back(session);
           ++core.stats.sessions_opened;
           ++core.stats.sessions_open;
+          core.changed.notify_all();
         }
         const auto welcome =
             write_welcome({.protocol = kProtocolVersion,
@@ -385,8 +398,12 @@ struct JoinerState {
   std::string last_error;
   bool joined = false;
   std::uint64_t attempts = 0;
+  TimePoint answer_by{};  // the join's deadline (on the worker's clock)
   static inline const char* name = "brigade.worker.joiner";
 };
+
+// How often the joiner looks whether its join has been answered.
+constexpr std::chrono::milliseconds kJoinCheck{100};
 
 caf::behavior joiner_actor(caf::stateful_actor<JoinerState>* self, std::shared_ptr<Core> core,
                            Endpoint at, std::string advertise) {
@@ -396,12 +413,12 @@ caf::behavior joiner_actor(caf::stateful_actor<JoinerState>* self, std::shared_p
         [self, core, advertise](caf::actor dir) {
           self->state.directory = dir;
           self->monitor(dir);
-          self->send(dir, join_atom::value,
-                     write_join({token_digest(core->options.security.token), advertise}));
           // A join nobody answers (--join pointed at a worker's port): say so, try again.
           self->state.joined = false;
-          self->delayed_send(self, std::chrono::seconds(5), kick_atom::value,
-                             ++self->state.attempts);
+          self->state.answer_by = core->clock->now() + std::chrono::seconds(5);
+          self->send(dir, join_atom::value,
+                     write_join({token_digest(core->options.security.token), advertise}));
+          self->delayed_send(self, kJoinCheck, kick_atom::value, ++self->state.attempts);
         },
         [self, at](const std::string& why) {
           if (why != self->state.last_error) {
@@ -430,11 +447,15 @@ caf::behavior joiner_actor(caf::stateful_actor<JoinerState>* self, std::shared_p
   self->send(self, tick_atom::value);
   return {
       [attempt](tick_atom) { attempt(); },
-      [self, at](kick_atom, std::uint64_t n) {
+      [self, core, at](kick_atom, std::uint64_t n) {
         auto& st = self->state;
         if (self->current_sender().get() != self->ctrl() || n != st.attempts || st.joined ||
             !st.directory)
           return;
+        if (core->clock->now() < st.answer_by) {  // looked at again, on the worker's clock
+          self->delayed_send(self, kJoinCheck, kick_atom::value, n);
+          return;
+        }
         spdlog::error(
             "brigade worker: {} did not answer the join within 5 s (is it a worker's "
             "port rather than the directory's?); trying again",
@@ -471,6 +492,8 @@ struct WorkerNode::Impl {
   Endpoint bound;
   std::vector<std::thread> threads;
 
+  WorkerStats stats_locked() const;  // with core->mutex held
+
   Impl(WorkerOptions o, OperationRegistry ops) {
     if (o.security.token.empty()) throw RemoteError("a worker needs a job token");
     if (o.threads <= 0)
@@ -478,6 +501,7 @@ struct WorkerNode::Impl {
     core->window = o.window > 0 ? o.window : static_cast<std::uint32_t>(2 * o.threads);
     core->operations = std::move(ops);
     core->options = o;
+    core->clock = clock_or_steady(o.clock);
     configure_network(config, o.security, o.heartbeat_timeout);
     system = std::make_unique<caf::actor_system>(config);
     gate = spawn_guarded<GateState>(*system, core->guard,
@@ -486,8 +510,11 @@ struct WorkerNode::Impl {
       if (o.security.tls()) {
         bound = {o.listen.host, publish(gate, o.listen, o.security)};
       } else {
-        listener =
-            std::make_unique<Listener>(*system, gate, o.listen, o.security.token, core->guard);
+        listener = std::make_unique<Listener>(*system, gate, o.listen, o.security.token,
+                                              core->guard, [c = core.get()] {
+                                                std::lock_guard lock(c->mutex);
+                                                c->changed.notify_all();
+                                              });
         bound = {o.listen.host, listener->port()};
       }
     } catch (...) {
@@ -535,13 +562,28 @@ WorkerNode::~WorkerNode() = default;
 Endpoint WorkerNode::address() const { return impl_->bound; }
 WorkerStats WorkerNode::stats() const {
   std::lock_guard lock(impl_->core->mutex);
-  auto s = impl_->core->stats;
-  s.system_messages_dropped = impl_->core->guard->dropped();
-  if (impl_->listener) {
-    s.connections_authenticated = impl_->listener->accepted();
-    s.connections_refused = impl_->listener->refused();
+  return impl_->stats_locked();
+}
+
+bool detail::WorkerAccess::wait(const WorkerNode& worker,
+                                const std::function<bool(const WorkerStats&)>& done,
+                                std::chrono::milliseconds timeout) {
+  auto& impl = *worker.impl_;
+  std::unique_lock lock(impl.core->mutex);
+  return impl.core->changed.wait_for(lock, timeout, [&] { return done(impl.stats_locked()); });
+}
+
+WorkerStats WorkerNode::Impl::stats_locked() const {
+  auto s = core->stats;
+  for (const auto& w : core->sessions)
+    if (auto session = w.lock(); session && !session->closed)
+      s.tasks_outstanding += session->queue.size() + session->running.size();
+  s.system_messages_dropped = core->guard->dropped();
+  if (listener) {
+    s.connections_authenticated = listener->accepted();
+    s.connections_refused = listener->refused();
   }
-  s.drop_log_lines = impl_->core->guard->log.lines();
+  s.drop_log_lines = core->guard->log.lines();
   return s;
 }
 

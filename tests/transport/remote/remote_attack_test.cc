@@ -16,7 +16,9 @@
 #include <caf/forwarding_actor_proxy.hpp>
 #include <caf/io/all.hpp>
 #include <caf/io/basp_broker.hpp>
+#include <condition_variable>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <sstream>
@@ -24,6 +26,7 @@
 
 #include "tests/transport/remote/remote_test_util.h"
 #include "transport/remote/detail/remote_auth.h"
+#include "transport/remote/detail/remote_dispatch.h"
 #include "transport/remote/detail/remote_guard.h"
 #include "transport/remote/remote.h"
 
@@ -42,6 +45,12 @@ WorkerOptions worker_options() {
   o.threads = 2;
   o.security = kSecurity;
   return o;
+}
+
+// Waits for the worker's counts to satisfy `done`, re-checked at each of their changes
+// (no polling); the timeout only turns a hang into a failure.
+bool until(const WorkerNode& worker, const std::function<bool(const WorkerStats&)>& done) {
+  return detail::WorkerAccess::wait(worker, done, 60s);
 }
 
 PoolOptions pool_for(std::vector<Endpoint> workers) {
@@ -124,9 +133,7 @@ TEST(RemoteAttack, APlainCafClientCannotReachTheGate) {
   Attacker attacker;
   auto gate = caf::io::remote_actor(*attacker.system, "127.0.0.1", worker.address().port);
   EXPECT_FALSE(gate);
-  for (int i = 0; i < 250 && worker.stats().connections_refused == 0; ++i)
-    std::this_thread::sleep_for(20ms);
-  EXPECT_GE(worker.stats().connections_refused, 1u);
+  EXPECT_TRUE(until(worker, [](const auto& s) { return s.connections_refused >= 1; }));
   RemotePool pool(pool_for({worker.address()}));
   expect_serves(pool, "still serving");
 }
@@ -181,8 +188,8 @@ TEST(RemoteAttack, NeitherTheDirectoryNorTheTrainerObeysAPeer) {
   attacker.attack(directory, 400);
   for (int i = 0; i < 20; ++i) expect_serves(pool, "after " + std::to_string(i));
   WorkerNode second(wo, upper_ops());
-  for (int i = 0; i < 250 && pool.live_workers() < 2; ++i) std::this_thread::sleep_for(20ms);
-  EXPECT_EQ(pool.live_workers(), 2u);
+  EXPECT_TRUE(detail::PoolAccess::wait(
+      pool, [](const auto& t) { return t.live() == 2; }, 60s));
   EXPECT_EQ(pool.stats().lost, 0u);
   std::cerr << "dropped: " << pool.stats().messages_dropped << "\n";
   EXPECT_GE(pool.stats().messages_dropped, 4u);
@@ -229,8 +236,7 @@ TEST(RemoteAttack, AHeaderAnnouncingGigabytesReservesNothing) {
     ASSERT_EQ(::send(fd, header, sizeof header, MSG_NOSIGNAL), 32);
     fds.push_back(fd);
   }
-  for (int i = 0; i < 250 && worker.stats().connections_refused < 3; ++i)
-    std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(until(worker, [](const auto& s) { return s.connections_refused >= 3; }));
   EXPECT_EQ(worker.stats().connections_refused, 3u);
   EXPECT_EQ(worker.stats().connections_authenticated, 0u);
   const auto after = rss_bytes();
@@ -251,9 +257,7 @@ TEST(RemoteAttack, IdleConnectionsInTheHandshakeAreBounded) {
     ASSERT_GE(fd, 0);
     fds.push_back(fd);
   }
-  for (int i = 0; i < 250 && worker.stats().connections_refused < 20; ++i)
-    std::this_thread::sleep_for(20ms);
-  EXPECT_GE(worker.stats().connections_refused, 20u);
+  EXPECT_TRUE(until(worker, [](const auto& s) { return s.connections_refused >= 20; }));
   for (int fd : fds) ::close(fd);
   RemotePool pool(pool_for({worker.address()}));
   expect_serves(pool, "through");
@@ -364,16 +368,23 @@ class CaptureSink : public spdlog::sinks::base_sink<std::mutex> {
     std::lock_guard lock(mutex_);
     return text_;
   }
+  // Waits until the log holds `part` (re-checked at each line; no polling).
+  bool wait_for(std::string_view part, std::chrono::seconds timeout) {
+    std::unique_lock lock(mutex_);
+    return logged_.wait_for(lock, timeout, [&] { return text_.find(part) != std::string::npos; });
+  }
 
  protected:
   void sink_it_(const spdlog::details::log_msg& m) override {
     text_.append(m.payload.data(), m.payload.size());
     text_ += '\n';
+    logged_.notify_all();
   }
   void flush_() override {}
 
  private:
   std::string text_;
+  std::condition_variable_any logged_;
 };
 
 TEST(RemoteAttack, AJoinNobodyAnswersIsReported) {
@@ -382,11 +393,15 @@ TEST(RemoteAttack, AJoinNobodyAnswersIsReported) {
   spdlog::default_logger()->sinks().push_back(sink);
   {
     WorkerNode gate(worker_options(), upper_ops());
+    auto clock = std::make_shared<detail::ManualClock>();
     auto wo = worker_options();
     wo.join = gate.address();
+    wo.clock = clock;
     WorkerNode joining(wo, upper_ops());
-    for (int i = 0; i < 500 && log.str().find("did not answer the join") == std::string::npos; ++i)
-      std::this_thread::sleep_for(20ms);
+    // The join reached the gate (which drops it), then 5 s pass on the joiner's clock.
+    ASSERT_TRUE(until(gate, [](const auto& s) { return s.messages_dropped >= 1; }));
+    clock->advance(5001ms);
+    log.wait_for("did not answer the join", 60s);
   }
   auto& sinks = spdlog::default_logger()->sinks();
   sinks.erase(std::remove(sinks.begin(), sinks.end(), sink), sinks.end());

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "tests/transport/remote/remote_test_util.h"
+#include "transport/remote/detail/remote_dispatch.h"
 
 namespace brigade::transport {
 namespace {
@@ -25,6 +26,15 @@ using test::bytes_of;
 using test::kSecurity;
 using test::text_of;
 using test::upper_ops;
+
+// Waits for the pool's (or the worker's) state to satisfy `done`, re-checked at each of
+// its changes: no polling, no sleep. The timeout only turns a hang into a failure.
+bool until(const RemotePool& pool, const std::function<bool(const detail::DispatchTable&)>& done) {
+  return detail::PoolAccess::wait(pool, done, 60s);
+}
+bool until(const WorkerNode& worker, const std::function<bool(const WorkerStats&)>& done) {
+  return detail::WorkerAccess::wait(worker, done, 60s);
+}
 
 PoolOptions pool_for(const WorkerNode& worker, std::vector<OperationVersion> ops = {{"upper", 1}}) {
   PoolOptions o;
@@ -69,21 +79,21 @@ TEST(Remote, WithoutALiveWorkerACallSaysSoAtOnce) {
   o.workers = {{"127.0.0.1", 1}};  // nothing listens there
   o.security = kSecurity;
   RemotePool pool(o);
-  const auto started = std::chrono::steady_clock::now();
+  // At once: answered before any wait (RemoteDispatch.WithoutALiveWorkerACallIsAnswered…).
   auto r = pool.call("upper", bytes_of("x"), {});
   EXPECT_EQ(r.status, CallStatus::no_workers);
-  EXPECT_LT(std::chrono::steady_clock::now() - started, 1s);
   EXPECT_FALSE(pool.wait_for_worker(300ms, {}));
 }
 
 // The hello is refused, and the reason names both sides.
 void expect_refused(const WorkerNode& worker, PoolOptions o, const std::string& reason_part) {
   RemotePool pool(std::move(o));
-  EXPECT_FALSE(pool.wait_for_worker(1500ms, {}));
+  ASSERT_TRUE(until(pool, [](const auto& t) { return !t.lost_workers().empty(); }));
+  EXPECT_EQ(pool.live_workers(), 0u);
   const auto lost = pool.lost_workers();
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_NE(lost[0].find(reason_part), std::string::npos) << lost[0];
-  EXPECT_GE(worker.stats().hellos_refused, 1u);
+  EXPECT_GE(worker.stats().hellos_refused, 1u);  // counted before the refusal is sent
   EXPECT_EQ(worker.stats().sessions_opened, 0u);
 }
 
@@ -93,11 +103,12 @@ TEST(Remote, AWrongTokenIsRefused) {
   auto o = pool_for(worker);
   o.security.token = "another job's token";
   RemotePool pool(std::move(o));
-  EXPECT_FALSE(pool.wait_for_worker(1500ms, {}));
+  ASSERT_TRUE(until(pool, [](const auto& t) { return !t.lost_workers().empty(); }));
+  EXPECT_EQ(pool.live_workers(), 0u);
   const auto lost = pool.lost_workers();
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_NE(lost[0].find("the job token differs"), std::string::npos) << lost[0];
-  EXPECT_GE(worker.stats().connections_refused, 1u);
+  ASSERT_TRUE(until(worker, [](const auto& s) { return s.connections_refused >= 1; }));
   EXPECT_EQ(worker.stats().connections_authenticated, 0u);
   EXPECT_EQ(worker.stats().hellos_refused, 0u);
   EXPECT_EQ(worker.stats().sessions_opened, 0u);
@@ -151,6 +162,7 @@ struct Gate {
     r.add({"held", 1}, [this](std::span<const char> task, const OperationContext& context) {
       std::unique_lock lock(mutex);
       ++started;
+      cv.notify_all();
       max_running = std::max(max_running, ++running);
       order.emplace_back(task.begin(), task.end());
       cv.wait(lock, context.stop, [&] { return open; });
@@ -171,6 +183,10 @@ struct Gate {
     std::lock_guard lock(mutex);
     return started;
   }
+  void wait_started(int n) {
+    std::unique_lock lock(mutex);
+    cv.wait(lock, [&] { return started >= n; });
+  }
 };
 
 TEST(Remote, TheWindowBoundsTheTasksOutstandingOnAWorker) {
@@ -188,7 +204,9 @@ TEST(Remote, TheWindowBoundsTheTasksOutstandingOnAWorker) {
       if (r.status == CallStatus::done) ++done;
     });
   }
-  std::this_thread::sleep_for(500ms);  // 4 threads could run 4: only the window's 2 do
+  gate.wait_started(2);
+  // 4 threads could run 4: the pool sends only the window's 2, the others wait.
+  ASSERT_TRUE(until(pool, [](const auto& t) { return t.outstanding() == 2 && t.pending() == 6; }));
   EXPECT_EQ(gate.started_count(), 2);
   gate.release();
   for (auto& t : callers) t.join();
@@ -208,12 +226,14 @@ TEST(Remote, TrainersShareAWorkerInTurn) {
   for (int i = 0; i < 8; ++i) {
     callers.emplace_back([&, i] { a.call("held", bytes_of("a" + std::to_string(i)), {}); });
   }
-  while (gate.started_count() < 1) std::this_thread::sleep_for(10ms);
-  std::this_thread::sleep_for(200ms);  // a's 8 tasks are queued on the worker
+  gate.wait_started(1);
+  // a's 8 tasks on the worker, ahead of b's (a FIFO would run all of a's first).
+  ASSERT_TRUE(until(worker, [](const auto& s) { return s.tasks_outstanding == 8; }));
   for (int i = 0; i < 8; ++i) {
     callers.emplace_back([&, i] { b.call("held", bytes_of("b" + std::to_string(i)), {}); });
   }
-  std::this_thread::sleep_for(300ms);
+  // All 16 on the worker (one running) before the first ends.
+  ASSERT_TRUE(until(worker, [](const auto& s) { return s.tasks_outstanding == 16; }));
   gate.release();
   for (auto& t : callers) t.join();
   // After a's first task, b's tasks alternate with a's instead of waiting for all of a's.
@@ -224,24 +244,28 @@ TEST(Remote, TrainersShareAWorkerInTurn) {
 }
 
 TEST(Remote, ATaskPastItsDeadlineIsLostAndCancelledOnTheWorker) {
+  auto clock = std::make_shared<detail::ManualClock>();
   Gate gate;
-  WorkerNode worker(worker_options(), gate.ops());
+  auto wo = worker_options();
+  wo.clock = clock;
+  WorkerNode worker(wo, gate.ops());
   auto o = pool_for(worker, {{"held", 1}});
   o.task_timeout = 300ms;
+  o.clock = clock;
   RemotePool pool(o);
-  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
-  const auto started = std::chrono::steady_clock::now();
-  auto r = pool.call("held", bytes_of("stuck"), {});
+  ASSERT_TRUE(pool.wait_for_worker(60s, {}));
+  CallResult r;
+  std::thread caller([&] { r = pool.call("held", bytes_of("stuck"), {}); });
+  ASSERT_TRUE(until(pool, [](const auto& t) { return t.outstanding_started() == 1; }));
+  clock->advance(301ms);  // the pool's next tick finds the deadline passed
+  caller.join();
   EXPECT_EQ(r.status, CallStatus::lost);
   EXPECT_TRUE(r.started);
   EXPECT_NE(r.reason.find("deadline of 300 ms"), std::string::npos) << r.reason;
-  EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);
-  for (int i = 0; i < 100 && worker.stats().tasks_cancelled == 0; ++i)
-    std::this_thread::sleep_for(20ms);
+  // The worker itself is not lost: back in the rotation once its thread is free (the
+  // operation saw its cancel), which the worker counts before it says so.
+  ASSERT_TRUE(until(pool, [](const auto& t) { return t.live() == 1; }));
   EXPECT_EQ(worker.stats().tasks_cancelled, 1u);
-  // The worker itself is not lost: back in the rotation once its thread is free.
-  for (int i = 0; i < 100 && pool.live_workers() == 0; ++i) std::this_thread::sleep_for(20ms);
-  EXPECT_EQ(pool.live_workers(), 1u);
 }
 
 // A read that never returns (an operation that ignores its cancel): the worker is
@@ -249,6 +273,7 @@ TEST(Remote, ATaskPastItsDeadlineIsLostAndCancelledOnTheWorker) {
 // as live — until that thread is free. The task it had queued behind is lost as never
 // started (CallResult::started: the caller need not count it).
 TEST(Remote, AStuckWorkerLeavesTheRotationUntilItsThreadIsFree) {
+  auto clock = std::make_shared<detail::ManualClock>();
   std::mutex mutex;
   std::condition_variable cv;
   bool open = false;
@@ -258,16 +283,21 @@ TEST(Remote, AStuckWorkerLeavesTheRotationUntilItsThreadIsFree) {
     cv.wait(lock, [&] { return open; });  // deaf to the cancel, like read() on a hung mount
     return std::vector<char>(task.begin(), task.end());
   });
-  WorkerNode worker(worker_options(1), std::move(ops));
+  auto wo = worker_options(1);
+  wo.clock = clock;
+  WorkerNode worker(wo, std::move(ops));
   auto o = pool_for(worker, {{"read", 1}});
   o.task_timeout = 300ms;
+  o.clock = clock;
   RemotePool pool(o);
-  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
+  ASSERT_TRUE(pool.wait_for_worker(60s, {}));
   CallResult first, second;
   std::thread a([&] { first = pool.call("read", bytes_of("hung"), {}); });
-  // The second is sent once the first is outstanding (queued behind it on the one thread).
-  for (int i = 0; i < 100 && pool.stats().calls < 1; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(until(pool, [](const auto& t) { return t.outstanding_started() == 1; }));
+  // The second is queued behind it on the one thread.
   std::thread b([&] { second = pool.call("read", bytes_of("queued"), {}); });
+  ASSERT_TRUE(until(pool, [](const auto& t) { return t.outstanding() == 2; }));
+  clock->advance(301ms);
   a.join();
   b.join();
   EXPECT_EQ(first.status, CallStatus::lost);
@@ -284,89 +314,147 @@ TEST(Remote, AStuckWorkerLeavesTheRotationUntilItsThreadIsFree) {
     open = true;
   }
   cv.notify_all();
-  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
+  // Back when the thread is free (the clock has not moved: not on parole).
+  ASSERT_TRUE(pool.wait_for_worker(60s, {}));
   auto r = pool.call("read", bytes_of("back"), {});
   ASSERT_EQ(r.status, CallStatus::done) << r.reason;
   EXPECT_EQ(text_of(r.bytes), "back");
 }
 
 TEST(Remote, ACancelledAttemptsResultIsNeverSent) {
+  auto clock = std::make_shared<detail::ManualClock>();
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool open = false, cancel_seen = false;
   OperationRegistry ops;
-  ops.add({"slow", 1}, [](std::span<const char> task, const OperationContext&) {
-    std::this_thread::sleep_for(600ms);  // ignores the cancel
+  ops.add({"slow", 1}, [&](std::span<const char> task, const OperationContext& context) {
+    std::stop_callback seen(context.stop, [&] {
+      std::lock_guard lock(mutex);
+      cancel_seen = true;
+      cv.notify_all();
+    });
+    std::unique_lock lock(mutex);
+    cv.wait(lock, [&] { return open; });  // ignores the cancel
     return std::vector<char>(task.begin(), task.end());
   });
-  WorkerNode worker(worker_options(), std::move(ops));
+  auto wo = worker_options();
+  wo.clock = clock;
+  WorkerNode worker(wo, std::move(ops));
   auto o = pool_for(worker, {{"slow", 1}});
   o.task_timeout = 200ms;
+  o.clock = clock;
   RemotePool pool(o);
-  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
-  EXPECT_EQ(pool.call("slow", bytes_of("x"), {}).status, CallStatus::lost);
-  for (int i = 0; i < 100 && worker.stats().tasks_cancelled == 0; ++i)
-    std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(pool.wait_for_worker(60s, {}));
+  CallResult r;
+  std::thread caller([&] { r = pool.call("slow", bytes_of("x"), {}); });
+  ASSERT_TRUE(until(pool, [](const auto& t) { return t.outstanding_started() == 1; }));
+  clock->advance(201ms);
+  caller.join();
+  EXPECT_EQ(r.status, CallStatus::lost);
+  {
+    std::unique_lock lock(mutex);
+    cv.wait(lock, [&] { return cancel_seen; });  // the cancel reached the operation
+    open = true;
+  }
+  cv.notify_all();
+  // The operation returns after its cancel: the worker counts it cancelled and says its
+  // thread is free (the pool takes it back) instead of sending the result.
+  ASSERT_TRUE(until(pool, [](const auto& t) { return t.live() == 1; }));
   EXPECT_EQ(worker.stats().tasks_cancelled, 1u);
   EXPECT_EQ(worker.stats().tasks_done, 0u);
   EXPECT_EQ(pool.stats().done, 0u);
+  EXPECT_EQ(pool.stats().late_dropped, 0u);
 }
 
 TEST(Remote, AResultOfALostSessionIsDroppedAsLate) {
+  auto clock = std::make_shared<detail::ManualClock>();
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool open = false;
   OperationRegistry ops;
-  ops.add({"slow", 1}, [](std::span<const char> task, const OperationContext&) {
-    std::this_thread::sleep_for(700ms);
+  ops.add({"slow", 1}, [&](std::span<const char> task, const OperationContext&) {
+    std::unique_lock lock(mutex);
+    cv.wait(lock, [&] { return open; });
     return std::vector<char>(task.begin(), task.end());
   });
-  WorkerNode worker(worker_options(), std::move(ops));
+  auto wo = worker_options();
+  wo.clock = clock;
+  WorkerNode worker(wo, std::move(ops));
   auto o = pool_for(worker, {{"slow", 1}});
   // Heartbeats rarer than their timeout: the pool gives the session up while the task
   // runs (as for a worker frozen a moment), then opens a new one.
   o.heartbeat_interval = 5s;
   o.heartbeat_timeout = 300ms;
+  o.clock = clock;
   RemotePool pool(o);
-  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
-  auto r = pool.call("slow", bytes_of("x"), {});
+  ASSERT_TRUE(pool.wait_for_worker(60s, {}));
+  CallResult r;
+  std::thread caller([&] { r = pool.call("slow", bytes_of("x"), {}); });
+  ASSERT_TRUE(until(pool, [](const auto& t) { return t.outstanding_started() == 1; }));
+  clock->advance(301ms);
+  caller.join();
   EXPECT_EQ(r.status, CallStatus::lost);
-  EXPECT_NE(r.reason.find("no heartbeat"), std::string::npos) << r.reason;
-  for (int i = 0; i < 100 && pool.stats().late_dropped == 0; ++i) std::this_thread::sleep_for(20ms);
-  EXPECT_EQ(pool.stats().late_dropped, 1u);
+  EXPECT_NE(r.reason.find("no heartbeat for 301 ms"), std::string::npos) << r.reason;
+  {
+    std::lock_guard lock(mutex);
+    open = true;
+  }
+  cv.notify_all();  // the result comes on the session the pool gave up
+  ASSERT_TRUE(until(pool, [](const auto& t) { return t.stats().late_dropped == 1; }));
   EXPECT_EQ(pool.stats().done, 0u);
-  EXPECT_GE(worker.stats().sessions_opened, 2u);  // reconnected: a new session
+  clock->advance(200ms);  // reconnect_interval: a new session
+  ASSERT_TRUE(pool.wait_for_worker(60s, {}));
+  EXPECT_EQ(worker.stats().sessions_opened, 2u);
+  auto again = pool.call("slow", bytes_of("y"), {});
+  EXPECT_EQ(again.status, CallStatus::done) << again.reason;
 }
 
 TEST(Remote, TasksCancelledOrDroppedWhileQueuedLeaveTheWorkerServing) {
   // One thread: the first task holds it, the others wait in the session's queue.
+  auto clock = std::make_shared<detail::ManualClock>();
   Gate gate;
   auto wo = worker_options(1);
   wo.window = 8;
   wo.heartbeat_timeout = 400ms;  // the worker ends a session that sends no heartbeat
+  wo.clock = clock;
   WorkerNode worker(wo, gate.ops());
   auto o = pool_for(worker, {{"held", 1}});
   o.task_timeout = 300ms;  // the queued tasks are cancelled on the worker
+  o.clock = clock;
   RemotePool pool(o);
-  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
+  ASSERT_TRUE(pool.wait_for_worker(60s, {}));
   std::vector<std::thread> callers;
   for (int i = 0; i < 4; ++i)
     callers.emplace_back([&, i] { pool.call("held", bytes_of(std::to_string(i)), {}); });
+  ASSERT_TRUE(until(pool, [](const auto& t) { return t.outstanding() == 4; }));
+  clock->advance(301ms);
   for (auto& t : callers) t.join();  // all lost on their deadline, three while queued
   EXPECT_EQ(pool.stats().lost, 4u);
+  ASSERT_TRUE(until(worker, [](const auto& s) { return s.tasks_cancelled == 4; }));
   {
     // A trainer that stops sending heartbeats: its session ends with tasks queued.
     auto silent = pool_for(worker, {{"held", 1}});
     silent.heartbeat_interval = 10s;
     silent.task_timeout = 10s;
+    silent.clock = clock;
     RemotePool quiet(silent);
-    ASSERT_TRUE(quiet.wait_for_worker(5s, {}));
+    ASSERT_TRUE(quiet.wait_for_worker(60s, {}));
     std::vector<std::thread> more;
     std::vector<CallResult> results(3);
     for (int i = 0; i < 3; ++i)
       more.emplace_back([&, i] { results[i] = quiet.call("held", bytes_of("q"), {}); });
-    std::this_thread::sleep_for(1500ms);  // the worker has ended the silent session by now
-    gate.release();
+    // On the worker (each task counts as a heartbeat there) before the clock moves.
+    ASSERT_TRUE(until(worker, [](const auto& s) { return s.tasks_outstanding == 3; }));
+    clock->advance(401ms);  // the worker ends the silent session at its next tick
     for (auto& t : more) t.join();
+    for (const auto& r : results) EXPECT_EQ(r.status, CallStatus::lost) << r.reason;
   }
-  EXPECT_GE(worker.stats().tasks_cancelled, 3u);
+  // The queued tasks dropped with the session, the running one cancelled.
+  ASSERT_TRUE(until(worker, [](const auto& s) { return s.tasks_cancelled == 7; }));
+  gate.release();
   // The worker still serves.
   RemotePool next(pool_for(worker, {{"held", 1}}));
-  ASSERT_TRUE(next.wait_for_worker(5s, {}));
+  ASSERT_TRUE(next.wait_for_worker(60s, {}));
   auto r = next.call("held", bytes_of("after"), {});
   ASSERT_EQ(r.status, CallStatus::done) << r.reason;
   EXPECT_EQ(text_of(r.bytes), "after");
@@ -379,14 +467,15 @@ TEST(Remote, AStopTokenEndsAWaitingCall) {
   ASSERT_TRUE(pool.wait_for_worker(5s, {}));
   std::stop_source stop;
   std::thread stopper([&] {
-    std::this_thread::sleep_for(200ms);
+    gate.wait_started(1);  // the call waits on its worker
     stop.request_stop();
   });
-  const auto started = std::chrono::steady_clock::now();
   auto r = pool.call("held", bytes_of("x"), stop.get_token());
   stopper.join();
   EXPECT_EQ(r.status, CallStatus::stopped);
-  EXPECT_LT(std::chrono::steady_clock::now() - started, 1s);
+  EXPECT_EQ(r.worker, worker.address().to_string());
+  // Cancelled on the worker (the operation sees its stop token).
+  ASSERT_TRUE(until(worker, [](const auto& s) { return s.tasks_cancelled == 1; }));
   gate.release();
 }
 
@@ -397,20 +486,17 @@ TEST(Remote, AWorkerThatGoesAwayLosesItsCallsAtOnce) {
   ASSERT_TRUE(pool.wait_for_worker(5s, {}));
   CallResult r;
   std::thread caller([&] { r = pool.call("held", bytes_of("x"), {}); });
-  while (gate.started_count() < 1) std::this_thread::sleep_for(10ms);
-  std::thread releaser([&] {
-    std::this_thread::sleep_for(100ms);
-    gate.release();  // lets the worker's thread finish so the node can be destroyed
-  });
+  gate.wait_started(1);
+  // The node's end waits for its threads: let the operation end (its result may or may
+  // not still reach the pool before the connection closes).
+  gate.release();
   worker.reset();  // the node shuts down: its connection closes
   caller.join();
-  releaser.join();
   EXPECT_TRUE(r.status == CallStatus::lost || r.status == CallStatus::done) << r.reason;
   if (r.status == CallStatus::lost) {
     EXPECT_NE(r.reason.find("worker 127.0.0.1:"), std::string::npos);
   }
-  for (int i = 0; i < 100 && pool.live_workers() != 0; ++i) std::this_thread::sleep_for(20ms);
-  EXPECT_EQ(pool.live_workers(), 0u);
+  ASSERT_TRUE(until(pool, [](const auto& t) { return t.live() == 0; }));
   EXPECT_EQ(pool.call("held", bytes_of("y"), {}).status, CallStatus::no_workers);
 }
 
@@ -450,16 +536,18 @@ PoolOptions directory_host() {
 }
 
 TEST(Remote, AWorkerJoinsTheDirectoryAndTheTrainerFindsIt) {
-  RemotePool pool(directory_host());
+  // The pool's clock never moves: the worker is found because the directory pushes the
+  // list at once, not on a reconnect interval (a late joiner gets work fast).
+  auto o = directory_host();
+  o.clock = std::make_shared<detail::ManualClock>();
+  RemotePool pool(o);
   ASSERT_TRUE(pool.directory_address());
   EXPECT_NE(pool.directory_address()->port, 0);
   EXPECT_EQ(pool.call("upper", bytes_of("x"), {}).status, CallStatus::no_workers);
   auto wo = worker_options();
   wo.join = *pool.directory_address();
-  const auto joined = std::chrono::steady_clock::now();
   WorkerNode worker(wo, upper_ops());
-  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
-  EXPECT_LT(std::chrono::steady_clock::now() - joined, 2s);  // a late joiner gets work fast
+  ASSERT_TRUE(pool.wait_for_worker(60s, {}));
   auto r = pool.call("upper", bytes_of("found"), {});
   ASSERT_EQ(r.status, CallStatus::done) << r.reason;
   EXPECT_EQ(text_of(r.bytes), "FOUND");
@@ -469,6 +557,7 @@ TEST(Remote, AWorkerJoinsTheDirectoryAndTheTrainerFindsIt) {
 // trainer's task never starts. Lost as never started at its deadline, the worker is out
 // of this trainer's rotation for a deadline's time (parole), then tried again.
 TEST(Remote, AWorkerWhoseThreadsAreAllStuckIsOutOfANewTrainersRotationOnParole) {
+  auto clock = std::make_shared<detail::ManualClock>();
   std::mutex mutex;
   std::condition_variable cv;
   bool open = false;
@@ -480,20 +569,32 @@ TEST(Remote, AWorkerWhoseThreadsAreAllStuckIsOutOfANewTrainersRotationOnParole) 
     }
     return std::vector<char>(task.begin(), task.end());
   });
-  WorkerNode worker(worker_options(1), std::move(ops));
+  auto wo = worker_options(1);
+  wo.clock = clock;
+  WorkerNode worker(wo, std::move(ops));
   auto o = pool_for(worker, {{"read", 1}});
   o.task_timeout = 300ms;
+  o.clock = clock;
   RemotePool first(o);
-  ASSERT_TRUE(first.wait_for_worker(5s, {}));
-  EXPECT_EQ(first.call("read", bytes_of("hung"), {}).status, CallStatus::lost);
+  ASSERT_TRUE(first.wait_for_worker(60s, {}));
+  CallResult r;
+  std::thread hung([&] { r = first.call("read", bytes_of("hung"), {}); });
+  ASSERT_TRUE(until(first, [](const auto& t) { return t.outstanding_started() == 1; }));
+  clock->advance(301ms);
+  hung.join();
+  EXPECT_EQ(r.status, CallStatus::lost);
   RemotePool second(o);
-  ASSERT_TRUE(second.wait_for_worker(5s, {}));
-  auto r = second.call("read", bytes_of("never starts"), {});
+  ASSERT_TRUE(second.wait_for_worker(60s, {}));
+  std::thread waiting([&] { r = second.call("read", bytes_of("never starts"), {}); });
+  ASSERT_TRUE(until(second, [](const auto& t) { return t.outstanding() == 1; }));
+  clock->advance(301ms);
+  waiting.join();
   EXPECT_EQ(r.status, CallStatus::lost);
   EXPECT_FALSE(r.started);
   EXPECT_EQ(second.live_workers(), 0u);
   EXPECT_EQ(second.call("read", bytes_of("not sent"), {}).status, CallStatus::no_workers);
-  ASSERT_TRUE(second.wait_for_worker(5s, {}));  // on parole after 300 ms
+  clock->advance(301ms);                         // a deadline's time: on parole
+  ASSERT_TRUE(second.wait_for_worker(60s, {}));  // at its next tick
   {
     std::lock_guard lock(mutex);
     open = true;
@@ -511,8 +612,7 @@ TEST(Remote, ADirectoryThatCannotBeReachedSaysWhy) {
   o.security = kSecurity;
   o.reconnect_interval = 100ms;
   RemotePool pool(o);
-  for (int i = 0; i < 250 && !pool.directory_unreachable(); ++i) std::this_thread::sleep_for(20ms);
-  ASSERT_TRUE(pool.directory_unreachable());
+  ASSERT_TRUE(until(pool, [](const auto& t) { return t.directory_unreachable().has_value(); }));
   EXPECT_NE(pool.directory_unreachable()->find("refused"), std::string::npos)
       << *pool.directory_unreachable();
   // Reached: no reason any more.

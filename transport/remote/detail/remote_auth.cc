@@ -261,11 +261,12 @@ std::string token_digest(std::string_view token) {
 // -- Listener -----------------------------------------------------------------------
 
 Listener::Listener(caf::actor_system& system, caf::actor actor, const Endpoint& at,
-                   std::string token, std::shared_ptr<Guard> guard)
+                   std::string token, std::shared_ptr<Guard> guard, std::function<void()> counted)
     : system_(system),
       actor_(std::move(actor)),
       token_(std::move(token)),
-      guard_(std::move(guard)) {
+      guard_(std::move(guard)),
+      counted_(std::move(counted)) {
   const auto addresses = resolve(at, true);
   std::string last_error = "no address";
   for (auto* a = addresses.list; a && fd_ < 0; a = a->ai_next) {
@@ -324,6 +325,7 @@ void Listener::run() {
     guard_->log.note(fmt::format("a connection that failed the authentication ({})", why), p.peer);
     close_fd(p.fd);
     p.fd = -1;
+    if (counted_) counted_();
   };
   for (;;) {
     std::vector<pollfd> fds{{wake_[0], POLLIN, 0}, {fd_, POLLIN, 0}};
@@ -370,6 +372,7 @@ void Listener::run() {
           ++accepted_;
           caf::anon_send(broker, caf::publish_atom::value, std::move(scribe), port_,
                          caf::actor_cast<caf::strong_actor_ptr>(actor_), std::set<std::string>{});
+          if (counted_) counted_();
           continue;
         }
       }

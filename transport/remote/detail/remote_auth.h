@@ -51,11 +51,12 @@ std::string token_digest(std::string_view token);
 
 /// Listens on `at` and hands every connection that passes the handshake to `system`'s
 /// middleman, with `actor` as the actor published there. Throws RemoteError when `at`
-/// cannot be bound.
+/// cannot be bound. `counted` (if any) runs on the listener's thread after accepted()
+/// or refused() grew (a test waits on it instead of polling).
 class Listener {
  public:
   Listener(caf::actor_system& system, caf::actor actor, const Endpoint& at, std::string token,
-           std::shared_ptr<Guard> guard);
+           std::shared_ptr<Guard> guard, std::function<void()> counted = {});
   ~Listener();
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;
@@ -71,6 +72,7 @@ class Listener {
   caf::actor actor_;
   std::string token_;
   std::shared_ptr<Guard> guard_;
+  std::function<void()> counted_;
   int fd_ = -1;
   int wake_[2] = {-1, -1};
   std::uint16_t port_ = 0;
