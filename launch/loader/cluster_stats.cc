@@ -212,20 +212,19 @@ std::vector<ClusterEvent> ClusterAnalyzer::close_interval() {
   bool changing = slowest_history_.size() >= window && ranks_.size() > 1;
   for (std::size_t k = slowest_history_.size() - std::min(window, slowest_history_.size());
        changing && k < slowest_history_.size(); ++k) {
-    changing = slowest_history_[k].has_value() &&
-               (k == slowest_history_.size() - window || slowest_history_[k] != slowest_history_[k - 1]);
+    changing = slowest_history_[k].has_value() && (k == slowest_history_.size() - window ||
+                                                   slowest_history_[k] != slowest_history_[k - 1]);
   }
   if (changing && !named_changing_) {
-    events.push_back(
-        {.kind = ClusterEventKind::slowest_keeps_changing,
-         .message = fmt::format("every rank waits on data and the slowest rank changed in each "
-                                "of the last {} intervals: the loader as a whole is too slow "
-                                "for the training step (more CPUs or workers{})",
-                                window,
-                                figures_.recommended_workers
-                                    ? fmt::format(": {} workers recommended",
-                                                  figures_.recommended_workers)
-                                    : std::string())});
+    events.push_back({.kind = ClusterEventKind::slowest_keeps_changing,
+                      .message = fmt::format(
+                          "every rank waits on data and the slowest rank changed in each "
+                          "of the last {} intervals: the loader as a whole is too slow "
+                          "for the training step (more CPUs or workers{})",
+                          window,
+                          figures_.recommended_workers ? fmt::format(": {} workers recommended",
+                                                                     figures_.recommended_workers)
+                                                       : std::string())});
   }
   named_changing_ = changing;
   for (auto& r : ranks_) r.current.reset();
@@ -238,8 +237,8 @@ std::string prometheus_text(const ClusterFigures& figures) {
     out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, help, name);
     for (const auto& r : figures.ranks) {
       if (!r.reported) continue;
-      out += fmt::format("{}{{rank=\"{}\",host=\"{}\"}} {}\n", name, r.rank, label(r.host),
-                        value(r));
+      out +=
+          fmt::format("{}{{rank=\"{}\",host=\"{}\"}} {}\n", name, r.rank, label(r.host), value(r));
     }
   };
   family("brigade_rank_samples_per_second", "Samples delivered per second in the last interval",

@@ -46,7 +46,7 @@
 namespace brigade::launch {
 
 struct WorkerReport {
-  std::string name;          // HOST:PORT of the worker
+  std::string name;           // HOST:PORT of the worker
   std::uint64_t samples = 0;  // it decoded for this rank in the interval
   double busy_s = 0;          // its threads' time on them
   double waited_s = 0;        // time this rank's tasks waited on it
@@ -55,10 +55,10 @@ struct WorkerReport {
 struct RankReport {
   std::uint32_t rank = 0;
   std::string host{};
-  std::uint64_t sequence = 0;  // per rank, increasing
-  double interval_s = 0;       // the time the deltas cover (> 0)
-  std::uint64_t samples = 0;   // delivered to the consumer in the interval
-  double exposed_wait_s = 0;   // the consumer blocked waiting for the next batch
+  std::uint64_t sequence = 0;       // per rank, increasing
+  double interval_s = 0;            // the time the deltas cover (> 0)
+  std::uint64_t samples = 0;        // delivered to the consumer in the interval
+  double exposed_wait_s = 0;        // the consumer blocked waiting for the next batch
   double since_last_request_s = 0;  // since the consumer last asked for a batch
   bool pipeline_full = false;       // the sink held a batch nobody asked for
   std::uint64_t last_sample_id = 0;
@@ -67,11 +67,11 @@ struct RankReport {
 };
 
 struct ClusterOptions {
-  double threshold = 0.75;       // SCORE below this: slow
-  double min_wait_share = 0.1;   // exposed wait share at or above this: waiting on data
-  int consecutive = 2;           // intervals in a row before a straggler is named
-  double hang_after_s = 60;      // NOT CONSUMING
-  int silent_after = 3;          // SILENT, in intervals
+  double threshold = 0.75;      // SCORE below this: slow
+  double min_wait_share = 0.1;  // exposed wait share at or above this: waiting on data
+  int consecutive = 2;          // intervals in a row before a straggler is named
+  double hang_after_s = 60;     // NOT CONSUMING
+  int silent_after = 3;         // SILENT, in intervals
 };
 
 enum class ClusterEventKind { straggler, not_consuming, silent, slowest_keeps_changing };

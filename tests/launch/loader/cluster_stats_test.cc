@@ -12,8 +12,8 @@ namespace {
 
 // One interval of 10 s for `rank`: `samples` delivered, the consumer blocked `wait_s`,
 // a read and a decode stage whose decode p50 is `decode_ms`.
-RankReport report(std::uint32_t rank, std::uint64_t sequence, std::uint64_t samples,
-                  double wait_s, double decode_ms = 10) {
+RankReport report(std::uint32_t rank, std::uint64_t sequence, std::uint64_t samples, double wait_s,
+                  double decode_ms = 10) {
   RankReport r{.rank = rank,
                .host = "node" + std::to_string(rank),
                .sequence = sequence,
@@ -36,8 +36,9 @@ RankReport report(std::uint32_t rank, std::uint64_t sequence, std::uint64_t samp
 
 // Four ranks for `intervals` intervals; rank `slow` (if any) delivers `slow_samples`
 // and waits `slow_wait` s; returns every event.
-std::vector<ClusterEvent> run(ClusterAnalyzer& a, int intervals, int slow, std::uint64_t slow_samples,
-                              double slow_wait, double slow_decode_ms = 10, int first = 0) {
+std::vector<ClusterEvent> run(ClusterAnalyzer& a, int intervals, int slow,
+                              std::uint64_t slow_samples, double slow_wait,
+                              double slow_decode_ms = 10, int first = 0) {
   std::vector<ClusterEvent> all;
   for (int k = first; k < first + intervals; ++k) {
     for (std::uint32_t r = 0; r < 4; ++r) {
@@ -161,10 +162,10 @@ TEST(ClusterStats, TheSlowestChangingEveryIntervalIsReportedOnce) {
 TEST(ClusterStats, RefusesReplayedForeignAndMalformedReports) {
   ClusterAnalyzer a(2);
   EXPECT_TRUE(a.add(report(0, 5, 1000, 0.1)));
-  EXPECT_FALSE(a.add(report(0, 5, 10, 9)));   // replayed
-  EXPECT_FALSE(a.add(report(0, 4, 10, 9)));   // out of order
-  EXPECT_FALSE(a.add(report(7, 0, 10, 9)));   // no such rank
-  auto bad = report(1, 0, 10, 11);            // waited longer than the interval
+  EXPECT_FALSE(a.add(report(0, 5, 10, 9)));  // replayed
+  EXPECT_FALSE(a.add(report(0, 4, 10, 9)));  // out of order
+  EXPECT_FALSE(a.add(report(7, 0, 10, 9)));  // no such rank
+  auto bad = report(1, 0, 10, 11);           // waited longer than the interval
   EXPECT_FALSE(a.add(bad));
   bad = report(1, 0, 10, 1);
   bad.interval_s = std::numeric_limits<double>::quiet_NaN();
