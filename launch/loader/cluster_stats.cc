@@ -209,11 +209,11 @@ std::vector<ClusterEvent> ClusterAnalyzer::close_interval() {
           : 0;
   slowest_history_.push_back(all_waiting ? slowest : std::nullopt);
   const std::size_t window = static_cast<std::size_t>(options_.consecutive) + 1;
-  bool changing = slowest_history_.size() >= window && ranks_.size() > 1;
-  for (std::size_t k = slowest_history_.size() - std::min(window, slowest_history_.size());
-       changing && k < slowest_history_.size(); ++k) {
-    changing = slowest_history_[k].has_value() && (k == slowest_history_.size() - window ||
-                                                   slowest_history_[k] != slowest_history_[k - 1]);
+  if (slowest_history_.size() > window) slowest_history_.erase(slowest_history_.begin());
+  bool changing = slowest_history_.size() == window && ranks_.size() > 1;
+  for (std::size_t k = 0; changing && k < window; ++k) {
+    changing = slowest_history_[k].has_value() &&
+               (k == 0 || slowest_history_[k] != slowest_history_[k - 1]);
   }
   if (changing && !named_changing_) {
     events.push_back({.kind = ClusterEventKind::slowest_keeps_changing,

@@ -124,7 +124,9 @@ class ClusterAnalyzer {
   ClusterOptions options_;
   std::vector<RankState> ranks_;
   ClusterFigures figures_;
-  std::vector<std::optional<std::uint32_t>> slowest_history_;  // per interval, all waiting
+  // The slowest rank of each of the last `consecutive` + 1 intervals (none where not
+  // every rank waited on data), oldest first.
+  std::vector<std::optional<std::uint32_t>> slowest_history_;
   bool named_changing_ = false;
 };
 

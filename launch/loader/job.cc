@@ -418,6 +418,12 @@ struct Job::Impl {
                            .output_order = c.order,
                            .name = "decode",
                            .queue_capacity = 1});
+    return finish(std::move(decoded), build);
+  }
+
+  // The tail of both builders: [the copy to the device →] the sink (4 batches).
+  actors::Pipeline<JobBatch> finish(actors::PipelineBuilder<JobBatch> decoded,
+                                    const actors::BuildOptions& build) {
     if (!to_device) return std::move(decoded).add_sink(4).build(build);
     return std::move(decoded)
         .pipe(copy_stage(),
@@ -471,12 +477,7 @@ struct Job::Impl {
                                       .output_order = c.order,
                                       .executor = actors::Executor::io,
                                       .name = "remote_decode"});
-    if (!to_device) return std::move(decoded).add_sink(4).build(build);
-    return std::move(decoded)
-        .pipe(copy_stage(),
-              {.concurrency = 1, .executor = actors::Executor::io, .name = "to_device"})
-        .add_sink(4)
-        .build(build);
+    return finish(std::move(decoded), build);
   }
 
   void begin(std::optional<std::uint64_t> requested) {
