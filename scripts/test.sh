@@ -45,11 +45,14 @@ if [ "${BRIGADE_SKIP_SANITIZERS:-0}" != 1 ]; then
   asan_start=$SECONDS
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo "${sanitizer_flags[@]}" -DBRIGADE_SANITIZE=address \
     -DBRIGADE_MODULES="actors;media;transport;launch" -DBRIGADE_BUILD_BENCH=OFF >/dev/null
-  cmake --build build-asan -j"$jobs" --target media_tests checkpoint_tests remote_tests decode_op_tests
+  cmake --build build-asan -j"$jobs" --target media_tests checkpoint_tests wire_tests remote_tests \
+    decode_op_tests
   ASAN_OPTIONS="detect_leaks=1 abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \
     build-asan/tests/media/media_tests --gtest_brief=1
   ASAN_OPTIONS="detect_leaks=1 abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \
     build-asan/tests/transport/checkpoint/checkpoint_tests --gtest_brief=1
+  ASAN_OPTIONS="detect_leaks=1 abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \
+    build-asan/tests/transport/wire/wire_tests --gtest_brief=1
   ASAN_OPTIONS="detect_leaks=1 abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \
     build-asan/tests/transport/remote/remote_tests --gtest_brief=1 --gtest_filter='Wire*'
   ASAN_OPTIONS="detect_leaks=1 abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \
