@@ -11,14 +11,15 @@
 //                                                 | (refuse, tkey, string reason)
 //   trainer → session    (task, key, u64 id, string op, bytes) (cancel, key, u64 id)
 //                        (ping, key)
-//   session → trainer    (result, key, u64 id, bytes)   (tfailed, key, u64 id, string why)
-//                        (pong, key)                    (refuse, key, u64 id, string why)
+//   worker → trainer     (result, key, u64 id, bytes)   (tfailed, key, u64 id, string why)
+//   (for a session)      (pong, key)                    (refuse, key, u64 id, string why)
 //                        (started, key, u64 id): a thread began running the task
 //                        (freed, key, u64 id): a cancelled task's thread is free again
 //   worker  → directory  (join, bytes Join)               → (joined) | (refuse, string)
 //   trainer → directory  (subscribe, bytes Subscribe)     → (workers, bytes WorkerList) …
 //                                                           | (refuse, string)
-// (tkey: the trainer key of the Hello, so a reply finds its connection.) Replies are
+// (tkey: the trainer key of the Hello, so a reply finds its connection; the trainer goes
+// by it, not by the sender, which may be the session actor or none.) Replies are
 // one-way sends: requests to a dead peer are not failed early, so every side keeps its
 // own table of what it waits for, with deadlines.
 
