@@ -100,8 +100,8 @@ caf::behavior sim_gate(caf::event_based_actor* self, SimulatedWorkerOptions opti
           return;
         }
         const auto key = random_key();
-        auto session =
-            self->spawn<caf::linked>(sim_session, options, figures, key, hello.trainer_key, trainer);
+        auto session = self->spawn<caf::linked>(sim_session, options, figures, key,
+                                                hello.trainer_key, trainer);
         const auto welcome = write_welcome({.protocol = kProtocolVersion,
                                             .build_id = std::string(build_id()),
                                             .session_key = key,

@@ -56,8 +56,8 @@ std::string attack(caf::actor_system& system, const Security& security, const En
     caf::actor_config cfg;
     // Kept until the end: a proxy's end drops the broker's own one.
     guessed.push_back(caf::actor_cast<caf::actor>(
-        caf::make_actor<caf::forwarding_actor_proxy, caf::strong_actor_ptr>(
-            id, published.node(), &system, cfg, broker)));
+        caf::make_actor<caf::forwarding_actor_proxy, caf::strong_actor_ptr>(id, published.node(),
+                                                                            &system, cfg, broker)));
     hit(guessed.back());
   }
   caf::scoped_actor self{system};

@@ -246,7 +246,7 @@ TEST_F(WorkerSessions, ACancelledTaskIsNeverAnsweredButItsThreadIsFreed) {
   EXPECT_EQ(table_->cancel(s, table_->session_key(s), 2), nullptr);
   EXPECT_EQ(table_->cancel(s, table_->session_key(s), 1), nullptr);
   EXPECT_TRUE(running->stop.stop_requested());
-  EXPECT_FALSE(table_->take());  // 2 was dropped
+  EXPECT_FALSE(table_->take());                                       // 2 was dropped
   EXPECT_EQ(table_->cancel(s, table_->session_key(s), 99), nullptr);  // unknown: nothing
   clock_->advance(1500ms);
   table_->finish(*running, bytes_of("too late"), {});
@@ -405,8 +405,8 @@ TEST_F(WorkerJoin, AWorkerRejoinsADirectoryThatCameBack) {
   advance(1s);
   join_.connected();
   join_.joined();
-  EXPECT_EQ(net_.calls, (Calls{"connect", "join", "forget", "connect", "join", "forget", "connect",
-                               "join"}));
+  EXPECT_EQ(net_.calls,
+            (Calls{"connect", "join", "forget", "connect", "join", "forget", "connect", "join"}));
   EXPECT_EQ(join_.attempts(), 3u);
   EXPECT_EQ(join_.phase(), DirectoryJoin::Phase::joined);
 }

@@ -115,21 +115,19 @@ WorkerTable::Session* WorkerTable::find(std::uint64_t s, const std::string& key,
   return it->second.get();
 }
 
-Dropped WorkerTable::task(std::uint64_t s, const std::string& key, std::uint64_t id,
-                          std::string op, std::vector<char> payload) {
+Dropped WorkerTable::task(std::uint64_t s, const std::string& key, std::uint64_t id, std::string op,
+                          std::vector<char> payload) {
   Dropped why = nullptr;
   auto* session = find(s, key, why);
   if (!session) return why;
   session->last_heard = clock_->now();
-  if (session->running.count(id) ||
-      std::any_of(session->queue.begin(), session->queue.end(),
-                  [id](const TakenTask& t) { return t.id == id; })) {
+  if (session->running.count(id) || std::any_of(session->queue.begin(), session->queue.end(),
+                                                [id](const TakenTask& t) { return t.id == id; })) {
     return drop("a task whose id the session holds already");
   }
   if (session->queue.size() + session->running.size() >= window_) {
     network_.send_refuse_task(
-        s, id,
-        fmt::format("worker {}: the session's window of {} tasks is full", name_, window_));
+        s, id, fmt::format("worker {}: the session's window of {} tasks is full", name_, window_));
     return nullptr;
   }
   session->queue.push_back({s, id, std::move(op), std::move(payload), {}, {}});
@@ -314,9 +312,8 @@ void DirectoryJoin::connected() {
 void DirectoryJoin::connect_failed(const std::string& why) {
   if (phase_ != Phase::connecting) return;
   if (why != last_error_) {
-    spdlog::info(
-        "brigade worker: cannot reach the directory at {} (trying again every second): {}",
-        at_.to_string(), why);
+    spdlog::info("brigade worker: cannot reach the directory at {} (trying again every second): {}",
+                 at_.to_string(), why);
   }
   last_error_ = why;
   retry_later();
