@@ -295,14 +295,15 @@ class Cluster : public ::testing::Test {
     return read_batches(file(name + ".digests"));
   }
 
-  // Waits until each of `workers` has sent its first result to `run` (its log says so:
-  // the run is under way on every one of them); whether `run` is still running then.
+  // Waits until each of `workers` has sent 10 results to `run` (its log says so): the run
+  // is under way on every one of them, and — each worker's window being 2 — the trainer
+  // has taken 8 results from each; whether `run` is still running then.
   static bool wait_mid_run(Subprocess& run, const std::vector<const Worker*>& workers) {
     test::wait_until(
         [&] {
           if (!run.running()) return true;
           for (const auto* w : workers)
-            if (occurrences(w->process.err(), "first result sent") < 1) return false;
+            if (occurrences(w->process.err(), " 10 results sent") < 1) return false;
           return true;
         },
         30s);

@@ -142,7 +142,9 @@ struct Security {
 
 /// Where the pool and the worker read the time. Leave the options' `clock` null for
 /// std::chrono::steady_clock; tests pass a clock they advance by hand
-/// (detail/remote_clock.h). Must be thread-safe.
+/// (detail/remote_clock.h). Must be thread-safe. With a clock given, a frozen peer is
+/// noticed only by the options' heartbeats on that clock (and a closed connection at
+/// once); without, also by the connection's own real-time heartbeat.
 class RemoteClock {
  public:
   virtual ~RemoteClock() = default;

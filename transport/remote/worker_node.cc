@@ -31,7 +31,10 @@ struct WorkerNode::Impl {
       o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     const auto window = o.window > 0 ? o.window : static_cast<std::uint32_t>(2 * o.threads);
     core = std::make_shared<Core>(o, window, std::move(ops));
-    configure_network(config, o.security, o.heartbeat_timeout);
+    // With a clock of the caller's, heartbeats go by that clock alone (not also by the
+    // middleman's real-time one, which a test's manual clock cannot hold back).
+    configure_network(config, o.security,
+                      o.clock ? std::chrono::milliseconds::zero() : o.heartbeat_timeout);
     system = std::make_unique<caf::actor_system>(config);
     gate = spawn_gate(*system, core);
     try {

@@ -85,7 +85,8 @@ class WorkerActors : public ::testing::Test {
     for (const auto& m : *inbox_) {
       const auto atom = caf::to_string(m.get_as<caf::atom_value>(0));
       std::string line = atom;
-      if (m.size() > 1 && m.match_element<std::string>(1) && m.get_as<std::string>(1) != kTrainerKey)
+      if (m.size() > 1 && m.match_element<std::string>(1) &&
+          m.get_as<std::string>(1) != kTrainerKey)
         line += " (another key)";
       if (m.size() > 2 && m.match_element<std::uint64_t>(2))
         line += " " + std::to_string(m.get_as<std::uint64_t>(2));
@@ -118,8 +119,7 @@ class WorkerActors : public ::testing::Test {
   caf::scheduler::test_coordinator& sched_ =
       dynamic_cast<caf::scheduler::test_coordinator&>(system_.scheduler());
   std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
-  std::shared_ptr<std::vector<caf::message>> inbox_ =
-      std::make_shared<std::vector<caf::message>>();
+  std::shared_ptr<std::vector<caf::message>> inbox_ = std::make_shared<std::vector<caf::message>>();
   std::shared_ptr<bool> ended_ = std::make_shared<bool>(false);
   std::shared_ptr<Core> core_;
   caf::actor gate_, trainer_, session_;
@@ -141,8 +141,9 @@ TEST_F(WorkerActors, ASessionCarriesTasksAndResultsInOrder) {
   run_one_task();
   caf::anon_send(session_, ping_atom::value, key_);
   sched_.run();
-  EXPECT_EQ(got(), (std::vector<std::string>{"welcome", "refuse 3: worker 10.0.0.9:7000: the "
-                                                        "session's window of 2 tasks is full",
+  EXPECT_EQ(got(), (std::vector<std::string>{"welcome",
+                                             "refuse 3: worker 10.0.0.9:7000: the "
+                                             "session's window of 2 tasks is full",
                                              "started 1", "result 1: ABC", "pong"}));
   EXPECT_EQ(stats().tasks_outstanding, 1u);
 }
@@ -155,7 +156,7 @@ TEST_F(WorkerActors, AMessageWithAWrongKeyIsDroppedByTheSession) {
   caf::anon_send(session_, task_atom::value, std::string(16, 'x'), std::uint64_t{1},
                  std::string("upper"), bytes_of("abc"));
   caf::anon_send(session_, ping_atom::value, std::string("short"));
-  caf::anon_send(session_, caf::atom("bogus"), key_);             // the default handler
+  caf::anon_send(session_, caf::atom("bogus"), key_);               // the default handler
   caf::anon_send(session_, std::string("not a protocol message"));  // the mailbox's guard
   sched_.run();
   EXPECT_EQ(got(), std::vector<std::string>{"welcome"});

@@ -57,7 +57,8 @@ using started_atom = caf::atom_constant<caf::atom("started")>;
 using freed_atom = caf::atom_constant<caf::atom("freed")>;
 
 /// Loads the middleman (and OpenSSL's manager with `security.tls()`), sets the
-/// middleman's heartbeat on this side, and keeps CAF from reading a
+/// middleman's own heartbeat on this side (a connection silent for `heartbeat_timeout`
+/// of real time is closed; zero: no such heartbeat), and keeps CAF from reading a
 /// caf-application.ini from the working directory. Throws RemoteError for TLS files
 /// that cannot be read.
 void configure_network(caf::actor_system_config& config, const Security& security,

@@ -111,7 +111,6 @@ struct GateState {
   static inline const char* name = "brigade.worker.gate";
 };
 
-
 caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<Core> core) {
   self->state.core = core;
   self->set_default_handler(
@@ -185,7 +184,6 @@ struct JoinerState {
   static inline const char* name = "brigade.worker.joiner";
 };
 
-
 void CafJoinNetwork::connect() {
   auto* self = self_;
   detail::connect(
@@ -252,15 +250,16 @@ caf::behavior joiner_actor(Joiner* self, std::shared_ptr<Core> core, Endpoint at
 
 caf::actor spawn_gate(caf::actor_system& system, std::shared_ptr<Core> core) {
   auto guard = core->guard;
-  return spawn_guarded<GateState>(system, guard,
-                                  [c = std::move(core)](auto* self) { return gate_actor(self, c); });
+  return spawn_guarded<GateState>(
+      system, guard, [c = std::move(core)](auto* self) { return gate_actor(self, c); });
 }
 
 caf::actor spawn_joiner(caf::actor_system& system, std::shared_ptr<Core> core, Endpoint at,
                         std::string advertise) {
   auto guard = core->guard;
   return spawn_guarded<JoinerState>(
-      system, guard, [c = std::move(core), at = std::move(at), a = std::move(advertise)](auto* self) {
+      system, guard,
+      [c = std::move(core), at = std::move(at), a = std::move(advertise)](auto* self) {
         return joiner_actor(self, c, at, a);
       });
 }

@@ -238,8 +238,12 @@ void WorkerTable::finish(const TakenTask& task, std::vector<char> result, std::s
   }
   if (error.empty()) {
     ++stats_.tasks_done;
-    if (it->second->results++ == 0)
-      spdlog::info("brigade worker: first result sent to {}", it->second->name);
+    // A line at the 1st, 10th, 100th… result of a session: progress a log (and a
+    // process test) can follow, at a bounded rate.
+    const auto n = ++it->second->results;
+    if (n == 1) spdlog::info("brigade worker: first result sent to {}", it->second->name);
+    for (std::uint64_t p = 10; p <= n; p *= 10)
+      if (p == n) spdlog::info("brigade worker: {} results sent to {}", n, it->second->name);
     network_.send_result(task.session, task.id, std::move(result));
   } else {
     ++stats_.tasks_failed;
