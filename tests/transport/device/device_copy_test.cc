@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "actors/pipeline.h"
+#include "tests/transport/device/device_test_util.h"
 #include "transport/device/detail/device_cpu.h"
 
 namespace brigade::transport {
@@ -19,10 +20,7 @@ using media::DType;
 using media::Tensor;
 using namespace std::chrono_literals;
 
-template <class F>
-bool still_waiting(const std::future<F>& f) {
-  return f.wait_for(50ms) == std::future_status::timeout;
-}
+using test::still_waiting;
 
 // A uint8 [2, 4, 4, 3] batch from `pool` whose bytes are value, value + 1, ...
 Tensor host_batch(BufferPool& pool, int value) {

@@ -35,7 +35,8 @@ struct Rank {
   }
 };
 
-std::vector<std::uint8_t> bytes_of(const DeviceBatch& b) {
+// The batch's bytes once its copy is done.
+std::vector<std::uint8_t> bytes_after_wait(const DeviceBatch& b) {
   b.wait();
   const auto* p = b.data_as<const std::uint8_t>();
   return {p, p + b.nbytes()};
@@ -84,7 +85,8 @@ TEST(DeviceGroup, BroadcastsEachBatchToEveryRank) {
       const auto& b = results[r][i];
       EXPECT_EQ(b.shape(), batches[i].first) << "rank " << r << " batch " << i;
       EXPECT_EQ(b.dtype(), batches[i].second);
-      EXPECT_EQ(bytes_of(b), bytes_of(results[1][i])) << "rank " << r << " batch " << i;
+      EXPECT_EQ(bytes_after_wait(b), bytes_after_wait(results[1][i]))
+          << "rank " << r << " batch " << i;
     }
   }
 }
@@ -99,7 +101,7 @@ TEST(DeviceGroup, SendsAndReceivesInOrder) {
   }
   for (int i = 0; i < 5; ++i) {
     auto got = groups[1]->recv(0, ranks[1].received);
-    EXPECT_EQ(bytes_of(got), bytes_of(sent[i])) << "batch " << i;
+    EXPECT_EQ(bytes_after_wait(got), bytes_after_wait(sent[i])) << "batch " << i;
   }
 }
 
@@ -112,10 +114,10 @@ TEST(DeviceGroup, ASenderRunsAtMostMaxInFlightBatchesAhead) {
   groups[0]->send(sent[1], 1);
   auto third = std::async(std::launch::async, [&] { groups[0]->send(sent[2], 1); });
   EXPECT_EQ(third.wait_for(50ms), std::future_status::timeout);
-  EXPECT_EQ(bytes_of(groups[1]->recv(0, ranks[1].received)), bytes_of(sent[0]));
+  EXPECT_EQ(bytes_after_wait(groups[1]->recv(0, ranks[1].received)), bytes_after_wait(sent[0]));
   third.get();
-  EXPECT_EQ(bytes_of(groups[1]->recv(0, ranks[1].received)), bytes_of(sent[1]));
-  EXPECT_EQ(bytes_of(groups[1]->recv(0, ranks[1].received)), bytes_of(sent[2]));
+  EXPECT_EQ(bytes_after_wait(groups[1]->recv(0, ranks[1].received)), bytes_after_wait(sent[1]));
+  EXPECT_EQ(bytes_after_wait(groups[1]->recv(0, ranks[1].received)), bytes_after_wait(sent[2]));
 }
 
 TEST(DeviceGroup, TheRootDoesNotWaitForItsReceivers) {
@@ -126,7 +128,7 @@ TEST(DeviceGroup, TheRootDoesNotWaitForItsReceivers) {
   EXPECT_FALSE(sent.ready());  // queued behind a broadcast that rank 1 has not joined
   auto got = groups[1]->broadcast({}, 0, ranks[1].received);
   sent.wait();
-  EXPECT_EQ(bytes_of(got), bytes_of(batch));
+  EXPECT_EQ(bytes_after_wait(got), bytes_after_wait(batch));
 }
 
 TEST(DeviceGroup, AStopWhileWaitingForAPeerAbortsTheGroup) {
@@ -170,7 +172,7 @@ TEST(DeviceGroup, DestroyedWithATransferToALivePeerLetsItComplete) {
   auto received =
       std::async(std::launch::async, [&] { return groups[1]->recv(0, ranks[1].received); });
   groups[0].reset();  // waits for the transfer, which the peer's recv completes
-  EXPECT_EQ(bytes_of(received.get()), bytes_of(batch));
+  EXPECT_EQ(bytes_after_wait(received.get()), bytes_after_wait(batch));
 }
 
 // Issue 22 item 4: a sender stopped while waiting for room (max_in_flight batches queued

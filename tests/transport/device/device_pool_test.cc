@@ -8,6 +8,7 @@
 #include <future>
 #include <thread>
 
+#include "tests/transport/device/device_test_util.h"
 #include "transport/device/detail/device_cpu.h"
 
 namespace brigade::transport {
@@ -17,11 +18,7 @@ using detail::CpuDevice;
 using Memory = BufferPool::Memory;
 using namespace std::chrono_literals;
 
-// True if `f` is still not ready after a grace period in which it could have become so.
-template <class F>
-bool still_waiting(const std::future<F>& f) {
-  return f.wait_for(50ms) == std::future_status::timeout;
-}
+using test::still_waiting;
 
 TEST(BufferPool, HandsOutAtMostMaxBuffersAndWaitsForAReturn) {
   auto device = std::make_shared<CpuDevice>();

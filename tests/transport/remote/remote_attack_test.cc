@@ -38,20 +38,9 @@ using namespace std::chrono_literals;
 using test::bytes_of;
 using test::kSecurity;
 using test::text_of;
+using test::until;
 using test::upper_ops;
-
-WorkerOptions worker_options() {
-  WorkerOptions o;
-  o.threads = 2;
-  o.security = kSecurity;
-  return o;
-}
-
-// Waits for the worker's counts to satisfy `done`, re-checked at each of their changes
-// (no polling); the timeout only turns a hang into a failure.
-bool until(const WorkerNode& worker, const std::function<bool(const WorkerStats&)>& done) {
-  return detail::WorkerAccess::wait(worker, done, 60s);
-}
+using test::worker_options;
 
 PoolOptions pool_for(std::vector<Endpoint> workers) {
   PoolOptions o;

@@ -25,16 +25,9 @@ using namespace std::chrono_literals;
 using test::bytes_of;
 using test::kSecurity;
 using test::text_of;
+using test::until;
 using test::upper_ops;
-
-// Waits for the pool's (or the worker's) state to satisfy `done`, re-checked at each of
-// its changes: no polling, no sleep. The timeout only turns a hang into a failure.
-bool until(const RemotePool& pool, const std::function<bool(const detail::DispatchTable&)>& done) {
-  return detail::PoolAccess::wait(pool, done, 60s);
-}
-bool until(const WorkerNode& worker, const std::function<bool(const WorkerStats&)>& done) {
-  return detail::WorkerAccess::wait(worker, done, 60s);
-}
+using test::worker_options;
 
 PoolOptions pool_for(const WorkerNode& worker, std::vector<OperationVersion> ops = {{"upper", 1}}) {
   PoolOptions o;
@@ -43,13 +36,6 @@ PoolOptions pool_for(const WorkerNode& worker, std::vector<OperationVersion> ops
   o.operations = std::move(ops);
   o.name = "test trainer";
   o.reconnect_interval = 200ms;
-  return o;
-}
-
-WorkerOptions worker_options(int threads = 2) {
-  WorkerOptions o;
-  o.threads = threads;
-  o.security = kSecurity;
   return o;
 }
 

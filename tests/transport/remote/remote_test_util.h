@@ -4,11 +4,14 @@
 // operation (the task's text in upper case) that stands in for real work.
 
 #include <cctype>
+#include <chrono>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "transport/remote/detail/remote_dispatch.h"
 #include "transport/remote/remote.h"
 
 namespace brigade::transport::test {
@@ -28,5 +31,25 @@ inline OperationRegistry upper_ops() {
   });
   return ops;
 }
+
+// Waits for the pool's (or the worker's) state to satisfy `done`, re-checked at each of
+// its changes: no polling, no sleep. The timeout only turns a hang into a failure.
+inline bool until(const RemotePool& pool,
+                  const std::function<bool(const detail::DispatchTable&)>& done) {
+  return detail::PoolAccess::wait(pool, done, std::chrono::seconds(60));
+}
+inline bool until(const WorkerNode& worker, const std::function<bool(const WorkerStats&)>& done) {
+  return detail::WorkerAccess::wait(worker, done, std::chrono::seconds(60));
+}
+
+inline WorkerOptions worker_options(int threads = 2) {
+  WorkerOptions o;
+  o.threads = threads;
+  o.security = kSecurity;
+  return o;
+}
+
+/// A trainer's session key as the worker's tests use it.
+inline const std::string kTrainerKey(16, 't');
 
 }  // namespace brigade::transport::test

@@ -20,7 +20,7 @@ using namespace std::chrono_literals;
 using test::bytes_of;
 using test::text_of;
 
-const std::string kTrainerKey(16, 't');
+using test::kTrainerKey;
 
 caf::actor_system_config& testing_config(caf::actor_system_config& config) {
   config.set("scheduler.policy", caf::atom("testing"));

@@ -47,7 +47,7 @@ struct FakeWorkerNetwork final : WorkerNetwork {
   void close(std::uint64_t s) override { closed.push_back(s); }
 };
 
-const std::string kTrainerKey(16, 't');
+using test::kTrainerKey;
 
 HelloFields good_hello() {
   return {.protocol = kProtocolVersion,
