@@ -149,9 +149,8 @@ launch::Dataset load_dataset(const launch::RunConfig& c,
   std::string dir = c.data;
   if (dir.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
-    const auto demo = launch::ensure_demo_dataset(launch::default_demo_dir());
+    dir = launch::demo_folder(c.kind).string();
     generation = std::chrono::steady_clock::now() - t0;
-    dir = (demo / (c.kind == launch::MediaKind::video ? "videos" : "images")).string();
   }
   return launch::list_folder(dir, c.kind);
 }

@@ -6,10 +6,9 @@
 #include <chrono>
 #include <map>
 
-#include "launch/config.h"
 #include "launch/loader/demo_dataset.h"
+#include "launch/loader/job_settings.h"
 #include "python/tensor_export.h"
-#include "transport/checkpoint/checkpoint.h"
 
 namespace brigade::python {
 namespace {
@@ -64,9 +63,7 @@ launch::Dataset read_dataset(const launch::RunConfig& c, bool demo_allowed) {
         "or demo=True for Brigade's synthetic demo set",
         "data");
   }
-  const auto demo = launch::ensure_demo_dataset(launch::default_demo_dir());
-  return launch::list_folder(
-      (demo / (c.kind == launch::MediaKind::video ? "videos" : "images")).string(), c.kind);
+  return launch::list_folder(launch::demo_folder(c.kind).string(), c.kind);
 }
 
 // A vector of ids as an int64 tensor that owns it.
@@ -75,11 +72,6 @@ media::Tensor id_tensor(const std::vector<std::uint64_t>& ids) {
   void* data = owned->data();
   return media::Tensor(media::DType::int64, {static_cast<std::int64_t>(owned->size())},
                        std::shared_ptr<void>(owned, data), data);
-}
-
-transport::CheckpointError bad_set(const std::string& reason) {
-  return transport::CheckpointError(transport::CheckpointErrorKind::mismatched, "state_dict",
-                                    reason);
 }
 
 }  // namespace
@@ -286,66 +278,12 @@ launch::JobCounts Loader::counts() const {
 }
 
 std::vector<std::byte> Loader::checkpoint_bytes() {
-  auto bytes = job_->checkpoint_bytes();
-  if (!handed_out_state_) return bytes;
-  // Batches are in the Python stage: the job's state counts them, the handed-out one not.
-  const auto decoded = transport::decode_checkpoint_file(bytes, "state_dict");
-  auto state = *handed_out_state_;
-  state.generation = decoded.generation();
-  return transport::encode_checkpoint(state, {.job = decoded.job, .run = decoded.run});
+  // With batches in the Python stage the job's state counts them, the handed-out one not.
+  return job_->checkpoint_bytes(handed_out_state_);
 }
 
 void Loader::restore(const std::vector<std::vector<std::byte>>& files) {
-  if (files.empty()) throw bad_set("no rank state given");
-  std::vector<actors::SamplerState> states;
-  std::vector<transport::DecodedCheckpoint> decoded;
-  for (std::size_t i = 0; i < files.size(); ++i) {
-    decoded.push_back(
-        transport::decode_checkpoint_file(files[i], fmt::format("state_dict (rank state {})", i)));
-    if (!decoded.back().sampler) throw bad_set("a weighted mix's checkpoint, not a Loader's");
-    states.push_back(*decoded.back().sampler);
-  }
-  const auto& first = decoded.front();
-  const std::uint32_t saved_w = first.world_size(), rank = *config_.rank, w = *config_.world_size;
-  for (const auto& d : decoded) {
-    if (d.world_size() != saved_w || d.generation() != first.generation() || d.job != first.job) {
-      throw bad_set(fmt::format(
-          "the rank states are not of one save: rank {} of {} (generation {}, job {:016x}) "
-          "and rank {} of {} (generation {}, job {:016x})",
-          first.rank(), saved_w, first.generation(), first.job, d.rank(), d.world_size(),
-          d.generation(), d.job));
-    }
-  }
-  transport::LoadedCheckpoint loaded{.generation = first.generation(),
-                                     .saved_world_size = saved_w,
-                                     .job = first.job,
-                                     .run = first.run};
-  if (saved_w == w) {
-    auto own = std::find_if(states.begin(), states.end(),
-                            [rank](const auto& s) { return s.rank == rank; });
-    if (own == states.end()) {
-      throw bad_set(
-          fmt::format("no state of rank {} among the {} given (this loader is rank {} of {})", rank,
-                      states.size(), rank, w));
-    }
-    loaded.state = *own;
-  } else {
-    std::vector<bool> seen(saved_w);
-    for (const auto& s : states) seen[s.rank] = true;
-    if (states.size() != saved_w || std::find(seen.begin(), seen.end(), false) != seen.end()) {
-      throw transport::CheckpointError(
-          transport::CheckpointErrorKind::incomplete, "state_dict",
-          fmt::format("saved at world size {}, resumed at {}: an elastic resume needs the state "
-                      "of every rank 0 … {} (got {}); gather them (torch.distributed."
-                      "all_gather_object) and pass the list",
-                      saved_w, w, saved_w - 1, states.size()));
-    }
-    try {
-      loaded.state = actors::repartition(states, rank, w);
-    } catch (const actors::SamplerStateError& e) {
-      throw bad_set(e.what());
-    }
-  }
+  auto loaded = launch::checkpoint_from_files(files, *config_.rank, *config_.world_size);
   drop_pending();
   auto config = config_;
   py::gil_scoped_release release;

@@ -3,14 +3,13 @@
 // The C++ side of brigade.Loader (python/brigade/__init__.py wraps it): a launch::Job
 // driven from Python, its batches exported through DLPack without a copy.
 //
-// SETTINGS. The TOML keys of launch/config.h, nothing else: a config file, then the
-// keyword arguments (serialized by the wrapper as one more TOML document, so names,
-// checks and messages are the config file's), then resolve() with the given
-// environment (torchrun's RANK/WORLD_SIZE, Slurm's, as `brigade run`). Keys that only
-// shape `brigade run`'s output (json, progress, ids_out, digests_out,
-// stop_after_batches) are accepted and ignored, so that one file serves both:
-// ignored_keys() lists those set. `normalize` without a device gives float32 batches,
-// normalized in the decode stage (launch/config.h); with one, on the device (DEVICE).
+// SETTINGS. The job description's keys (launch/loader/job_settings.h), nothing else: a config file,
+// then the keyword arguments (serialized by the wrapper as one more TOML document, so names, checks
+// and messages are the config file's), then resolve() with the given environment (torchrun's
+// RANK/WORLD_SIZE, Slurm's, as `brigade run`). Keys that only shape `brigade run`'s output (json,
+// progress, ids_out, digests_out, stop_after_batches) are accepted and ignored, so that one file
+// serves both: ignored_keys() lists those set. `normalize` without a device gives float32 batches,
+// normalized in the decode stage (launch/loader/job_config.h); with one, on the device (DEVICE).
 //
 // BATCHES. next() returns one batch of the epoch as a dict: the job's pooled uint8
 // (float32 with normalize) tensor, its ids and, when samples of the batch failed, their ids. Each

@@ -194,6 +194,78 @@ Dataset read_list(const std::string& list_file) {
   return d;
 }
 
+namespace {
+
+CheckpointError bad_set(const std::string& reason) {
+  return CheckpointError(CheckpointErrorKind::mismatched, "state_dict", reason);
+}
+
+// The files' states, checked to be of one save.
+std::vector<transport::DecodedCheckpoint> decode_set(
+    std::span<const std::vector<std::byte>> files) {
+  if (files.empty()) throw bad_set("no rank state given");
+  std::vector<transport::DecodedCheckpoint> decoded;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    decoded.push_back(
+        transport::decode_checkpoint_file(files[i], fmt::format("state_dict (rank state {})", i)));
+    if (!decoded.back().sampler) throw bad_set("a weighted mix's checkpoint, not a Loader's");
+  }
+  const auto& first = decoded.front();
+  for (const auto& d : decoded) {
+    if (d.world_size() != first.world_size() || d.generation() != first.generation() ||
+        d.job != first.job) {
+      throw bad_set(fmt::format(
+          "the rank states are not of one save: rank {} of {} (generation {}, job {:016x}) "
+          "and rank {} of {} (generation {}, job {:016x})",
+          first.rank(), first.world_size(), first.generation(), first.job, d.rank(), d.world_size(),
+          d.generation(), d.job));
+    }
+  }
+  return decoded;
+}
+
+}  // namespace
+
+transport::LoadedCheckpoint checkpoint_from_files(std::span<const std::vector<std::byte>> files,
+                                                  std::uint32_t rank, std::uint32_t w) {
+  const auto decoded = decode_set(files);
+  std::vector<actors::SamplerState> states;
+  for (const auto& d : decoded) states.push_back(*d.sampler);
+  const auto& first = decoded.front();
+  const std::uint32_t saved_w = first.world_size();
+  transport::LoadedCheckpoint loaded{.generation = first.generation(),
+                                     .saved_world_size = saved_w,
+                                     .job = first.job,
+                                     .run = first.run};
+  if (saved_w == w) {
+    auto own = std::find_if(states.begin(), states.end(),
+                            [rank](const auto& s) { return s.rank == rank; });
+    if (own == states.end()) {
+      throw bad_set(
+          fmt::format("no state of rank {} among the {} given (this loader is rank {} of {})", rank,
+                      states.size(), rank, w));
+    }
+    loaded.state = *own;
+    return loaded;
+  }
+  std::vector<bool> seen(saved_w);
+  for (const auto& s : states) seen[s.rank] = true;
+  if (states.size() != saved_w || std::find(seen.begin(), seen.end(), false) != seen.end()) {
+    throw CheckpointError(
+        CheckpointErrorKind::incomplete, "state_dict",
+        fmt::format("saved at world size {}, resumed at {}: an elastic resume needs the state "
+                    "of every rank 0 … {} (got {}); gather them (torch.distributed."
+                    "all_gather_object) and pass the list",
+                    saved_w, w, saved_w - 1, states.size()));
+  }
+  try {
+    loaded.state = actors::repartition(states, rank, w);
+  } catch (const actors::SamplerStateError& e) {
+    throw bad_set(e.what());
+  }
+  return loaded;
+}
+
 // -- Job ---------------------------------------------------------------------------
 
 struct Job::Impl {
@@ -628,8 +700,10 @@ std::filesystem::path Job::write_checkpoint(const std::optional<actors::SamplerS
   return path;
 }
 
-std::vector<std::byte> Job::checkpoint_bytes() {
-  auto bytes = transport::encode_checkpoint(state(), impl_->run_id);
+std::vector<std::byte> Job::checkpoint_bytes(const std::optional<actors::SamplerState>& saved) {
+  auto s = saved ? *saved : state();
+  s.generation = impl_->run_id.first_generation + impl_->saves;
+  auto bytes = transport::encode_checkpoint(s, impl_->run_id);
   ++impl_->saves;
   return bytes;
 }

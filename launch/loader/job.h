@@ -164,10 +164,24 @@ struct RemoteSummary {
 inline constexpr int kReadAttempts = 4;
 inline constexpr std::chrono::milliseconds kReadBackoff{20};
 
+/// The job's checkpoint error (transport/checkpoint/checkpoint.h): a file that cannot be
+/// read, written or decoded, or a set that does not fit the job; kind() says which.
+using transport::CheckpointError;
+using transport::CheckpointErrorKind;
+
+/// Where a job resumes, read from checkpoint files' bytes (checkpoint_bytes() of each
+/// rank, as a Python state_dict keeps them) for rank `rank` of `world_size`: with one
+/// save's files at the same world size, the file of `rank` among them (exact resume);
+/// at another world size, every rank's file of that save, re-partitioned
+/// (actors::repartition: elastic resume). Throws CheckpointError: `mismatched` for no
+/// file, files of different saves, or no file of `rank`; `incomplete` for an elastic
+/// resume that lacks a rank's file; a decoding error names the file's index.
+transport::LoadedCheckpoint checkpoint_from_files(std::span<const std::vector<std::byte>> files,
+                                                  std::uint32_t rank, std::uint32_t world_size);
+
 struct JobOptions {
   /// Start from this checkpoint instead of `resume_from` (e.g. a Python state_dict:
-  /// checkpoint_bytes() decoded with transport::decode_checkpoint_file, or an elastic
-  /// re-partition of every rank's); its fingerprint must match the job's sampling.
+  /// checkpoint_from_files()); its fingerprint must match the job's sampling.
   std::optional<transport::LoadedCheckpoint> resume{};
   /// Reads a sample's bytes instead of media::read_file (a test's fault injection);
   /// it reports failure by throwing, as media::read_file does (media::MediaError).
@@ -223,9 +237,11 @@ class Job {
   /// Throws transport::CheckpointError.
   std::filesystem::path write_checkpoint(
       const std::optional<actors::SamplerState>& state = std::nullopt);
-  /// state() as the bytes of a checkpoint file of this run (the next generation), for
-  /// callers that store it themselves (a Python state_dict).
-  std::vector<std::byte> checkpoint_bytes();
+  /// state() (or `state`, one of this job's earlier states) as the bytes of a checkpoint
+  /// file of this run (the next generation), for callers that store it themselves (a
+  /// Python state_dict; checkpoint_from_files() reads it back).
+  std::vector<std::byte> checkpoint_bytes(
+      const std::optional<actors::SamplerState>& state = std::nullopt);
 
   JobCounts counts() const;
   /// The samples this process consumes over the job (delivered or failed), as planned.

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <random>
 
-#include "launch/config.h"
+#include "launch/loader/job_settings.h"
 #include "media/errors.h"
 #include "media/image.h"
 #include "media/source.h"
