@@ -11,6 +11,7 @@
 #include <future>
 #include <memory>
 #include <thread>
+#include <utility>
 
 #include "actors/pipeline.h"
 #include "launch/loader/decode.h"
@@ -273,6 +274,7 @@ struct Job::Impl {
   Dataset d;
   std::unique_ptr<actors::DistributedSampler> sampler;
   ReadFile read_file;  // JobOptions::read_file, or empty for media::read_file
+  BatchStage stage;    // JobOptions::stage
   std::shared_ptr<detail::BatchPool> batches = std::make_shared<detail::BatchPool>();
   std::shared_ptr<std::atomic<std::uint64_t>> epoch =
       std::make_shared<std::atomic<std::uint64_t>>(0);
@@ -306,7 +308,13 @@ struct Job::Impl {
       : c(std::move(config)),
         d(std::move(dataset)),
         sampler(make_sampler(c, d)),
-        read_file(std::move(options.read_file)) {
+        read_file(std::move(options.read_file)),
+        stage(std::move(options.stage)) {
+    if (stage.run && (stage.concurrency < 1 || stage.concurrency > kMaxConcurrency)) {
+      throw ConfigError(fmt::format("{}: concurrency: expected 1 to {}, got {}", stage.name,
+                                    kMaxConcurrency, stage.concurrency),
+                        stage.name);
+    }
     restore(options);
     check_checkpoint_dir();
     expected = planned_samples();
@@ -493,15 +501,37 @@ struct Job::Impl {
     return finish(std::move(decoded), build);
   }
 
-  // The tail of both builders: [the copy to the device →] the sink (4 batches).
+  // The tail of both builders: [the copy to the device →] [the consumer's stage →] the
+  // sink (4 batches).
   actors::Pipeline<JobBatch> finish(actors::PipelineBuilder<JobBatch> decoded,
                                     const actors::BuildOptions& build) {
-    if (!to_device) return std::move(decoded).add_sink(4).build(build);
-    return std::move(decoded)
-        .pipe(copy_stage(),
-              {.concurrency = 1, .executor = actors::Executor::io, .name = "to_device"})
-        .add_sink(4)
-        .build(build);
+    if (to_device) {
+      decoded = std::move(decoded).pipe(
+          copy_stage(), {.concurrency = 1, .executor = actors::Executor::io, .name = "to_device"});
+    }
+    if (stage.run) {
+      // One queued batch: a batch waiting here holds its buffers (on the device too).
+      decoded = std::move(decoded).pipe(user_stage(), {.concurrency = stage.concurrency,
+                                                       .output_order = actors::Order::input,
+                                                       .executor = actors::Executor::io,
+                                                       .name = stage.name,
+                                                       .queue_capacity = 1});
+    }
+    return std::move(decoded).add_sink(4).build(build);
+  }
+
+  // The stage's exception travels with its batch to next() (an exception out of a
+  // stage function would drop the batch: actors/pipeline.h THREADING).
+  std::function<JobBatch(JobBatch, actors::TaskContext&)> user_stage() const {
+    return [run = stage.run](JobBatch b, actors::TaskContext&) {
+      JobBatch out{.epoch = b.epoch, .ids = b.ids, .data = {}, .failed = b.failed};
+      try {
+        out.staged = run(std::move(b));
+      } catch (...) {
+        out.stage_error = std::current_exception();
+      }
+      return out;
+    };
   }
 
   // The host tensor is dropped here: its pinned buffer goes back once the copy is done.
@@ -631,6 +661,7 @@ struct Job::Impl {
       counts.failed += r.item->failed.size();
       counts.samples += r.item->ids.size();
       ++counts.batches;
+      if (r.item->stage_error) std::rethrow_exception(std::exchange(r.item->stage_error, {}));
       return {JobStatus::batch, std::move(r.item)};
     }
   }

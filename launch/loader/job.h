@@ -76,6 +76,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -132,6 +133,12 @@ struct JobBatch {
   media::Tensor data;
   std::vector<std::uint64_t> failed{};  // samples of this batch that failed (not in data)
   transport::DeviceBatch device{};      // with a device: the batch there (see DEVICE)
+  /// With a BatchStage (JobOptions::stage): what it returned for this batch (data and
+  /// device are then empty; ids and failed stay).
+  std::shared_ptr<void> staged{};
+  /// What the BatchStage threw for this batch, on its way to next(), which rethrows it:
+  /// a batch next() returns never holds one.
+  std::exception_ptr stage_error{};
 };
 
 enum class JobStatus { batch, timeout, epoch_end };
@@ -179,6 +186,24 @@ using transport::CheckpointErrorKind;
 transport::LoadedCheckpoint checkpoint_from_files(std::span<const std::vector<std::byte>> files,
                                                   std::uint32_t rank, std::uint32_t world_size);
 
+/// A stage of the consumer's own (the Python Loader's Python stage), run on each batch
+/// inside the job's pipeline, after the decode (and to_device): the engine runs it
+/// (`concurrency` tasks at once on io threads, one batch queued), counts it (a stage
+/// named `name` in stats()), bounds it (its batches are within the pipeline's memory
+/// bound and the device's kDeviceBatches) and delivers its results in batch order.
+/// The sampler state is recorded as each batch reaches the consumer, so state() and
+/// checkpoints cover exactly the batches next() has returned, however many are in the
+/// stage.
+struct BatchStage {
+  /// Takes a delivered batch, returns what next() hands out in JobBatch::staged.
+  /// Called concurrently (it must be thread-safe). An exception it throws is rethrown
+  /// by next() in its batch's place (the batch counts as delivered); stop() waits for
+  /// the calls running.
+  std::function<std::shared_ptr<void>(JobBatch)> run{};
+  int concurrency = 1;  // 1 to kMaxConcurrency
+  std::string name = "batch_stage";
+};
+
 struct JobOptions {
   /// Start from this checkpoint instead of `resume_from` (e.g. a Python state_dict:
   /// checkpoint_from_files()); its fingerprint must match the job's sampling.
@@ -186,6 +211,8 @@ struct JobOptions {
   /// Reads a sample's bytes instead of media::read_file (a test's fault injection);
   /// it reports failure by throwing, as media::read_file does (media::MediaError).
   ReadFile read_file{};
+  /// A stage of the consumer's own after the decode (none without `run`).
+  BatchStage stage{};
 };
 
 class Job {
@@ -214,7 +241,7 @@ class Job {
 
   /// The next batch of the epoch, a timeout, or the epoch's end. A batch whose every
   /// sample failed is returned empty (see BATCHES). Throws actors::PipelineFailure once
-  /// the failure budget is exceeded.
+  /// the failure budget is exceeded, and what a BatchStage threw at its batch's place.
   JobNext next(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
   /// Stops the epoch in progress: queued work is dropped, running tasks see the stop

@@ -1,3 +1,5 @@
+#include "launch/loader/detail/launch_environment.h"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -9,7 +11,6 @@
 #include <system_error>
 #include <vector>
 
-#include "launch/loader/detail/launch_environment.h"
 #include "transport/files/files.h"
 #include "transport/remote/endpoint.h"
 
