@@ -2,13 +2,34 @@
 
 #include <fmt/format.h>
 
+#include <variant>
+
 namespace brigade::launch {
 
-void apply_flag(RunConfig& config, std::string_view flag, std::string_view value) {
+FrontEndSetting output_keys(RunOutput& output) {
+  return [&output](std::string_view key, const SettingValue& value) {
+    if (key == "ids_out") output.ids_out = std::get<std::string>(value);
+    if (key == "digests_out") output.digests_out = std::get<std::string>(value);
+    if (key == "stop_after_batches") output.stop_after_batches = std::get<std::int64_t>(value);
+    if (key == "json") output.json = std::get<bool>(value);
+    if (key == "progress") output.progress = std::get<bool>(value);
+  };
+}
+
+void apply_toml(RunCommand& config, std::string_view text, const std::string& name) {
+  apply_toml(static_cast<RunConfig&>(config), text, name, output_keys(config));
+}
+
+void apply_toml_file(RunCommand& config, const std::string& path) {
+  apply_toml_file(static_cast<RunConfig&>(config), path, output_keys(config));
+}
+
+void apply_flag(RunCommand& config, std::string_view flag, std::string_view value) {
+  const auto output = output_keys(config);
   for (const auto& k : setting_keys()) {
-    if (k.flag == flag) return apply_setting(config, k.key, value, flag);
+    if (k.flag == flag) return apply_setting(config, k.key, value, flag, false, output);
     if (k.negatable && flag.starts_with("--no-") && k.flag.substr(2) == flag.substr(5))
-      return apply_setting(config, k.key, value, flag, true);
+      return apply_setting(config, k.key, value, flag, true, output);
   }
   throw ConfigError(fmt::format("{}: unknown option", flag));
 }

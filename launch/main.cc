@@ -168,7 +168,7 @@ void occupy_standard_descriptors() {
   }
 }
 
-int run(const launch::RunConfig& config) {
+int run(const launch::RunCommand& config) {
   install_signal_handlers();  // a signal from here on stops the job at its first check
   // Generating the demo dataset (first run only) is not part of the run: its time is
   // taken out of the run's clock, its CPU and memory out of the figures below.
@@ -214,7 +214,8 @@ int run(const launch::RunConfig& config) {
             ids.flush();
             digests.flush();
           },
-      .origin = origin};
+      .origin = origin,
+      .stop_after_batches = config.stop_after_batches};
   const auto summary = launch::run_job(config, dataset, hooks);
   progress.finish();
   ids.flush();
@@ -403,7 +404,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  launch::RunConfig config;
+  launch::RunCommand config;
   try {
     if (!config_file.empty()) launch::apply_toml_file(config, config_file);
     for (const auto& [flag, value] : given) launch::apply_flag(config, flag, value);

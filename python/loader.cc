@@ -18,10 +18,15 @@ using launch::ConfigError;
 
 launch::RunConfig read_settings(const LoaderSettings& s, std::vector<std::string>& ignored) {
   launch::RunConfig c;
-  if (!s.config_file.empty()) launch::apply_toml_file(c, s.config_file);
+  // `brigade run`'s own keys: checked by the key table, listed as ignored.
+  const launch::FrontEndSetting ignore = [&ignored](std::string_view key,
+                                                    const launch::SettingValue&) {
+    if (std::find(ignored.begin(), ignored.end(), key) == ignored.end()) ignored.emplace_back(key);
+  };
+  if (!s.config_file.empty()) launch::apply_toml_file(c, s.config_file, ignore);
   if (!s.keywords_toml.empty()) {
     try {
-      launch::apply_toml(c, s.keywords_toml, s.keywords_name);
+      launch::apply_toml(c, s.keywords_toml, s.keywords_name, ignore);
     } catch (const ConfigError& e) {
       // "brigade.Loader:3: batch_size: …": the line of a generated document means nothing
       // to the caller, the key does.
@@ -46,11 +51,6 @@ launch::RunConfig read_settings(const LoaderSettings& s, std::vector<std::string
     auto it = env.find(name);
     return it == env.end() ? nullptr : it->second.c_str();
   });
-  if (c.json) ignored.push_back("json");
-  if (c.progress_origin != "default") ignored.push_back("progress");
-  if (!c.ids_out.empty()) ignored.push_back("ids_out");
-  if (!c.digests_out.empty()) ignored.push_back("digests_out");
-  if (c.stop_after_batches >= 0) ignored.push_back("stop_after_batches");
   return c;
 }
 

@@ -791,8 +791,8 @@ class Runner {
   }
 
   std::optional<JobEnd> stop_reason() const {
-    if (c_.stop_after_batches >= 0 &&
-        std::int64_t(job_.counts().batches) >= c_.stop_after_batches) {
+    if (hooks_.stop_after_batches >= 0 &&
+        std::int64_t(job_.counts().batches) >= hooks_.stop_after_batches) {
       return JobEnd::stopped;
     }
     if (hooks_.interrupt && hooks_.interrupt->load() != 0) return JobEnd::interrupted;

@@ -303,6 +303,9 @@ struct JobHooks {
   std::function<void()> on_saved{};
   /// Where the run's clock starts (the program's start); default: run_job's entry.
   std::optional<std::chrono::steady_clock::time_point> origin{};
+  /// Stop once this process delivered this many batches (across epochs); < 0: run to
+  /// the end (`brigade run --stop-after-batches`).
+  std::int64_t stop_after_batches = -1;
 };
 
 enum class JobEnd { finished, stopped, interrupted, already_complete, failed };
@@ -323,8 +326,8 @@ struct JobSummary {
   bool abandoned = false;
 };
 
-/// Runs the job over its epochs until the end, `stop_after_batches`, an interrupt or a
-/// failure; writes the checkpoint (also after a failure) when checkpoint_dir is set.
+/// Runs the job over its epochs until the end, hooks.stop_after_batches, an interrupt or
+/// a failure; writes the checkpoint (also after a failure) when checkpoint_dir is set.
 /// A failure budget exceeded ends with JobEnd::failed and the cause (not a throw).
 /// Throws ConfigError, transport::CheckpointError.
 JobSummary run_job(const RunConfig& config, const Dataset& dataset, const JobHooks& hooks);

@@ -64,6 +64,8 @@ struct Key {
   Type type;
   std::string_view help;
   std::vector<std::string_view> choices{};
+  // Sets the job's field; null for a front end's key (SettingKey::job), handed to its
+  // FrontEndSetting instead.
   void (*set)(RunConfig&, const Value&) = nullptr;
   std::int64_t max = 0;        // numbers: the largest value accepted (0: the type's own)
   bool negatable = false;      // switches: "--no-<name>" turns it off
@@ -260,7 +262,7 @@ const std::vector<Key>& keys() {
        "write delivered sample ids, one per line, in "
        "delivery order",
        {},
-       [](RunConfig& c, const Value& v) { c.ids_out = as_text(v); },
+       nullptr,
        0,
        false,
        "FILE"},
@@ -270,7 +272,7 @@ const std::vector<Key>& keys() {
        "write one line per delivered batch: epoch, sample ids and a 64-bit FNV-1a "
        "digest of the batch's bytes (to compare runs)",
        {},
-       [](RunConfig& c, const Value& v) { c.digests_out = as_text(v); },
+       nullptr,
        0,
        false,
        "FILE"},
@@ -279,24 +281,22 @@ const std::vector<Key>& keys() {
        Type::non_negative,
        "stop after this process delivered N batches (across epochs)",
        {},
-       [](RunConfig& c, const Value& v) { c.stop_after_batches = as_int(v); }},
+       nullptr},
       {"json",
        "--json",
        Type::boolean,
        "print a JSON summary as the last line on stdout",
        {},
-       [](RunConfig& c, const Value& v) { c.json = std::get<bool>(v); }},
+       nullptr},
       {"progress",
        "--progress",
        Type::boolean,
        "a progress bar when stderr is a terminal "
        "(default on; --no-progress turns it off)",
        {},
-       [](RunConfig& c, const Value& v) { c.progress = std::get<bool>(v); },
+       nullptr,
        0,
-       true,
-       {},
-       &RunConfig::progress_origin},
+       true},
       {"layout", "--layout", Type::choice, "batch tensor layout (default nhwc)", names(kLayouts),
        [](RunConfig& c, const Value& v) { c.layout = pick(v, kLayouts); }},
       {"checkpoint_dir",
@@ -820,15 +820,32 @@ Value toml_value(const toml::node& node, std::string_view where, const Key& spec
   bad_value(where, spec, show(node));
 }
 
+// A front end's key to its callback: its checked value as one of SettingValue's types.
+void hand_over(const Key& key, const Value& value, const FrontEndSetting& front_end) {
+  if (!front_end) return;
+  if (auto* i = std::get_if<std::int64_t>(&value)) return front_end(key.name, SettingValue(*i));
+  if (auto* b = std::get_if<bool>(&value))
+    return front_end(key.name, SettingValue(std::in_place_type<bool>, *b));
+  front_end(key.name, as_text(value));
+}
+
+void set_key(RunConfig& config, const Key& key, const Value& value, const std::string& where,
+             const FrontEndSetting& front_end) {
+  if (!key.set) return hand_over(key, value, front_end);
+  key.set(config, value);
+  note_origin(config, key, where);
+}
+
 void apply_table(RunConfig& config, const toml::table& table, const std::string& prefix,
-                 const std::string& name, const std::filesystem::path& folder) {
+                 const std::string& name, const std::filesystem::path& folder,
+                 const FrontEndSetting& front_end) {
   for (auto&& [k, node] : table) {
     const std::string key =
         prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
     const auto line = k.source().begin.line ? k.source().begin.line : node.source().begin.line;
     const std::string where = fmt::format("{}:{}", name, line);
     if (node.is_table() && is_table(key)) {
-      apply_table(config, *node.as_table(), key, name, folder);
+      apply_table(config, *node.as_table(), key, name, folder, front_end);
       continue;
     }
     const Key* spec = find_key(key);
@@ -844,8 +861,7 @@ void apply_table(RunConfig& config, const toml::table& table, const std::string&
       std::filesystem::path p(as_text(value));
       if (p.is_relative() && !folder.empty()) value = (folder / p).lexically_normal().string();
     }
-    spec->set(config, value);
-    note_origin(config, *spec, where);
+    set_key(config, *spec, value, where, front_end);
   }
 }
 
@@ -870,22 +886,23 @@ actors::FailureBudget parse_failure_budget(std::string_view text, std::string_vi
   return actors::FailureBudget(static_cast<std::int64_t>(value));
 }
 
-void apply_toml(RunConfig& config, std::string_view text, const std::string& name) {
+void apply_toml(RunConfig& config, std::string_view text, const std::string& name,
+                const FrontEndSetting& front_end) {
   toml::table table;
   try {
     table = toml::parse(text, name);
   } catch (const toml::parse_error& e) {
     throw ConfigError(fmt::format("{}:{}: {}", name, e.source().begin.line, e.description()));
   }
-  apply_table(config, table, "", name, std::filesystem::path(name).parent_path());
+  apply_table(config, table, "", name, std::filesystem::path(name).parent_path(), front_end);
 }
 
-void apply_toml_file(RunConfig& config, const std::string& path) {
+void apply_toml_file(RunConfig& config, const std::string& path, const FrontEndSetting& front_end) {
   std::ifstream in(path);
   if (!in) throw ConfigError(fmt::format("{}: cannot read the config file", path));
   std::ostringstream text;
   text << in.rdbuf();
-  apply_toml(config, text.str(), path);
+  apply_toml(config, text.str(), path, front_end);
 }
 namespace {
 
@@ -912,14 +929,13 @@ Value flag_value(const Key& key, std::string_view value, bool negated) {
 }  // namespace
 
 void apply_setting(RunConfig& config, std::string_view key, std::string_view text,
-                   std::string_view where, bool negated) {
+                   std::string_view where, bool negated, const FrontEndSetting& front_end) {
   const Key* spec = find_key(key);
   if (!spec) throw ConfigError(fmt::format("{}: unknown key '{}'", where, key), std::string(key));
   Value v = flag_value(*spec, text, negated);
   const std::string got = fmt::format("'{}'", text);
   // Errors name `where` (the flag); the key name follows, as for TOML.
-  spec->set(config, check(*spec, std::move(v), where, got));
-  note_origin(config, *spec, std::string(where));
+  set_key(config, *spec, check(*spec, std::move(v), where, got), std::string(where), front_end);
 }
 
 namespace {
@@ -952,7 +968,8 @@ std::string metavar(const Key& k) {
 std::vector<SettingKey> setting_keys() {
   std::vector<SettingKey> out;
   for (const auto& k : keys()) {
-    out.push_back({k.name, k.flag, k.help, k.type != Type::boolean, k.negatable, metavar(k)});
+    out.push_back({k.name, k.flag, k.help, k.type != Type::boolean, k.negatable, metavar(k),
+                   k.set != nullptr});
   }
   return out;
 }

@@ -24,8 +24,10 @@
 //   file resolve against the file's folder. [remote] workers is an array of "HOST:PORT"
 //   strings or one comma-separated string; --workers takes the comma-separated form.
 //   The keys that only shape `brigade run`'s output (ids_out, digests_out,
-//   stop_after_batches, json, progress) are in the table too, so that one file serves
-//   the command line and the Python Loader (which accepts and ignores them).
+//   stop_after_batches, json, progress) are in the table too, checked like any other,
+//   so that one file serves the command line and the Python Loader; the job does not
+//   hold them (RunConfig has no field for them): their values go to the front end's
+//   FrontEndSetting (launch/config.h RunOutput; the Python Loader lists them as ignored).
 //
 // LAUNCH ENVIRONMENT. resolve() reads what launchers already set; Brigade ships none.
 //   torchrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
@@ -67,9 +69,11 @@
 // THREADING. Plain functions over values; no shared state. resolve() reads the token and
 // TLS files of a remote run.
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "actors/options.h"
@@ -83,12 +87,21 @@ inline constexpr int kDefaultMasterPort = 29500;
 /// torchrun's TCPStore at MASTER_PORT): what `directory = "auto"` resolves to.
 inline constexpr int kDirectoryPortOffset = 1;
 
+/// A checked value of a front end's key (SettingKey::job false): a count, a switch, or
+/// text (a path: relative paths of a TOML file already resolved against its folder).
+using SettingValue = std::variant<std::int64_t, bool, std::string>;
+/// Receives each front end's key given, with its value; none: they are checked and
+/// dropped.
+using FrontEndSetting = std::function<void(std::string_view key, const SettingValue& value)>;
+
 /// Applies the keys of a TOML document; `name` (the file) prefixes errors and its
 /// folder anchors relative paths. Throws ConfigError on a syntax error, an unknown
 /// key or a bad value.
-void apply_toml(RunConfig& config, std::string_view text, const std::string& name);
+void apply_toml(RunConfig& config, std::string_view text, const std::string& name,
+                const FrontEndSetting& front_end = {});
 /// Reads `path` and applies it as above; an unreadable file is a ConfigError.
-void apply_toml_file(RunConfig& config, const std::string& path);
+void apply_toml_file(RunConfig& config, const std::string& path,
+                     const FrontEndSetting& front_end = {});
 
 /// One key of the table, as a command line or a help text shows it.
 struct SettingKey {
@@ -98,6 +111,7 @@ struct SettingKey {
   bool takes_value = true;  // false: a switch (true or false)
   bool negatable = false;   // also "--no-<name>"
   std::string metavar{};    // for help: "N", "DIR", "image|video", …
+  bool job = true;          // false: a front end's key (KEYS), not the job's
 };
 /// Every key of the table, in the table's order.
 std::vector<SettingKey> setting_keys();
@@ -107,7 +121,8 @@ std::vector<SettingKey> setting_keys();
 /// to !negated and ignores `text`. `where` prefixes errors ("--batch-size"), as a file
 /// and line do for TOML. Throws ConfigError naming `where` and the key.
 void apply_setting(RunConfig& config, std::string_view key, std::string_view text,
-                   std::string_view where, bool negated = false);
+                   std::string_view where, bool negated = false,
+                   const FrontEndSetting& front_end = {});
 
 /// Fills defaults (cores; rank, world size, local rank and size and the master address
 /// from the launch environment as LAUNCH ENVIRONMENT says; "auto" directory; the token),
