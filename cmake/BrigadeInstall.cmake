@@ -12,6 +12,10 @@
 # HEADERS. The public headers (each module's top level) include no FFmpeg, CAF, Cap'n
 # Proto, spdlog or CUDA header, so none of those is installed or needed to compile
 # against Brigade; tests/package checks it by compiling every installed header alone.
+# transport/wire/ (brigade_wire: reading untrusted Cap'n Proto bytes) is internal and not
+# installed at all: header-only, its header names Cap'n Proto types, and the rooms that
+# use it (remote, loader) link it as $<BUILD_INTERFACE:brigade_wire>, so the exported
+# targets do not name it.
 # The one exception to "no detail/": actors/pipeline.h is a template over
 # actors/detail/{any_value,builder,engine,spec}.h, which are installed with it (they
 # include only the standard library and actors/).
@@ -61,7 +65,7 @@ install(TARGETS ${brigade_export_targets} EXPORT BrigadeTargets
 install(EXPORT BrigadeTargets NAMESPACE Brigade:: DESTINATION ${BRIGADE_CMAKE_DIR})
 
 # Each room's public headers: a module's top level, and the rooms inside transport/ and
-# launch/ (DESIGN.md, section 1).
+# launch/ (DESIGN.md, section 1); not transport/wire/ (internal, above).
 foreach(room IN ITEMS actors media transport/files transport/checkpoint transport/remote
     transport/device
     launch launch/loader)

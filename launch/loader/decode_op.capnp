@@ -1,10 +1,12 @@
 @0xb618de320224cc73;
 
-# The built-in decode operations' task (launch/remote_ops.h): the decode spec
-# (launch/decode.h DecodeSpec) and the batch's samples. The loader's own schema: the
-# remote layer carries these bytes without reading them. Stable within one version of
-# the operations (kDecodeImages, kDecodeClips); peers of another build are refused in
-# the hello. launch/loader/decode_task.h is the one codec.
+# The built-in decode operations (launch/loader/remote_ops.h): their task — the decode
+# spec (launch/loader/decode.h DecodeSpec) and the batch's samples — and their result —
+# the decoded batch and its failed samples. The loader's own schema: the remote layer
+# carries these bytes without reading them. Stable within one version of the operations
+# (kDecodeImages, kDecodeClips); peers of another build are refused in the hello.
+# launch/loader/decode_task.h is the one codec (the trainer's write and read, the
+# worker's read and write).
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("brigade::launch::wire");
@@ -63,4 +65,34 @@ struct TaskSample {
 struct DecodeTask {
   spec @0 :DecodeSpec;
   samples @1 :List(TaskSample);
+}
+
+# The std::error_category of a failed sample's code (launch/loader/decode.h
+# restore_error_code): the categories this build knows; a code of any other crosses as
+# none (no code).
+enum ErrorCategory {
+  none @0;
+  media @1;       # media::media_category()
+  remote @2;      # transport::remote_category()
+  device @3;      # transport::device_category()
+  generic @4;     # std::generic_category()
+  system @5;      # std::system_category()
+}
+
+# A failed sample: the engine's record (actors::SampleFailure) as the worker made it;
+# the trainer's engine sets its stage and positions.
+struct SampleFailure {
+  index @0 :UInt32;            # in the task's samples
+  id @1 :UInt64;
+  path @2 :Text;               # the file the worker read
+  category @3 :ErrorCategory;  # the code: its category and value
+  code @4 :Int32;
+  cause @5 :Text;              # for humans, without the sample's name
+}
+
+struct DecodeResult {
+  ids @0 :List(UInt64);        # ids[i] is the sample in data's row i
+  shape @1 :List(Int64);       # [ids.size(), ...sample shape]
+  data @2 :Data;               # uint8, C order
+  failures @3 :List(SampleFailure);
 }

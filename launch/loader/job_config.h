@@ -1,9 +1,9 @@
 #pragma once
 
 // What a job is told (launch/loader/job.h): the typed description of one rank's job.
-// `brigade run` fills it from TOML and flags (launch/config.h, its key table, which
-// documents every field's key, default and check), the Python Loader from keyword
-// arguments (through the same key table). Plain values; ConfigError is the job's error
+// `brigade run` fills it from TOML and flags, the Python Loader from TOML and keyword
+// arguments, both through the job's key table (launch/loader/job_settings.h, which
+// documents every field's key, default and check). Plain values; ConfigError is the job's error
 // for a description it cannot run (it names the key).
 
 #include <array>

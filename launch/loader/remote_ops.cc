@@ -1,23 +1,16 @@
 #include "launch/loader/remote_ops.h"
 
-#include <capnp/message.h>
 #include <fmt/format.h>
 
 #include <cstring>
 #include <deque>
 
 #include "launch/loader/decode_task.h"
-#include "media/errors.h"
-#include "transport/remote/detail/wire.h"
-#include "transport/remote/detail/wire_messages.h"
-#include "transport/remote/remote.capnp.h"
 
 namespace brigade::launch {
 namespace {
 
-namespace wire = transport::wire;
 using transport::RemoteError;
-using transport::detail::to_bytes;
 
 std::size_t sample_bytes(const DecodeSpec& spec) {
   std::size_t n = 1;
@@ -25,8 +18,8 @@ std::size_t sample_bytes(const DecodeSpec& spec) {
   return n;
 }
 
-// The worker's operation: read + decode into the result message's own Data (no copy
-// between the decoder and the message).
+// The worker's operation: read, then decode into the result message (no copy between
+// the decoder and the message).
 std::vector<char> run_decode(std::span<const char> bytes, const std::vector<std::string>& dataset,
                              MediaKind expected, const transport::OperationContext& context) {
   auto task = read_decode_task(bytes, static_cast<std::size_t>(kMaxBatchSize));
@@ -40,54 +33,27 @@ std::vector<char> run_decode(std::span<const char> bytes, const std::vector<std:
       s.path = dataset[s.id];
     }
   }
-  capnp::MallocMessageBuilder message;
-  auto orphan = capnp::Orphan<capnp::Data>();
-  const media::Allocator allocator = [&](std::size_t n) -> std::shared_ptr<void> {
-    orphan = message.getOrphanage().newOrphan<capnp::Data>(static_cast<unsigned>(n));
-    return std::shared_ptr<void>(orphan.get().begin(), [](void*) {});
-  };
   for (auto& s : task.samples) {
     if (context.stop.stop_requested()) throw RemoteError("cancelled");
     read_sample(s);
   }
-  auto decoded = decode_batch(task.spec, task.samples, allocator);
-  auto result = message.initRoot<wire::DecodeResult>();
-  auto ids = result.initIds(static_cast<unsigned>(decoded.ids.size()));
-  for (unsigned i = 0; i < ids.size(); ++i) ids.set(i, decoded.ids[i]);
-  const auto& shape = decoded.data.shape();
-  auto out_shape = result.initShape(static_cast<unsigned>(shape.size()));
-  for (unsigned i = 0; i < shape.size(); ++i) out_shape.set(i, shape[i]);
-  if (orphan != nullptr) {
-    orphan.truncate(static_cast<unsigned>(decoded.data.nbytes()));
-    result.adoptData(kj::mv(orphan));
-  }
-  auto failures = result.initFailures(static_cast<unsigned>(decoded.failures.size()));
-  for (unsigned i = 0; i < failures.size(); ++i) {
-    const auto& f = decoded.failures[i];
-    failures[i].setIndex(static_cast<std::uint32_t>(f.index));
-    failures[i].setId(task.samples[f.index].id);
-    failures[i].setMessage(f.message());
-    failures[i].setCategory(f.code ? f.code.category().name() : "");
-    failures[i].setCode(f.code.value());
-    failures[i].setPath(f.path);
-    failures[i].setCause(f.cause);
-  }
-  return to_bytes(message);
+  return write_decode_result([&](const media::Allocator& allocator) {
+    return decode_batch(task.spec, task.samples, allocator);
+  });
 }
 
 // A result checked against its task (CHECKS in remote_ops.h).
 struct Part {
-  std::vector<char> bytes;                // owns the rows (with `keep`)
   std::vector<const std::uint8_t*> rows;  // per task sample: its row, or null if failed
   std::vector<BatchFailure> failures;     // index: in the task
-  std::shared_ptr<void> keep;             // the reader, or the tensor decoded here
+  std::shared_ptr<const void> keep;       // owns the rows: the result read, or the tensor
 };
 
 Part check_result(std::vector<char> bytes, const DecodeSpec& spec,
                   std::span<const EncodedSample> task) {
+  auto r = read_decode_result(std::move(bytes));
   Part part;
-  part.bytes = std::move(bytes);
-  const auto r = transport::detail::read_decode_result(part.bytes, part.keep);
+  part.keep = r.keep;
   const auto row = sample_bytes(spec);
   auto want = sample_shape(spec);
   want.insert(want.begin(), static_cast<std::int64_t>(r.ids.size()));
@@ -106,18 +72,12 @@ Part check_result(std::vector<char> bytes, const DecodeSpec& spec,
     part.rows[next] = r.data.data() + i * row;
     seen[next++] = true;
   }
-  for (const auto& f : r.failures) {
-    if (f.index >= task.size() || task[f.index].id != f.id || seen[f.index]) {
+  for (auto& f : r.failures) {
+    if (f.index >= task.size() || f.id != task[f.index].id || seen[f.index]) {
       throw RemoteError("a result whose failures do not match its task");
     }
     seen[f.index] = true;
-    // A peer without the path and cause fields sent the whole text as its message.
-    const bool named = !f.cause.empty() || f.message.empty();
-    part.failures.push_back(BatchFailure{{.id = f.id,
-                                          .path = named ? f.path : task[f.index].path,
-                                          .code = restore_error_code(f.category, f.code),
-                                          .cause = named ? f.cause : f.message},
-                                         f.index});
+    part.failures.push_back(std::move(f));
   }
   for (std::size_t i = 0; i < task.size(); ++i)
     if (!seen[i]) throw RemoteError(fmt::format("a result that leaves out sample {}", task[i].id));

@@ -7,9 +7,10 @@
 // OPERATIONS. kDecodeImages and kDecodeClips take a DecodeTask (launch/loader/decode_task.h:
 // the DecodeSpec — transform parameters included — and the batch's sample ids and paths,
 // no bytes), read each file on the worker (shared storage) and return a DecodeResult
-// (transport/remote/remote.capnp): the batch exactly as
+// (the same codec, over launch/loader/decode_op.capnp): the batch exactly as
 // decode_batch() makes it locally (so a remote batch is byte-identical to a local one)
-// with the failed samples and their causes. A worker given a dataset (its own --data or
+// with the failed samples (the engine's records: id, path, typed code, cause). A worker given a
+// dataset (its own --data or
 // --list) reads sample `id` from its own list — the trainer's path is then only for
 // messages — and has refused trainers of another dataset in the hello.
 //
@@ -49,9 +50,10 @@ namespace brigade::launch {
 // refuses it). Version 2 of the clips operation: clips take eval or train, and the task
 // carries clip_stride (a version 1 worker would refuse train tasks). Version 3 of both:
 // the task is launch/loader/decode_op.capnp's (capnp enums, the interpolation), which a
-// version 2 worker cannot read.
-inline const transport::OperationVersion kDecodeImages{"brigade.decode.images", 3};
-inline const transport::OperationVersion kDecodeClips{"brigade.decode.clips", 3};
+// version 2 worker cannot read. Version 4 of both: the result is decode_op.capnp's too
+// (a failed sample's code as an enum of its category), no longer the remote layer's.
+inline const transport::OperationVersion kDecodeImages{"brigade.decode.images", 4};
+inline const transport::OperationVersion kDecodeClips{"brigade.decode.clips", 4};
 
 /// How long `on_no_workers = fail` waits without a live worker before the job fails.
 inline constexpr std::chrono::seconds kNoWorkerGrace{5};

@@ -99,7 +99,7 @@ void emit_message(j_common_ptr c, int level) {
   return true;
 }
 
-std::uint8_t* scratch(std::size_t n) {
+std::uint8_t* decoded_rows_scratch(std::size_t n) {
   thread_local std::vector<std::uint8_t> buf;
   if (buf.size() < n) buf.resize(n + n / 4);
   return buf.data();
@@ -212,7 +212,7 @@ JpegRegion JpegDecoder::decode(int denom, int x0, int y0, int x1, int y1) {
   s.stride = (static_cast<std::size_t>(s.width) * 3 + 63) / 64 * 64;
   s.skip = static_cast<JDIMENSION>(y0);
   s.rows = static_cast<JDIMENSION>(y1 - y0);
-  s.out = scratch(s.stride * s.rows + 64);
+  s.out = decoded_rows_scratch(s.stride * s.rows + 64);
   if (!call(s, Step::read)) fail("while decoding JPEG");
   figures_ = {std::int64_t(sw) * sh, std::int64_t(s.width) * s.rows,
               static_cast<std::int64_t>(s.bytes.size()), static_cast<std::int64_t>(s.bytes_unread),

@@ -14,9 +14,12 @@
 
 #include "media/errors.h"
 #include "media/synthetic.h"
+#include "tests/media/jpeg_encode.h"
 
 namespace brigade::media {
 namespace {
+
+using testing::encode_with;
 
 double mean_abs_diff(const std::uint8_t* a, const std::uint8_t* b, std::size_t n) {
   double sum = 0;
@@ -146,25 +149,13 @@ TEST(Image, EvalTransformMatchesFloatBilinearReference) {
   }
 }
 
-// Encodes `rgb` with TurboJPEG directly (any subsampling, optionally progressive).
-Bytes encode_with(const Bytes& rgb, int w, int h, int subsamp, int flags) {
-  std::unique_ptr<void, int (*)(void*)> tj(tjInitCompress(), tjDestroy);
-  unsigned char* out = nullptr;
-  unsigned long size = 0;
-  EXPECT_EQ(tjCompress2(tj.get(), rgb.data(), w, 0, h, TJPF_RGB, &out, &size, subsamp, 90, flags),
-            0);
-  Bytes jpeg(out, out + size);
-  tjFree(out);
-  return jpeg;
-}
-
 TEST(Image, EvalTransformHandlesEveryJpegLayout) {
   // Odd crop offsets in subsampled chroma, grayscale and progressive files.
   const int w = 487, h = 365;
   const Bytes rgb = synthetic_rgb(w, h, 21);
   for (int subsamp : {TJSAMP_444, TJSAMP_422, TJSAMP_420, TJSAMP_440, TJSAMP_411, TJSAMP_GRAY}) {
     for (int flags : {0, TJFLAG_PROGRESSIVE}) {
-      const Bytes jpeg = encode_with(rgb, w, h, subsamp, flags);
+      const Bytes jpeg = encode_with(rgb, w, h, subsamp, 90, flags);
       Tensor t = load_image(Source::memory(jpeg), imagenet_eval_options());
       const std::vector<std::uint8_t> ref = reference_eval224(jpeg);
       const double mae = mean_abs_diff(t.data_as<std::uint8_t>(), ref.data(), ref.size());

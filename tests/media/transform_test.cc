@@ -16,9 +16,12 @@
 #include "media/errors.h"
 #include "media/image.h"
 #include "media/synthetic.h"
+#include "tests/media/jpeg_encode.h"
 
 namespace brigade::media {
 namespace {
+
+using testing::encode_with;
 
 double mae(const std::uint8_t* a, const std::uint8_t* b, std::size_t n) {
   double sum = 0;
@@ -118,18 +121,6 @@ std::vector<std::uint8_t> pil_eval(const Rgb& img) {
 std::vector<std::uint8_t> pil_train(const Rgb& img, const CropWindow& c, int size) {
   return pil_reference(img, {c.x, c.x + c.width, size, 0, size},
                        {c.y, c.y + c.height, size, 0, size}, c.flip);
-}
-
-Bytes encode_with(const Bytes& rgb, int w, int h, int subsamp, int quality, int flags = 0) {
-  std::unique_ptr<void, int (*)(void*)> tj(tjInitCompress(), tjDestroy);
-  unsigned char* out = nullptr;
-  unsigned long size = 0;
-  EXPECT_EQ(
-      tjCompress2(tj.get(), rgb.data(), w, 0, h, TJPF_RGB, &out, &size, subsamp, quality, flags),
-      0);
-  Bytes jpeg(out, out + size);
-  tjFree(out);
-  return jpeg;
 }
 
 // Fine detail at every scale: the synthetic content (noise down to single pixels) plus

@@ -21,24 +21,30 @@ if [ -n "$third_party" ]; then
   exit 1
 fi
 headers=$(cd "$prefix/include/brigade" && find . -name '*.h' | sort)
-for h in $headers; do
-  # Compiles with only the prefix's include folder (a header missing from the package
-  # fails here); -H lists what it pulls in, and none of it may be a dependency's.
-  echo "#include \"${h#./}\"" > "$work/one.cc"
-  if ! g++ -std=c++20 -fsyntax-only -H -I"$prefix/include/brigade" "$work/one.cc" \
-    2>"$work/includes"; then
+# check_header H: compiles alone with only the prefix's include folder (a header missing
+# from the package fails here); -H lists what it pulls in, and none of it may be a
+# dependency's. One compiler per core: the headers are independent.
+check_header() {
+  local h=$1 one
+  one=$(mktemp "$work/one.XXXXXX.cc")
+  echo "#include \"${h#./}\"" >"$one"
+  if ! g++ -std=c++20 -fsyntax-only -H -I"$prefix/include/brigade" "$one" 2>"$one.includes"; then
     echo "package_test: $h does not compile alone against the package:" >&2
-    grep -v '^\.' "$work/includes" | head -5 >&2
-    exit 1
+    grep -v '^\.' "$one.includes" | head -5 >&2
+    return 1
   fi
-  foreign=$(grep -E '^\.+ ' "$work/includes" |
+  local foreign
+  foreign=$(grep -E '^\.+ ' "$one.includes" |
     grep -E '/(caf|capnp|kj|libav[a-z]*|libsw[a-z]*|spdlog|fmt|openssl|toml\+\+)/|cuda|nccl|turbojpeg' || true)
   if [ -n "$foreign" ]; then
     echo "package_test: $h includes a dependency's headers:" >&2
     echo "$foreign" | head -5 >&2
-    exit 1
+    return 1
   fi
-done
+}
+export -f check_header
+export work prefix
+echo "$headers" | xargs -P "$(nproc)" -n 1 bash -c 'check_header "$0"' || exit 1
 echo "package_test: $(echo "$headers" | wc -l) headers, each self-contained"
 
 cmake -S "$src/tests/package/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" \

@@ -1,9 +1,11 @@
 @0xc4a1d3e5f7092b61;
 
-# Messages between trainers, remote decode workers and the directory (transport/remote/remote.h).
-# Each travels as the bytes of one CAF message field (std::vector<char>), beside atoms
-# that say what it is. Stable within one protocol version (kProtocolVersion); a peer of
-# another version is refused in the hello, naming both versions.
+# Messages between trainers, remote workers and the directory (transport/remote/remote.h):
+# the protocol alone. Each travels as the bytes of one CAF message field
+# (std::vector<char>), beside atoms that say what it is. Stable within one protocol
+# version (kProtocolVersion); a peer of another version is refused in the hello, naming
+# both versions. An operation's task and result are its own schema's bytes, carried
+# without being read (the decode operation's: launch/loader/decode_op.capnp).
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("brigade::transport::wire");
@@ -51,24 +53,4 @@ struct Subscribe {
 struct WorkerList {
   directoryKey @0 :Data;      # given in the first list; every later list carries it
   endpoints @1 :List(Text);
-}
-
-# The built-in decode operations' result (launch/loader/remote_ops.h; their task is the
-# loader's own schema, launch/loader/decode_op.capnp).
-# A failed sample: the engine's record (actors::SampleFailure) as the worker made it.
-struct SampleFailure {
-  index @0 :UInt32;           # in the task's samples
-  id @1 :UInt64;
-  message @2 :Text;           # for humans: "sample <id> (<path>): <cause>"
-  category @3 :Text;          # std::error_category::name(), "" for none
-  code @4 :Int32;
-  path @5 :Text;              # the file the worker read
-  cause @6 :Text;             # the message without the sample's name
-}
-
-struct DecodeResult {
-  ids @0 :List(UInt64);       # ids[i] is the sample in data's row i
-  shape @1 :List(Int64);      # [ids.size(), ...sample shape]
-  data @2 :Data;              # uint8, C order
-  failures @3 :List(SampleFailure);
 }

@@ -1,15 +1,19 @@
-// The decode task's one codec (launch/loader/decode_task.h): every field of the spec crosses
-// exactly; malformed bytes, unknown enumerants and out-of-range fields give a
-// RemoteError saying why, never anything else (run under ASan/UBSan in CI).
+// The decode operation's one codec (launch/loader/decode_task.h): every field of the spec
+// and of a result crosses exactly; malformed bytes, unknown enumerants and out-of-range
+// fields give a RemoteError saying why, never anything else (run under ASan/UBSan in CI).
 #include "launch/loader/decode_task.h"
 
 #include <capnp/message.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
 
 #include "launch/loader/decode_op.capnp.h"
-#include "transport/remote/detail/wire.h"
+#include "media/errors.h"
+#include "transport/device/device.h"
+#include "transport/remote/remote.h"
+#include "transport/wire/wire.h"
 
 namespace brigade::launch {
 namespace {
@@ -114,7 +118,7 @@ TEST(DecodeTask, AnUnknownEnumerantIsRefusedByName) {
     spec.getTransform().setRatioMin(0.75);
     spec.getTransform().setRatioMax(1.25);
     set(spec);
-    return transport::detail::to_bytes(message);
+    return transport::wire::to_bytes(message);
   };
   EXPECT_EQ(error_of(with([](auto) {})), "accepted");
   EXPECT_EQ(error_of(with([](auto s) { s.setKind(static_cast<wire::MediaKind>(2)); })),
@@ -153,6 +157,126 @@ TEST(DecodeTask, MutatedBytesGiveATaskOrARemoteError) {
   }
   EXPECT_GT(rejected, 0);
   EXPECT_NE(error_of({}), "accepted");
+}
+
+// A result as a worker writes it: 3 images of 2 × 2 × 3 bytes (byte k of the data is k),
+// then failed samples whose codes are of each category the wire names, of none, and of
+// one it does not name.
+const std::error_category& unknown_category() {
+  static const struct : std::error_category {
+    const char* name() const noexcept override { return "test.unknown"; }
+    std::string message(int) const override { return "unknown"; }
+  } category;
+  return category;
+}
+
+std::vector<char> valid_result() {
+  return write_decode_result([](const media::Allocator& allocator) {
+    DecodedBatch batch{.ids = {10, 12, 13},
+                       .data = media::Tensor::empty(media::DType::uint8, {3, 2, 2, 3}, allocator)};
+    auto* bytes = static_cast<std::uint8_t*>(batch.data.data());
+    for (std::size_t k = 0; k < batch.data.nbytes(); ++k) bytes[k] = static_cast<std::uint8_t>(k);
+    const std::error_code codes[] = {
+        media::make_error_code(media::ErrorCode::bad_data),
+        transport::make_error_code(transport::RemoteErrc::lost_on_attempts),
+        transport::make_error_code(transport::DeviceErrc::peer_lost),
+        std::make_error_code(std::errc::timed_out),
+        std::error_code(5, std::system_category()),
+        {},
+        std::error_code(3, unknown_category())};
+    for (std::size_t i = 0; i < std::size(codes); ++i) {
+      batch.failures.push_back(BatchFailure{{.id = 20 + i,
+                                             .path = "/data/f-" + std::to_string(i),
+                                             .code = codes[i],
+                                             .cause = "cause " + std::to_string(i)},
+                                            3 + i});
+    }
+    return batch;
+  });
+}
+
+TEST(DecodeResult, EveryFieldAndEachCodeCrossesExactly) {
+  const auto r = read_decode_result(valid_result());
+  EXPECT_EQ(r.ids, (std::vector<std::uint64_t>{10, 12, 13}));
+  EXPECT_EQ(r.shape, (std::vector<std::int64_t>{3, 2, 2, 3}));
+  ASSERT_EQ(r.data.size(), 36u);
+  for (std::size_t k = 0; k < r.data.size(); ++k) EXPECT_EQ(r.data[k], k);
+  ASSERT_EQ(r.failures.size(), 7u);
+  for (std::size_t i = 0; i < r.failures.size(); ++i) {
+    EXPECT_EQ(r.failures[i].index, 3 + i);
+    EXPECT_EQ(r.failures[i].id, 20 + i);
+    EXPECT_EQ(r.failures[i].path, "/data/f-" + std::to_string(i));
+    EXPECT_EQ(r.failures[i].cause, "cause " + std::to_string(i));
+    EXPECT_TRUE(r.failures[i].stage.empty());
+  }
+  EXPECT_EQ(r.failures[0].code, media::ErrorCode::bad_data);
+  EXPECT_EQ(r.failures[1].code, transport::RemoteErrc::lost_on_attempts);
+  EXPECT_EQ(r.failures[2].code, transport::DeviceErrc::peer_lost);
+  EXPECT_EQ(r.failures[3].code, std::make_error_code(std::errc::timed_out));
+  EXPECT_EQ(r.failures[4].code, std::error_code(5, std::system_category()));
+  EXPECT_FALSE(r.failures[5].code);
+  EXPECT_FALSE(r.failures[6].code);  // a category the wire does not name: no code
+  // A batch of no sample (the allocator asked for nothing) crosses too.
+  const auto none = read_decode_result(write_decode_result([](const media::Allocator& a) {
+    return DecodedBatch{.ids = {}, .data = media::Tensor::empty(media::DType::uint8, {0, 4}, a)};
+  }));
+  EXPECT_TRUE(none.ids.empty());
+  EXPECT_EQ(none.shape, (std::vector<std::int64_t>{0, 4}));
+  EXPECT_TRUE(none.data.empty());
+}
+
+TEST(DecodeResult, AnUnknownErrorCategoryIsRefusedByName) {
+  capnp::MallocMessageBuilder message;
+  auto result = message.initRoot<wire::DecodeResult>();
+  result.initShape(2).set(1, 4);
+  auto failure = result.initFailures(1)[0];
+  failure.setCategory(static_cast<wire::ErrorCategory>(6));
+  try {
+    read_decode_result(transport::wire::to_bytes(message));
+    ADD_FAILURE() << "accepted";
+  } catch (const RemoteError& e) {
+    EXPECT_STREQ(e.what(), "a result of unknown error category (6)");
+  }
+}
+
+TEST(DecodeResult, MutatedBytesGiveAResultOrARemoteError) {
+  const auto valid = valid_result();
+  std::mt19937 random(8);
+  int rejected = 0;
+  for (int round = 0; round < 2000; ++round) {
+    auto bytes = valid;
+    switch (round % 4) {
+      case 0:  // flipped bits
+        for (int i = 0, n = 1 + int(random() % 6); i < n; ++i)
+          bytes[random() % bytes.size()] ^= char(1u << (random() % 8));
+        break;
+      case 1:  // truncated (to a word boundary or not)
+        bytes.resize(random() % bytes.size());
+        break;
+      case 2:  // random words
+        for (int i = 0, n = 1 + int(random() % 3); i < n; ++i) {
+          const auto at = (random() % (bytes.size() / 8)) * 8;
+          for (int k = 0; k < 8; ++k) bytes[at + k] = char(random());
+        }
+        break;
+      default:  // random bytes of a random length
+        bytes.resize(8 * (random() % 64));
+        for (auto& c : bytes) c = char(random());
+    }
+    try {
+      const auto r = read_decode_result(std::move(bytes));
+      // What it returns is readable: every byte the data claims, every failure's text.
+      unsigned sum = 0;
+      for (auto byte : r.data) sum += byte;
+      for (const auto& f : r.failures) sum += unsigned(f.path.size() + f.cause.size());
+      (void)sum;
+      EXPECT_LE(r.shape.size(), 8u);
+    } catch (const RemoteError&) {
+      ++rejected;
+    }
+  }
+  EXPECT_GT(rejected, 0);
+  EXPECT_THROW(read_decode_result({}), RemoteError);
 }
 
 }  // namespace

@@ -8,7 +8,6 @@
 #include <random>
 
 #include "transport/remote/detail/wire_messages.h"
-#include "transport/remote/remote.capnp.h"
 
 namespace brigade::transport::detail {
 namespace {
@@ -96,47 +95,8 @@ TEST(Wire, WelcomeJoinSubscribeAndWorkerListsSurviveMutations) {
             0);
 }
 
-// The decode task is the loader's own schema: tests/launch/decode_task_test.cc.
-TEST(Wire, DecodeResultsSurviveMutations) {
-  // A valid result, built as a worker builds it.
-  capnp::MallocMessageBuilder message;
-  auto r = message.initRoot<wire::DecodeResult>();
-  auto ids = r.initIds(3);
-  for (unsigned i = 0; i < 3; ++i) ids.set(i, i);
-  auto shape = r.initShape(4);
-  shape.set(0, 3), shape.set(1, 4), shape.set(2, 4), shape.set(3, 3);
-  auto data = r.initData(3 * 4 * 4 * 3);
-  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<capnp::byte>(i);
-  auto failures = r.initFailures(1);
-  failures[0].setIndex(3);
-  failures[0].setId(3);
-  failures[0].setMessage("sample 3 (x): corrupt");
-  failures[0].setPath("x");
-  failures[0].setCause("corrupt");
-  const auto result = to_bytes(message);
-  std::shared_ptr<void> keep;
-  const auto f = read_decode_result(result, keep);
-  EXPECT_EQ(f.ids, (std::vector<std::uint64_t>{0, 1, 2}));
-  EXPECT_EQ(f.data.size(), 144u);
-  EXPECT_EQ(f.data[143], 143);
-  ASSERT_EQ(f.failures.size(), 1u);
-  EXPECT_EQ(f.failures[0].message, "sample 3 (x): corrupt");
-  EXPECT_EQ(f.failures[0].path, "x");
-  EXPECT_EQ(f.failures[0].cause, "corrupt");
-  EXPECT_GT(fuzz(
-                result,
-                [](auto b) {
-                  std::shared_ptr<void> k;
-                  const auto x = read_decode_result(b, k);
-                  // What it returns is readable: touch every byte the span claims.
-                  unsigned sum = 0;
-                  for (auto byte : x.data) sum += byte;
-                  (void)sum;
-                },
-                7),
-            0);
-}
-
+// The decode operation's task and result are the loader's own schema:
+// tests/launch/loader/decode_task_test.cc.
 TEST(Wire, MisalignedBytesAreCopiedNotRejected) {
   const auto bytes = write_join({"token", "h:1"});
   std::vector<char> shifted(bytes.size() + 1);

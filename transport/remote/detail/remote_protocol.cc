@@ -1,7 +1,6 @@
 #include "transport/remote/detail/remote_protocol.h"
 
 #include <fmt/format.h>
-#include <kj/io.h>
 #include <spdlog/spdlog.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -117,39 +116,6 @@ void with_peer_address(caf::event_based_actor* self, const caf::node_id& node,
       .then([log](const caf::node_id&, const std::string& host,
                   std::uint16_t port) { log(fmt::format("{}:{}", host, port)); },
             [log, node](const caf::error&) { log("node " + caf::to_string(node)); });
-}
-
-std::vector<char> to_bytes(capnp::MessageBuilder& message) {
-  std::vector<char> out(capnp::computeSerializedSizeInWords(message) * sizeof(capnp::word));
-  kj::ArrayOutputStream stream(kj::arrayPtr(reinterpret_cast<kj::byte*>(out.data()), out.size()));
-  capnp::writeMessage(stream, message);
-  return out;
-}
-
-WireReader::WireReader(std::span<const char> bytes) {
-  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) {
-    throw RemoteError(
-        fmt::format("malformed message: {} bytes is not a whole number of words", bytes.size()));
-  }
-  if (bytes.size() > kMaxMessageBytes) {
-    throw RemoteError(
-        fmt::format("message of {} bytes exceeds the limit of {}", bytes.size(), kMaxMessageBytes));
-  }
-  const auto words = bytes.size() / sizeof(capnp::word);
-  const capnp::word* begin = reinterpret_cast<const capnp::word*>(bytes.data());
-  if (reinterpret_cast<std::uintptr_t>(bytes.data()) % alignof(capnp::word) != 0) {
-    aligned_.resize(words);
-    std::memcpy(aligned_.data(), bytes.data(), bytes.size());
-    begin = aligned_.data();
-  }
-  capnp::ReaderOptions options;
-  options.traversalLimitInWords = words + 64;
-  options.nestingLimit = 16;
-  try {
-    reader_ = std::make_unique<capnp::FlatArrayMessageReader>(kj::arrayPtr(begin, words), options);
-  } catch (const kj::Exception& e) {
-    throw RemoteError(std::string("malformed message: ") + e.getDescription().cStr());
-  }
 }
 
 }  // namespace brigade::transport::detail

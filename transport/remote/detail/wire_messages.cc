@@ -137,30 +137,4 @@ WorkerListFields read_worker_list(std::span<const char> bytes) {
   });
 }
 
-DecodeResultFields read_decode_result(std::span<const char> bytes, std::shared_ptr<void>& keep) {
-  auto reader = std::make_shared<WireReader>(bytes);
-  auto r = reader->root<wire::DecodeResult>();
-  auto fields = checked_read([&] {
-    DecodeResultFields f;
-    const auto ids = r.getIds();
-    f.ids.reserve(ids.size());
-    for (auto id : ids) f.ids.push_back(id);
-    const auto shape = r.getShape();
-    if (shape.size() > 8) throw RemoteError("malformed message: a shape of too many dimensions");
-    for (auto d : shape) f.shape.push_back(d);
-    const auto d = r.getData();
-    f.data = {d.begin(), d.size()};
-    if (r.getFailures().size() > ids.size() + (std::size_t{1} << 20))
-      throw RemoteError("malformed message: too many failures");
-    for (auto x : r.getFailures()) {
-      f.failures.push_back({x.getIndex(), x.getId(), text(x.getMessage(), "message"),
-                            text(x.getCategory(), "category"), x.getCode(),
-                            text(x.getPath(), "path"), text(x.getCause(), "cause")});
-    }
-    return f;
-  });
-  keep = reader;
-  return fields;
-}
-
 }  // namespace brigade::transport::detail

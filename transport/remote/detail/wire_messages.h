@@ -2,9 +2,8 @@
 
 // The messages of transport/remote/remote.capnp as plain values: write_*() builds a message's
 // bytes, read_*() parses bytes a peer sent into a value or throws RemoteError — never
-// anything else, never a crash, whatever the bytes (tests/transport/wire_test.cc feeds
-// them mutations under AddressSanitizer). Reading copies out what it keeps, except
-// DecodeResultFields::data, which points into the bytes given (keep them alive).
+// anything else, never a crash, whatever the bytes (tests/transport/remote/wire_test.cc
+// feeds them mutations under AddressSanitizer). Reading copies out what it keeps.
 
 #include <cstdint>
 #include <span>
@@ -50,22 +49,5 @@ struct WorkerListFields {
 };
 std::vector<char> write_worker_list(const WorkerListFields& list);
 WorkerListFields read_worker_list(std::span<const char> bytes);
-
-struct DecodeResultFields {
-  std::vector<std::uint64_t> ids;
-  std::vector<std::int64_t> shape;
-  std::span<const std::uint8_t> data;  // into the bytes read
-  struct Failure {
-    std::uint32_t index = 0;
-    std::uint64_t id = 0;
-    std::string message, category;
-    std::int32_t code = 0;
-    std::string path, cause;  // empty from a peer that does not send them
-  };
-  std::vector<Failure> failures;
-};
-/// Reads a result; `data` stays valid while `bytes` and the reader's storage do, so the
-/// reader is kept in `keep` (aligned copies of misaligned input live there too).
-DecodeResultFields read_decode_result(std::span<const char> bytes, std::shared_ptr<void>& keep);
 
 }  // namespace brigade::transport::detail
