@@ -50,11 +50,11 @@
 // engine records the sampler's state as each batch reaches the consumer). What the
 // callable raises is raised by next() in its batch's place.
 //
-// CHECKPOINTS. checkpoint_bytes() is a checkpoint file's bytes (transport/checkpoint/checkpoint.h)
+// CHECKPOINTS. checkpoint_bytes() is a checkpoint file's bytes (Job::checkpoint_bytes)
 // for the batches handed out. restore() rebuilds the job from one rank's file of the
 // same world size (exact resume) or from every rank's files of one save (elastic
-// resume at any world size: actors::repartition). Both between epochs or mid-epoch;
-// an epoch in progress is stopped first.
+// resume at any world size): launch::checkpoint_from_files. Both between epochs or
+// mid-epoch; an epoch in progress is stopped first.
 //
 // THREADING. One Python thread drives a Loader (the wrapper's iterator); every method
 // is called with the GIL held and releases it while C++ works or waits. stop() may
@@ -120,7 +120,7 @@ class Loader {
 
   std::vector<std::byte> checkpoint_bytes();
   /// Rebuilds the job from checkpoint files (see CHECKPOINTS). Throws
-  /// transport::CheckpointError, launch::ConfigError.
+  /// launch::CheckpointError, launch::ConfigError.
   void restore(const std::vector<std::vector<std::byte>>& files);
 
   launch::JobCounts counts() const { return job_->counts(); }
