@@ -4,12 +4,11 @@
 //   bench_dispatch [--workers 8,64,512] [--callers 0,128] [--tasks 20000]
 //                  [--delay-ms 2] [--threads 1] [--window 0] [--result-bytes 64]
 //
-// A simulated worker is two actors in ONE extra actor system of this process (its own
-// middleman), each worker's gate published on a port of its own on 127.0.0.1: the gate
-// answers the pool's hello with a welcome (a session key, the window), the session
-// runs each task for --delay-ms on one of its --threads slots (a CAF timer, no CPU) and
-// answers with a result of --result-bytes whose first 8 bytes are the task's residence
-// on the worker (arrival to result sent, ns), answers pings, and counts its busy time.
+// The simulated workers are transport::SimulatedWorkers (transport/remote/
+// simulated_workers.h): ONE extra actor system of this process, each worker on a port of
+// its own on 127.0.0.1, holding each task for --delay-ms on one of its --threads slots
+// (a timer, no CPU) and answering with a result of --result-bytes whose first 8 bytes
+// are the task's residence on the worker (arrival to result sent, ns).
 // The RemotePool is the real one (its own system, connected to every port: CAF keeps
 // one BASP connection per pair of nodes, so the pool's N links share one TCP
 // connection; every link is still its own session with its own window and table).
@@ -35,130 +34,27 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "transport/remote/detail/remote_protocol.h"
-#include "transport/remote/remote.capnp.h"
 #include "transport/remote/remote.h"
+#include "transport/remote/simulated_workers.h"
 
 namespace {
 
 using namespace brigade::transport;
-using namespace brigade::transport::detail;
 using Clock = std::chrono::steady_clock;
 
 const Security kSecurity{.token = "bench_dispatch's token"};
 const OperationVersion kSim{"bench.sim", 1};
 
-struct SimOptions {
-  std::chrono::microseconds delay{2000};
-  std::uint32_t threads = 1;
-  std::uint32_t window = 2;
-  std::size_t result_bytes = 64;
-};
-
-// One simulated worker's figures, read by main after each phase (atomics: written in
-// the simulated system's threads).
-struct SimFigures {
-  std::atomic<std::int64_t> busy_ns{0};
-  std::atomic<std::uint64_t> tasks{0};
-};
-
-std::int64_t ns_since_epoch(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
-
-struct SessionState {
-  SimOptions options;
-  std::shared_ptr<SimFigures> figures;
-  std::string key, trainer_key;
-  caf::actor trainer;
-  std::deque<std::pair<std::uint64_t, std::int64_t>> queue;  // id, arrival (ns)
-  std::uint32_t free_slots = 0;
-  static inline const char* name = "bench.sim.session";
-};
-
-using Session = caf::stateful_actor<SessionState>;
-
-void start_queued(Session* self) {
-  auto& st = self->state;
-  while (st.free_slots > 0 && !st.queue.empty()) {
-    auto [id, arrived] = st.queue.front();
-    st.queue.pop_front();
-    --st.free_slots;
-    self->delayed_send(self, st.options.delay, done_atom::value, id, arrived,
-                       ns_since_epoch(Clock::now()));
-  }
-}
-
-caf::behavior sim_session(Session* self, SimOptions options, std::shared_ptr<SimFigures> figures,
-                          std::string key, std::string trainer_key, caf::actor trainer) {
-  auto& st = self->state;
-  st.options = options;
-  st.figures = std::move(figures);
-  st.key = std::move(key);
-  st.trainer_key = std::move(trainer_key);
-  st.trainer = std::move(trainer);
-  st.free_slots = options.threads;
-  return {
-      [self](task_atom, const std::string& k, std::uint64_t id, const std::string&,
-             const std::vector<char>&) {
-        if (!same_secret(k, self->state.key)) return;
-        self->state.queue.emplace_back(id, ns_since_epoch(Clock::now()));
-        start_queued(self);
-      },
-      [self](done_atom, std::uint64_t id, std::int64_t arrived, std::int64_t started) {
-        auto& st = self->state;
-        const auto now = ns_since_epoch(Clock::now());
-        st.figures->busy_ns += now - started;
-        ++st.figures->tasks;
-        std::vector<char> result(std::max<std::size_t>(8, st.options.result_bytes));
-        const std::int64_t residence = now - arrived;
-        std::memcpy(result.data(), &residence, sizeof residence);
-        self->send(st.trainer, result_atom::value, st.trainer_key, id, std::move(result));
-        ++st.free_slots;
-        start_queued(self);
-      },
-      [self](ping_atom, const std::string& k) {
-        if (same_secret(k, self->state.key))
-          self->send(self->state.trainer, pong_atom::value, self->state.trainer_key);
-      },
-      [](cancel_atom, const std::string&, std::uint64_t) {},
-  };
-}
-
-// The gate: a hello opens a session (no checks but the trainer key's presence).
-caf::behavior sim_gate(caf::event_based_actor* self, SimOptions options,
-                       std::shared_ptr<SimFigures> figures) {
-  return {
-      [=](hello_atom, const std::vector<char>& bytes) {
-        auto trainer = caf::actor_cast<caf::actor>(self->current_sender());
-        WireReader reader(bytes);
-        const auto tkey =
-            checked_read([&] { return to_string(reader.root<wire::Hello>().getTrainerKey()); });
-        const auto key = random_key();
-        auto session = self->spawn<caf::linked>(sim_session, options, figures, key, tkey, trainer);
-        capnp::MallocMessageBuilder message;
-        auto welcome = message.initRoot<wire::Welcome>();
-        welcome.setProtocol(kProtocolVersion);
-        welcome.setBuildId(std::string(build_id()));
-        welcome.setSessionKey(as_data(key));
-        welcome.setWindow(options.window);
-        welcome.setThreads(options.threads);
-        self->send(trainer, welcome_atom::value, tkey, to_bytes(message), session);
-      },
-  };
-}
-
 struct Args {
   std::vector<std::size_t> workers{8, 64, 512};
   std::vector<std::size_t> callers{0, 128};
   std::size_t tasks = 20000;
-  SimOptions sim;
+  SimulatedWorkerOptions sim{.security = kSecurity};
 };
 
 std::vector<std::size_t> parse_list(const char* s) {
@@ -258,36 +154,10 @@ Phase drive(RemotePool& pool, std::size_t callers, std::size_t tasks) {
   return all;
 }
 
-struct SimWorkers {
-  std::vector<caf::actor> gates;
-  std::vector<std::shared_ptr<SimFigures>> figures;
-  std::vector<Endpoint> endpoints;
-};
-
-SimWorkers start_workers(caf::actor_system& system, std::size_t n, const SimOptions& o) {
-  SimWorkers w;
-  for (std::size_t i = 0; i < n; ++i) {
-    w.figures.push_back(std::make_shared<SimFigures>());
-    w.gates.push_back(system.spawn(sim_gate, o, w.figures.back()));
-    w.endpoints.push_back({"127.0.0.1", publish(w.gates.back(), {"127.0.0.1", 0}, kSecurity)});
-  }
-  return w;
-}
-
-void reset(SimWorkers& w) {
-  for (auto& f : w.figures) {
-    f->busy_ns = 0;
-    f->tasks = 0;
-  }
-}
-
 void run_config(const Args& a, std::size_t workers, std::size_t callers) {
-  caf::actor_system_config config;
-  configure_network(config, kSecurity, std::chrono::milliseconds(2000));
-  caf::actor_system system(config);
-  auto sim = start_workers(system, workers, a.sim);
+  SimulatedWorkers sim(workers, a.sim);
   PoolOptions po;
-  po.workers = sim.endpoints;
+  po.workers = sim.endpoints();
   po.security = kSecurity;
   po.operations = {kSim};
   po.name = "bench_dispatch";
@@ -298,12 +168,12 @@ void run_config(const Args& a, std::size_t workers, std::size_t callers) {
   const double connect_s = std::chrono::duration<double>(Clock::now() - connect0).count();
   const auto live = pool->live_workers();
   drive(*pool, callers, std::max<std::size_t>(callers, a.tasks / 10));  // warm-up
-  reset(sim);
+  sim.reset_figures();
   const auto p = drive(*pool, callers, a.tasks);
   std::vector<double> idle;
-  for (const auto& f : sim.figures) {
+  for (const auto& f : sim.figures()) {
     const double slot_s = p.wall_s * a.sim.threads;
-    idle.push_back(1 - 1e-9 * static_cast<double>(f->busy_ns.load()) / slot_s);
+    idle.push_back(1 - 1e-9 * static_cast<double>(f.busy_ns) / slot_s);
   }
   double idle_mean = 0;
   for (double x : idle) idle_mean += x / static_cast<double>(idle.size());
@@ -326,7 +196,6 @@ void run_config(const Args& a, std::size_t workers, std::size_t callers) {
                quantile(p.overhead_us, 0.5), quantile(p.overhead_us, 0.99), 100 * idle_mean,
                100 * quantile(idle, 0.99), 1e6 * p.cpu_s / static_cast<double>(a.tasks));
   pool.reset();
-  for (auto& g : sim.gates) caf::anon_send_exit(g, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace

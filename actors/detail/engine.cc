@@ -27,6 +27,7 @@ struct Engine::Impl {
   bool active = false;
 
   Impl(PipelineSpec s, BuildOptions o) : spec(std::move(s)), options(std::move(o)) {
+    if (!options.clock) options.clock = StatsClock::steady();
     int threads = options.num_threads > 0
                       ? options.num_threads
                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -53,7 +54,7 @@ struct Engine::Impl {
     s.sink = r->queue.stats();
     s.source_items = r->source_items.load();
     s.failures = r->total_failures.load();
-    s.elapsed_s = std::chrono::duration<double>(Clock::now() - r->started).count();
+    s.elapsed_s = std::chrono::duration<double>(r->clock.now() - r->started).count();
     s.recent_failures = r->recent_failures();
     return s;
   }

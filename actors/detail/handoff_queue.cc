@@ -2,9 +2,8 @@
 
 namespace brigade::actors::detail {
 
-using Clock = std::chrono::steady_clock;
-
-HandoffQueue::HandoffQueue(std::size_t capacity) : capacity_(capacity) {
+HandoffQueue::HandoffQueue(std::size_t capacity, const StatsClock& clock)
+    : capacity_(capacity), clock_(clock) {
   stats_.buffer_size = static_cast<int>(capacity);
 }
 
@@ -51,14 +50,14 @@ NextStatus HandoffQueue::pop(Item& out, std::optional<std::chrono::nanoseconds> 
   if (!items_.empty()) {
     ++stats_.ready;
   } else if (!closed_) {
-    const auto start = Clock::now();
+    const auto start = clock_.now();
     auto has_work = [this] { return !items_.empty() || closed_; };
     if (timeout) {
       ready_.wait_for(lock, *timeout, has_work);
     } else {
       ready_.wait(lock, has_work);
     }
-    wait_ += Clock::now() - start;
+    wait_ += clock_.now() - start;
   }
   if (items_.empty()) {
     if (!closed_) return NextStatus::timeout;

@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "actors/clock.h"
 #include "actors/detail/spec.h"
 #include "actors/stats.h"
 
@@ -25,10 +26,11 @@ namespace brigade::actors::detail {
 /// producer one message per `min_grant` items, not one per item.
 ///
 /// Thread safety: one producer thread and one consumer thread at a time (any thread
-/// may `close`); all members are guarded by one mutex.
+/// may `close`); all members are guarded by one mutex. The consumer's wait is timed
+/// by `clock` (SinkStats::consumer_wait_s), which must outlive the queue.
 class HandoffQueue {
  public:
-  explicit HandoffQueue(std::size_t capacity);
+  explicit HandoffQueue(std::size_t capacity, const StatsClock& clock = *StatsClock::steady());
 
   std::size_t capacity() const { return capacity_; }
 
@@ -54,6 +56,7 @@ class HandoffQueue {
   mutable std::mutex mutex_;
   std::condition_variable ready_;
   const std::size_t capacity_;
+  const StatsClock& clock_;
   std::deque<Item> items_;
   std::size_t reserved_ = 0;
   std::size_t notify_at_ = 0;  // 0: producer not waiting; else free slots that wake it

@@ -12,12 +12,14 @@ RunShared::RunShared(const PipelineSpec& s, const BuildOptions& o, CommitState r
                      std::shared_ptr<LifetimeCounts> counts)
     : spec(s),
       options(o),
-      queue(static_cast<std::size_t>(*s.sink_buffer)),
+      clock(*o.clock),
+      queue(static_cast<std::size_t>(*s.sink_buffer), clock),
       commits(std::move(resume)),
       lifetime(std::move(counts)) {
   for (const auto& stage : spec.stages) {
-    counters.push_back(std::make_unique<StageCounters>(
-        stage.options.name, kind_name(stage.kind), stage.options.concurrency, stage.capacity()));
+    counters.push_back(std::make_unique<StageCounters>(stage.options.name, kind_name(stage.kind),
+                                                       stage.options.concurrency, stage.capacity(),
+                                                       clock));
   }
 }
 

@@ -118,6 +118,7 @@ class RunShared {
 
   const PipelineSpec& spec;
   const BuildOptions& options;
+  const StatsClock& clock;  // *options.clock, which the engine sets
   HandoffQueue queue;
   CommitTracker commits;
   std::vector<std::unique_ptr<StageCounters>> counters;  // one per stage
@@ -128,7 +129,7 @@ class RunShared {
   std::atomic<std::uint64_t> source_items{0};
   std::atomic<std::uint64_t> total_tasks{0};
   std::atomic<std::uint64_t> total_failures{0};
-  Clock::time_point started = Clock::now();
+  Clock::time_point started = clock.now();
 
   void add_actor(const caf::actor& actor);
   /// Stops every actor of the run (they drop queued work and quit).

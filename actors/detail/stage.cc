@@ -73,7 +73,7 @@ struct TaskRunner {
     if (!run.options.hooks.empty()) call_hooks_before(run, info);
     const int attempts = std::max(1, spec.options.retry.attempts);
     std::chrono::duration<double, std::milli> backoff = spec.options.retry.backoff;
-    const auto t0 = Clock::now();
+    const auto t0 = run.clock.now();
     for (int attempt = 1;; ++attempt) {
       bool again = false;
       try {
@@ -105,7 +105,7 @@ struct TaskRunner {
       backoff *= spec.options.retry.multiplier;
     }
     r.ns = static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+        std::chrono::duration_cast<std::chrono::nanoseconds>(run.clock.now() - t0).count());
     if (r.threw) {
       r.outcome = TaskOutcome::failed;
     } else if (!r.sample_failures.empty()) {
@@ -249,7 +249,7 @@ void emit_aggregate(StagePtr self, AnyValue&& value) {
 
 void accumulate(StagePtr self, Item&& item) {
   auto& st = self->state;
-  const auto t0 = Clock::now();
+  const auto t0 = st.run->clock.now();
   const bool fixed = st.spec->aggregate_size > 0;
   count_tasks(self, 1);
   try {
@@ -258,7 +258,7 @@ void accumulate(StagePtr self, Item&& item) {
     ++st.accumulated_count;
     if (!fixed) st.held -= 1;  // a custom aggregator bounds what it keeps itself
     if (batch) emit_aggregate(self, std::move(*batch));
-    st.counters->record_task(static_cast<std::uint64_t>((Clock::now() - t0).count()),
+    st.counters->record_task(static_cast<std::uint64_t>((st.run->clock.now() - t0).count()),
                              TaskOutcome::ok, 0, 0);
   } catch (const std::exception& e) {
     st.held -= 1;

@@ -2,7 +2,9 @@
 
 namespace brigade::actors::detail {
 
-StageCounters::StageCounters(std::string name, std::string kind, int concurrency, int capacity) {
+StageCounters::StageCounters(std::string name, std::string kind, int concurrency, int capacity,
+                             const StatsClock& clock)
+    : clock_(clock) {
   stats_.name = std::move(name);
   stats_.kind = std::move(kind);
   stats_.concurrency = concurrency;
@@ -40,7 +42,7 @@ void StageCounters::record_outputs(std::uint64_t n) {
 }
 
 void StageCounters::advance(int held, bool starved, bool backpressured) {
-  const auto now = Clock::now();
+  const auto now = clock_.now();
   std::lock_guard lock(mutex_);
   const double dt = std::chrono::duration<double>(now - last_).count();
   held_integral_ += held_ * dt;
@@ -63,7 +65,7 @@ std::uint64_t StageCounters::failures() const {
 }
 
 StageStats StageCounters::snapshot() const {
-  const auto now = Clock::now();
+  const auto now = clock_.now();
   std::lock_guard lock(mutex_);
   StageStats s = stats_;
   const double open = std::chrono::duration<double>(now - last_).count();

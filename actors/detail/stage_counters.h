@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/clock.h"
 #include "actors/detail/histogram.h"
 #include "actors/hooks.h"
 #include "actors/stats.h"
@@ -18,10 +19,12 @@ using Clock = std::chrono::steady_clock;
 ///
 /// Written by the stage's coordinator (one actor, so one writer at a time), read by
 /// any thread through `snapshot`; a mutex guards both (uncontended on the hot path:
-/// the coordinator takes it once per message, not per item).
+/// the coordinator takes it once per message, not per item). Times are read from
+/// `clock`, which must outlive the counters.
 class StageCounters {
  public:
-  StageCounters(std::string name, std::string kind, int concurrency, int capacity);
+  StageCounters(std::string name, std::string kind, int concurrency, int capacity,
+                const StatsClock& clock);
 
   /// One finished task. `ns` is its run time, `retries` the extra attempts, `failures`
   /// the failures it counts for (1 if it threw, else the samples it reported failed).
@@ -42,7 +45,8 @@ class StageCounters {
   mutable std::mutex mutex_;
   StageStats stats_;  // name, kind, counters; times filled in by snapshot()
   DurationHistogram task_ns_;
-  Clock::time_point start_ = Clock::now();
+  const StatsClock& clock_;
+  Clock::time_point start_ = clock_.now();
   Clock::time_point last_ = start_;
   int held_ = 0;
   bool starved_ = false;

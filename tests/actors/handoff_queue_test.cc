@@ -4,6 +4,8 @@
 
 #include <thread>
 
+#include "tests/actors/test_util.h"
+
 namespace brigade::actors::detail {
 namespace {
 
@@ -47,6 +49,33 @@ TEST(HandoffQueue, TimeoutThenEndThenFailureOnce) {
   ASSERT_EQ(q.pop(out, std::nullopt, notify), NextStatus::item);  // queued items first
   EXPECT_THROW(q.pop(out, std::nullopt, notify), std::runtime_error);
   EXPECT_EQ(q.pop(out, std::nullopt, notify), NextStatus::end);  // thrown once
+}
+
+// A request that finds an item is ready; one that waits adds its wait, read from the
+// queue's clock, to consumer_wait_s.
+TEST(HandoffQueue, CountsReadyRequestsAndTheConsumersWait) {
+  testing::ManualClock clock;
+  HandoffQueue q(2, clock);
+  q.reserve(1);
+  auto batch = items(0, 1);
+  q.push(batch);
+  Item out;
+  bool notify = false;
+  ASSERT_EQ(q.pop(out, std::nullopt, notify), NextStatus::item);  // ready
+  std::thread producer([&] {
+    testing::until([&] { return q.stats().requests == 2; });  // the consumer waits
+    clock.advance(std::chrono::milliseconds(7));
+    q.reserve(1);
+    auto later = items(1, 1);
+    q.push(later);
+  });
+  ASSERT_EQ(q.pop(out, std::nullopt, notify), NextStatus::item);
+  producer.join();
+  const auto s = q.stats();
+  EXPECT_EQ(s.requests, 2u);
+  EXPECT_EQ(s.ready, 1u);
+  EXPECT_DOUBLE_EQ(s.data_readiness, 0.5);
+  EXPECT_DOUBLE_EQ(s.consumer_wait_s, 0.007);
 }
 
 TEST(HandoffQueue, ProducerAndConsumerThreadsNeverExceedCapacity) {

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "actors/detail/stage_counters.h"
+#include "tests/actors/test_util.h"
 
 namespace brigade::actors::detail {
 namespace {
@@ -30,7 +31,7 @@ TEST(DurationHistogram, SmallAndHugeValues) {
 }
 
 TEST(StageCounters, SnapshotsWhileTheCoordinatorWrites) {
-  StageCounters c("s", "pipe", 2, 6);
+  StageCounters c("s", "pipe", 2, 6, *StatsClock::steady());
   std::thread writer([&] {
     for (int i = 0; i < 20000; ++i) {
       c.record_task(1000 + i, i % 10 ? TaskOutcome::ok : TaskOutcome::failed, 0, i % 10 ? 0 : 1);
@@ -50,6 +51,24 @@ TEST(StageCounters, SnapshotsWhileTheCoordinatorWrites) {
   EXPECT_EQ(s.tasks, 20000u);
   EXPECT_EQ(s.failures, 2000u);
   EXPECT_EQ(s.outputs, 20000u);
+}
+
+// Each state counts for the time until the next advance(), read from the clock.
+TEST(StageCounters, TimeIntegralsFollowTheClock) {
+  using std::chrono::milliseconds;
+  testing::ManualClock clock;
+  StageCounters c("s", "pipe", 1, 4, clock);
+  c.advance(2, /*starved=*/true, /*backpressured=*/false);
+  clock.advance(milliseconds(10));
+  c.advance(4, false, true);
+  clock.advance(milliseconds(30));
+  c.record_outputs(8);
+  const auto s = c.snapshot();  // the open interval counts in the current state
+  EXPECT_DOUBLE_EQ(s.elapsed_s, 0.040);
+  EXPECT_DOUBLE_EQ(s.starved_s, 0.010);
+  EXPECT_DOUBLE_EQ(s.backpressured_s, 0.030);
+  EXPECT_DOUBLE_EQ(s.occupancy, (2 * 0.010 + 4 * 0.030) / (0.040 * 4));
+  EXPECT_DOUBLE_EQ(s.items_per_s, 200.0);
 }
 
 }  // namespace

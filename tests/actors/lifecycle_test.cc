@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <mutex>
 #include <numeric>
+#include <stop_token>
 #include <thread>
 
 #include "actors/pipeline.h"
@@ -13,16 +14,18 @@
 namespace brigade::actors {
 namespace {
 
-using testing::sleep_ms;
-
+using testing::EventCount;
+using testing::Gate;
 using testing::iota;
+using testing::until;
 
 TEST(Lifecycle, NextTellsItemTimeoutAndEnd) {
+  Gate gate;
   auto p = PipelineBuilder()
                .add_source(iota(2))
                .pipe(
-                   [](int x) {
-                     sleep_ms(x == 1 ? 300 : 0);
+                   [&gate](int x) {
+                     if (x == 1) gate.wait();
                      return x;
                    },
                    {.executor = Executor::io})
@@ -31,21 +34,31 @@ TEST(Lifecycle, NextTellsItemTimeoutAndEnd) {
   auto first = p.next();
   ASSERT_EQ(first.status, NextStatus::item);
   EXPECT_EQ(*first.item, 0);
-  EXPECT_EQ(p.next(std::chrono::milliseconds(20)).status, NextStatus::timeout);
-  auto second = p.next(std::chrono::seconds(10));
+  EXPECT_EQ(p.next(std::chrono::milliseconds(20)).status, NextStatus::timeout);  // 1 is held
+  gate.open();
+  auto second = p.next();
   ASSERT_EQ(second.status, NextStatus::item);
   EXPECT_EQ(*second.item, 1);
   EXPECT_EQ(p.next().status, NextStatus::end);
 }
 
+// Both workers of a stage are blocked on something the pipeline does not control (they
+// see the stop request but do not act on it) while the consumer reads nothing: stop()
+// waits for them, cancels the queued work, and no task starts after it.
 TEST(Lifecycle, StopMidEpochWithABlockedStageAndIdleConsumer) {
   std::atomic<int> started{0};
+  EventCount blocked;
+  EventCount saw_stop;
+  Gate gate;
   auto p = PipelineBuilder()
                .add_source(iota(100000))
                .pipe(
-                   [&](int x) {
+                   [&](int x, TaskContext& task) {
                      ++started;
-                     sleep_ms(20);  // a slow stage, waiting on nothing the pipeline controls
+                     if (x == 0) return x;
+                     std::stop_callback on_stop(task.stop_token(), [&] { saw_stop.add(); });
+                     blocked.add();
+                     gate.wait();
                      return x;
                    },
                    {.concurrency = 2, .executor = Executor::io})
@@ -55,15 +68,18 @@ TEST(Lifecycle, StopMidEpochWithABlockedStageAndIdleConsumer) {
   p.start();
   auto first = p.next();
   ASSERT_TRUE(first);
-  sleep_ms(100);  // the consumer does not read: stages back up and wait for credit
-  const auto t0 = std::chrono::steady_clock::now();
-  p.stop();
-  EXPECT_LT(testing::seconds_since(t0), 2.0);
+  blocked.wait_for(2);  // items 1 and 2 hold both workers; the rest waits in queues
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    p.stop();
+    stopped = true;
+  });
+  saw_stop.wait_for(2);  // the stop is requested, and waits for the blocked tasks
+  EXPECT_FALSE(stopped.load());
+  gate.open();
+  stopper.join();
   EXPECT_FALSE(p.running());
-  const int after_stop = started.load();
-  sleep_ms(60);
-  EXPECT_EQ(started.load(), after_stop);  // queued work was cancelled, nothing runs
-  EXPECT_LT(after_stop, 100);
+  EXPECT_EQ(started.load(), 3);  // every actor is joined: queued work never started
 }
 
 TEST(Lifecycle, RestartsForASecondEpoch) {
@@ -94,32 +110,53 @@ TEST(Lifecycle, StopThenNextRunsAFreshEpoch) {
   EXPECT_EQ(n, 21);
 }
 
+// Item 5's task runs until the stop reaches it: the destructor must stop the run and
+// wait for it, so that no task runs once the pipeline is gone.
 TEST(Lifecycle, DestructorStopsARunningPipeline) {
   std::atomic<int> calls{0};
+  std::atomic<int> in_task{0};
+  EventCount waiting;
   {
     auto p = PipelineBuilder()
                  .add_source(iota(1000000))
                  .pipe(
-                     [&](int x) {
+                     [&](int x, TaskContext& task) {
                        ++calls;
+                       ++in_task;
+                       if (x == 5) {
+                         std::mutex m;
+                         std::condition_variable_any cv;
+                         std::unique_lock lock(m);
+                         waiting.add();
+                         cv.wait(lock, task.stop_token(), [] { return false; });
+                       }
+                       --in_task;
                        return x;
                      },
                      {.concurrency = 4})
                  .add_sink(2)
                  .build({.num_threads = 2, .log_stats_at_end = false});
     EXPECT_TRUE(p.next());
+    waiting.wait_for(1);
   }
-  const int seen = calls.load();
-  sleep_ms(30);
-  EXPECT_EQ(calls.load(), seen);
+  EXPECT_EQ(in_task.load(), 0);  // the destructor returned after the last task did
+  EXPECT_LT(calls.load(), 1000000);
 }
 
+// The consumer waits in next() for an item that a task holds until the stop: the stop
+// from another thread ends the run and wakes the consumer.
 TEST(Lifecycle, StopFromAnotherThreadWakesAWaitingConsumer) {
+  EventCount holding;
   auto p = PipelineBuilder()
                .add_source(iota(10))
                .pipe(
-                   [](int x) {
-                     sleep_ms(x == 0 ? 0 : 200);
+                   [&](int x, TaskContext& task) {
+                     if (x == 0) return x;
+                     std::mutex m;
+                     std::condition_variable_any cv;
+                     std::unique_lock lock(m);
+                     holding.add();
+                     cv.wait(lock, task.stop_token(), [] { return false; });
                      return x;
                    },
                    {.executor = Executor::io})
@@ -127,12 +164,13 @@ TEST(Lifecycle, StopFromAnotherThreadWakesAWaitingConsumer) {
                .build({.num_threads = 1, .log_stats_at_end = false});
   ASSERT_TRUE(p.next());
   std::thread stopper([&] {
-    sleep_ms(30);
+    holding.wait_for(1);
+    until([&] { return p.stats().sink.requests >= 2; });  // the consumer waits for item 1
     p.stop();
   });
-  const auto r = p.next();  // waits: the stage sleeps, then stop() ends the run
+  const auto r = p.next();
   stopper.join();
-  EXPECT_NE(r.status, NextStatus::timeout);
+  EXPECT_EQ(r.status, NextStatus::end);
 }
 
 }  // namespace
@@ -147,9 +185,10 @@ std::size_t thread_count() {
   return n;
 }
 
-// Threads of terminated actors exit asynchronously: wait (up to 2 s) for the count.
+// Threads of terminated actors exit asynchronously: wait for the count to come back.
+// A leaked thread never does; ctest's --timeout turns that into a failure.
 std::size_t settled_thread_count(std::size_t expected) {
-  for (int i = 0; i < 200 && thread_count() != expected; ++i) sleep_ms(10);
+  until([&] { return thread_count() == expected; });
   return thread_count();
 }
 
@@ -228,10 +267,10 @@ TEST(Lifecycle, RepeatedRunsAndStopsLeakNoThreads) {
         ASSERT_TRUE(p.next());  // a few items, then stop mid-epoch
         p.stop();
       }
-      if (round == 0) {
-        sleep_ms(100);
-        after_first = thread_count();
-      }
+      // The engine keeps the last run's state (stats(), committed()), and with it the
+      // threads of its io workers, which end when the next run replaces it. After the
+      // first run no earlier thread is still ending: its count is the steady one.
+      if (round == 0) after_first = thread_count();
       EXPECT_EQ(settled_thread_count(after_first), after_first) << "round " << round;
     }
   }

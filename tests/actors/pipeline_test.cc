@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <map>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <string>
@@ -14,9 +17,17 @@
 namespace brigade::actors {
 namespace {
 
-using testing::sleep_ms;
-
+using testing::EventCount;
 using testing::iota;
+
+// Busy work whose length varies with x, so that concurrent tasks finish out of their
+// input order (no sleep: nothing here waits for time to pass).
+void busy_work(int x) {
+  volatile std::uint64_t sink = 0;
+  std::mt19937 rng(static_cast<unsigned>(x));
+  const auto n = std::uniform_int_distribution<int>(0, 50'000)(rng);
+  for (int i = 0; i < n; ++i) sink = sink + static_cast<std::uint64_t>(i);
+}
 
 template <class P>
 auto drain(P& pipeline) {
@@ -27,25 +38,41 @@ auto drain(P& pipeline) {
 
 BuildOptions quiet() { return BuildOptions{.num_threads = 2, .log_stats_at_end = false}; }
 
-TEST(Pipeline, InputOrderSurvivesRandomDelays) {
-  auto delay = [](int x) {
-    std::mt19937 rng(static_cast<unsigned>(x));
-    sleep_ms(std::uniform_real_distribution<double>(0, 2)(rng));
+TEST(Pipeline, InputOrderSurvivesOutOfOrderCompletion) {
+  auto jitter = [](int x) {
+    busy_work(x);
     return x;
   };
-  auto p =
-      PipelineBuilder()
-          .add_source(iota(300))
-          .pipe(delay, {.concurrency = 8, .output_order = Order::input})
-          .pipe(delay, {.concurrency = 3, .output_order = Order::input, .executor = Executor::io})
-          .add_sink(4)
-          .build(quiet());
+  // In the io stage every even item waits until the odd one after it has finished: its
+  // tasks finish out of order by construction.
+  std::vector<std::atomic<bool>> finished(300);
+  std::mutex mutex;
+  std::vector<int> completion;
+  auto swap_pairs = [&](int x) {
+    if (x % 2 == 0) finished[x + 1].wait(false);
+    {
+      std::lock_guard lock(mutex);
+      completion.push_back(x);
+    }
+    finished[x] = true;
+    finished[x].notify_all();
+    return x;
+  };
+  auto p = PipelineBuilder()
+               .add_source(iota(300))
+               .pipe(jitter, {.concurrency = 8, .output_order = Order::input})
+               .pipe(swap_pairs,
+                     {.concurrency = 3, .output_order = Order::input, .executor = Executor::io})
+               .add_sink(4)
+               .build(quiet());
   EXPECT_EQ(drain(p), iota(300));
+  ASSERT_EQ(completion.size(), 300u);
+  EXPECT_NE(completion, iota(300));  // 1 finished before 0, 3 before 2, …
 }
 
 TEST(Pipeline, CompletionOrderDeliversEveryItem) {
   auto delay = [](int x) {
-    sleep_ms((x % 7) * 0.3);
+    busy_work(x);
     return x;
   };
   auto p = PipelineBuilder()
@@ -176,20 +203,25 @@ TEST(Pipeline, NextCallableSourceAndMoveOnlyItems) {
   EXPECT_EQ(drain(p), (std::vector<int>{0, 10, 20, 30, 40}));
 }
 
+// Each task blocks until all 8 tasks of its group are running at once, on one cpu
+// scheduler thread: run one at a time (or on the cpu threads), they would never finish.
 TEST(Pipeline, IoStageRunsBlockingWorkInParallel) {
-  const auto t0 = std::chrono::steady_clock::now();
+  std::array<EventCount, 2> running;
   auto p = PipelineBuilder()
                .add_source(iota(16))
                .pipe(
-                   [](int x) {
-                     sleep_ms(50);
+                   [&](int x) {
+                     auto& group = running[static_cast<std::size_t>(x / 8)];
+                     group.add();
+                     group.wait_for(8);
                      return x;
                    },
                    {.concurrency = 8, .executor = Executor::io})
                .add_sink(4)
                .build({.num_threads = 1, .log_stats_at_end = false});
   EXPECT_EQ(drain(p).size(), 16u);
-  EXPECT_LT(testing::seconds_since(t0), 0.6);  // 16 × 50 ms serially would be 0.8 s
+  EXPECT_EQ(running[0].value(), 8);
+  EXPECT_EQ(running[1].value(), 8);
 }
 
 TEST(Pipeline, BuildRejectsBadUseByName) {

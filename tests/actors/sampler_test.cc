@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <map>
 #include <random>
 #include <set>
@@ -455,14 +454,12 @@ TEST(Sampler, PermutationIsUniform) {
   EXPECT_LT(chi2, 160.0);  // 81 degrees of freedom: p < 1e-6 to fail by chance
 }
 
-TEST(Sampler, PermutesTenMillionIdsWellUnderASecond) {
-  const auto t0 = std::chrono::steady_clock::now();
+// Its speed (the epoch's start, under 1 s on the machines the project targets) is
+// measured by bench/bench_sampler.cc, not bounded here.
+TEST(Sampler, PermutesTenMillionIdsExactlyOnceEach) {
   DistributedRandomSampler s(10'000'000, {.rank = 0, .world_size = 1, .seed = 11});
   const auto first = s.next();
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(first);
-  EXPECT_LT(seconds, 1.0);
   std::vector<bool> seen(10'000'000);
   seen[first->value.id] = true;
   std::uint64_t count = 1;

@@ -8,7 +8,58 @@
 #include <utility>
 #include <vector>
 
+#include "actors/clock.h"
+
 namespace brigade::actors::testing {
+
+/// A StatsClock that moves only when the test advances it: statistics read from it
+/// are exactly the time the test made pass. Thread-safe.
+class ManualClock final : public StatsClock {
+ public:
+  time_point now() const override { return time_point(std::chrono::nanoseconds(ns_.load())); }
+  void advance(std::chrono::nanoseconds d) { ns_.fetch_add(d.count()); }
+
+ private:
+  std::atomic<std::int64_t> ns_{1'000'000'000};
+};
+
+/// A gate that stage functions wait on until the test opens it: how a test holds a
+/// task "running" for as long as it needs, with no sleep. Opened once, stays open.
+class Gate {
+ public:
+  void open() {
+    open_ = true;
+    open_.notify_all();
+  }
+  void wait() const { open_.wait(false); }
+
+ private:
+  std::atomic<bool> open_{false};
+};
+
+/// Counts events; another thread waits until the count reaches n. No timeout: a
+/// count that never comes is a hang, which ctest's --timeout turns into a failure.
+class EventCount {
+ public:
+  void add() {
+    ++count_;
+    count_.notify_all();
+  }
+  int value() const { return count_.load(); }
+  void wait_for(int n) const {
+    for (int c = count_.load(); c < n; c = count_.load()) count_.wait(c);
+  }
+
+ private:
+  std::atomic<int> count_{0};
+};
+
+/// Re-checks `done` (yielding in between) until it holds: for engine states that
+/// only a statistics snapshot shows. No timeout, as for EventCount.
+template <class F>
+void until(F&& done) {
+  while (!done()) std::this_thread::yield();
+}
 
 /// An item that counts its live payloads (a moved-from shell holds none): the
 /// memory-bound tests measure the pipeline with it, not with engine bookkeeping.
@@ -53,14 +104,6 @@ inline std::vector<int> iota(int n) {
   std::vector<int> v(static_cast<std::size_t>(n));
   std::iota(v.begin(), v.end(), 0);
   return v;
-}
-
-inline void sleep_ms(double ms) {
-  std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
-}
-
-inline double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace brigade::actors::testing

@@ -57,8 +57,9 @@
 // reconnected every reconnect_interval (a new session; they get new work).
 //
 // TIME. Deadlines, heartbeats, reconnects and parole go by a RemoteClock (the options'
-// `clock`; by default std::chrono::steady_clock). The pool's rules live in a plain state
-// machine (detail/remote_dispatch.h) that tests drive step by step with a manual clock.
+// `clock`; by default std::chrono::steady_clock). The pool's rules and the worker's live
+// in plain state machines (detail/remote_dispatch.h, detail/worker_table.h) that tests
+// drive step by step with a manual clock; the actors only carry messages to them.
 //
 // THREADING. WorkerNode and RemotePool are thread-safe: call() is made from many
 // threads at once (a pipeline stage's), stats() from any. Destruction stops
@@ -141,7 +142,9 @@ struct Security {
 
 /// Where the pool and the worker read the time. Leave the options' `clock` null for
 /// std::chrono::steady_clock; tests pass a clock they advance by hand
-/// (detail/remote_clock.h). Must be thread-safe.
+/// (detail/remote_clock.h). Must be thread-safe. With a clock given, a frozen peer is
+/// noticed only by the options' heartbeats on that clock (and a closed connection at
+/// once); without, also by the connection's own real-time heartbeat.
 class RemoteClock {
  public:
   virtual ~RemoteClock() = default;

@@ -432,7 +432,10 @@ struct RemotePool::Impl {
 
   explicit Impl(PoolOptions o) {
     if (o.security.token.empty()) throw RemoteError("remote workers need a job token");
-    configure_network(config, o.security, o.heartbeat_timeout);
+    // With a clock of the caller's, heartbeats go by that clock alone (not also by the
+    // middleman's real-time one, which a test's manual clock cannot hold back).
+    configure_network(config, o.security,
+                      o.clock ? std::chrono::milliseconds::zero() : o.heartbeat_timeout);
     system = std::make_unique<caf::actor_system>(config);
     if (o.host_directory && o.directory) {
       directory = spawn_guarded<DirectoryState>(*system, guard,

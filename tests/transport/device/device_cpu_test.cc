@@ -84,8 +84,7 @@ TEST(CpuDevice, WaitForOrdersAfterAnotherDevicesEvent) {
   std::atomic<bool> b_saw_a{false};
   b->submit([&] { b_saw_a = a_ran.load(); });
   auto b_done = b->record();
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_FALSE(b_done->ready());  // b's queue waits for a's event
+  EXPECT_FALSE(b_done->ready());  // b's queue waits for a's event: a is paused
   a->resume();
   b_done->wait();
   EXPECT_TRUE(b_saw_a);

@@ -122,8 +122,7 @@ TEST(DeviceGroup, TheRootDoesNotWaitForItsReceivers) {
   std::vector<Rank> ranks(2);
   auto groups = join_all(ranks, new_device_group_id(DeviceKind::cpu, 2));
   auto batch = ranks[0].make({2, 2, 2, 3}, DType::uint8, 1);
-  auto sent = groups[0]->broadcast(batch, 0, ranks[0].received);
-  std::this_thread::sleep_for(20ms);
+  auto sent = groups[0]->broadcast(batch, 0, ranks[0].received);  // returned: did not wait
   EXPECT_FALSE(sent.ready());  // queued behind a broadcast that rank 1 has not joined
   auto got = groups[1]->broadcast({}, 0, ranks[1].received);
   sent.wait();
@@ -261,8 +260,9 @@ TEST(DeviceGroup, IdTravelsThroughAFileInASharedFolder) {
   fs::create_directories(dir);
   const auto file = dir / "group.id";
   const auto id = new_device_group_id(DeviceKind::cpu, 4);
-  auto reader = std::async(std::launch::async, [&] { return read_device_group_id(file, 10s); });
-  std::this_thread::sleep_for(20ms);
+  // The reader looks for the file until it appears: whether it looks first or the
+  // writer writes first, it reads the whole id (the publish is atomic).
+  auto reader = std::async(std::launch::async, [&] { return read_device_group_id(file, 60s); });
   write_device_group_id(file, id);
   EXPECT_EQ(reader.get(), id);
   for (const auto& entry : fs::directory_iterator(dir)) {

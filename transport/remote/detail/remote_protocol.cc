@@ -64,9 +64,11 @@ void configure_network(caf::actor_system_config& config, const Security& securit
     config.openssl_cafile = security.tls_ca;
   }
   // BASP's own heartbeat: without it a frozen peer (SIGSTOP) is never noticed by CAF.
-  const auto interval = std::max(std::chrono::milliseconds(50), heartbeat_timeout / 10);
-  config.set("middleman.heartbeat-interval", caf::timespan{interval});
-  config.set("middleman.connection-timeout", caf::timespan{heartbeat_timeout});
+  if (heartbeat_timeout.count() > 0) {
+    const auto interval = std::max(std::chrono::milliseconds(50), heartbeat_timeout / 10);
+    config.set("middleman.heartbeat-interval", caf::timespan{interval});
+    config.set("middleman.connection-timeout", caf::timespan{heartbeat_timeout});
+  }
   config.set("scheduler.max-threads", 2);
 }
 

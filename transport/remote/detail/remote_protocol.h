@@ -11,14 +11,15 @@
 //                                                 | (refuse, tkey, string reason)
 //   trainer → session    (task, key, u64 id, string op, bytes) (cancel, key, u64 id)
 //                        (ping, key)
-//   session → trainer    (result, key, u64 id, bytes)   (tfailed, key, u64 id, string why)
-//                        (pong, key)                    (refuse, key, u64 id, string why)
+//   worker → trainer     (result, key, u64 id, bytes)   (tfailed, key, u64 id, string why)
+//   (for a session)      (pong, key)                    (refuse, key, u64 id, string why)
 //                        (started, key, u64 id): a thread began running the task
 //                        (freed, key, u64 id): a cancelled task's thread is free again
 //   worker  → directory  (join, bytes Join)               → (joined) | (refuse, string)
 //   trainer → directory  (subscribe, bytes Subscribe)     → (workers, bytes WorkerList) …
 //                                                           | (refuse, string)
-// (tkey: the trainer key of the Hello, so a reply finds its connection.) Replies are
+// (tkey: the trainer key of the Hello, so a reply finds its connection; the trainer goes
+// by it, not by the sender, which may be the session actor or none.) Replies are
 // one-way sends: requests to a dead peer are not failed early, so every side keeps its
 // own table of what it waits for, with deadlines.
 
@@ -56,7 +57,8 @@ using started_atom = caf::atom_constant<caf::atom("started")>;
 using freed_atom = caf::atom_constant<caf::atom("freed")>;
 
 /// Loads the middleman (and OpenSSL's manager with `security.tls()`), sets the
-/// middleman's heartbeat on this side, and keeps CAF from reading a
+/// middleman's own heartbeat on this side (a connection silent for `heartbeat_timeout`
+/// of real time is closed; zero: no such heartbeat), and keeps CAF from reading a
 /// caf-application.ini from the working directory. Throws RemoteError for TLS files
 /// that cannot be read.
 void configure_network(caf::actor_system_config& config, const Security& security,

@@ -1,0 +1,18 @@
+#include "actors/clock.h"
+
+namespace brigade::actors {
+namespace {
+
+class SteadyClock final : public StatsClock {
+ public:
+  time_point now() const override { return std::chrono::steady_clock::now(); }
+};
+
+}  // namespace
+
+std::shared_ptr<const StatsClock> StatsClock::steady() {
+  static const auto clock = std::make_shared<const SteadyClock>();
+  return clock;
+}
+
+}  // namespace brigade::actors

@@ -1,0 +1,425 @@
+// The worker node's rules (detail/worker_table.h) driven step by step: a manual clock,
+// a fake network that records what the worker sends, and the operation threads played
+// by hand (take, then finish). No thread, no socket, no sleep: each test is one exact
+// interleaving.
+#include "transport/remote/detail/worker_table.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "tests/transport/remote/remote_test_util.h"
+#include "transport/remote/detail/remote_auth.h"
+#include "transport/remote/detail/wire_messages.h"
+
+namespace brigade::transport::detail {
+namespace {
+
+using namespace std::chrono_literals;
+using test::bytes_of;
+using test::text_of;
+
+// Records every send of the table.
+struct FakeWorkerNetwork final : WorkerNetwork {
+  struct Sent {
+    std::uint64_t session;
+    std::string what;  // "refuse 3: why", "started 3", "result 3: TEXT", …
+    friend bool operator==(const Sent&, const Sent&) = default;
+  };
+  std::vector<Sent> sent;
+  std::vector<std::uint64_t> closed;
+
+  void send_refuse_task(std::uint64_t s, std::uint64_t id, const std::string& why) override {
+    sent.push_back({s, "refuse " + std::to_string(id) + ": " + why});
+  }
+  void send_pong(std::uint64_t s) override { sent.push_back({s, "pong"}); }
+  void send_started(std::uint64_t s, std::uint64_t id) override {
+    sent.push_back({s, "started " + std::to_string(id)});
+  }
+  void send_freed(std::uint64_t s, std::uint64_t id) override {
+    sent.push_back({s, "freed " + std::to_string(id)});
+  }
+  void send_result(std::uint64_t s, std::uint64_t id, std::vector<char> bytes) override {
+    sent.push_back({s, "result " + std::to_string(id) + ": " + text_of(bytes)});
+  }
+  void send_failed(std::uint64_t s, std::uint64_t id, const std::string& why) override {
+    sent.push_back({s, "failed " + std::to_string(id) + ": " + why});
+  }
+  void close(std::uint64_t s) override { closed.push_back(s); }
+};
+
+const std::string kTrainerKey(16, 't');
+
+HelloFields good_hello() {
+  return {.protocol = kProtocolVersion,
+          .build_id = std::string(build_id()),
+          .token = token_digest(test::kSecurity.token),
+          .trainer_key = kTrainerKey,
+          .name = "trainer-1",
+          .operations = {{"upper", 1}},
+          .fingerprint = 42};
+}
+
+class WorkerSessions : public ::testing::Test {
+ protected:
+  void start(std::uint32_t window = 2) {
+    WorkerOptions o;
+    o.threads = 1;
+    o.security = test::kSecurity;
+    o.fingerprint = 42;
+    o.heartbeat_timeout = 2000ms;
+    o.clock = clock_;
+    table_ = std::make_unique<WorkerTable>(o, window, test::upper_ops(), net_);
+    table_->set_name("10.0.0.9:7000");
+  }
+
+  // A session opened by an accepted hello.
+  std::uint64_t open_session(HelloFields h = good_hello()) {
+    auto out = table_->hello(write_hello(h), true);
+    EXPECT_TRUE(out.session) << out.refusal;
+    return out.session.value_or(0);
+  }
+  Dropped task(std::uint64_t s, std::uint64_t id, std::string text = "x") {
+    return table_->task(s, table_->session_key(s), id, "upper", bytes_of(text));
+  }
+  std::string refusal(HelloFields h) {
+    auto out = table_->hello(write_hello(h), true);
+    EXPECT_FALSE(out.session);
+    return out.refusal;
+  }
+  std::vector<std::string> sent_to(std::uint64_t s) const {
+    std::vector<std::string> out;
+    for (const auto& x : net_.sent)
+      if (x.session == s) out.push_back(x.what);
+    return out;
+  }
+
+  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
+  FakeWorkerNetwork net_;
+  std::unique_ptr<WorkerTable> table_;
+};
+
+TEST_F(WorkerSessions, AHelloOpensASessionWithItsOwnKeyAndTheWindow) {
+  start(3);
+  auto out = table_->hello(write_hello(good_hello()), true);
+  ASSERT_TRUE(out.session) << out.refusal;
+  EXPECT_EQ(out.trainer_key, kTrainerKey);
+  const auto w = read_welcome(out.welcome);
+  EXPECT_EQ(w.window, 3u);
+  EXPECT_EQ(w.threads, 1u);
+  EXPECT_EQ(w.name, "10.0.0.9:7000");
+  EXPECT_EQ(w.session_key, table_->session_key(*out.session));
+  EXPECT_EQ(w.session_key.size(), 16u);
+  const auto second = open_session();
+  EXPECT_NE(table_->session_key(second), w.session_key);  // a key per session
+  EXPECT_EQ(table_->stats().sessions_opened, 2u);
+  EXPECT_EQ(table_->stats().sessions_open, 2u);
+}
+
+// Each refusal names both sides; nothing is kept for a refused hello, however many.
+TEST_F(WorkerSessions, ARefusedHelloNamesBothSidesAndKeepsNothing) {
+  start();
+  auto h = good_hello();
+  h.token = token_digest("another token");
+  EXPECT_EQ(refusal(h), "the job token differs from worker 10.0.0.9:7000's");
+  h = good_hello();
+  h.protocol = kProtocolVersion + 1;
+  EXPECT_EQ(refusal(h), fmt::format("protocol version {} (trainer) differs from {} (worker "
+                                    "10.0.0.9:7000)",
+                                    kProtocolVersion + 1, kProtocolVersion));
+  h = good_hello();
+  h.build_id = "0.0.1+other";
+  EXPECT_EQ(refusal(h), fmt::format("build '0.0.1+other' (trainer) differs from '{}' (worker "
+                                    "10.0.0.9:7000)",
+                                    build_id()));
+  h = good_hello();
+  h.operations = {{"upper", 2}};
+  EXPECT_EQ(refusal(h),
+            "operation 'upper' version 2 (trainer) differs from version 1 (worker 10.0.0.9:7000)");
+  h.operations = {{"lower", 1}};
+  EXPECT_EQ(refusal(h), "operation 'lower' version 1 (trainer) is not on worker 10.0.0.9:7000");
+  h = good_hello();
+  h.fingerprint = 43;
+  EXPECT_EQ(refusal(h),
+            "dataset fingerprint 000000000000002b (trainer) differs from 000000000000002a (worker "
+            "10.0.0.9:7000)");
+  h = good_hello();
+  h.trainer_key = "short";
+  EXPECT_EQ(refusal(h), "a trainer key of 16 bytes is required");
+  EXPECT_EQ(table_->hello(write_hello(good_hello()), false).refusal, "an anonymous hello");
+  auto garbage = table_->hello(bytes_of("not a hello"), true);
+  EXPECT_FALSE(garbage.session);
+  EXPECT_FALSE(garbage.refusal.empty());
+  // A peer without the token, hello after hello: a counter grows, nothing else.
+  h = good_hello();
+  h.token = token_digest("guess");
+  for (int i = 0; i < 1000; ++i) ASSERT_FALSE(table_->hello(write_hello(h), true).session);
+  EXPECT_EQ(table_->sessions(), 0u);
+  EXPECT_EQ(table_->stats().hellos_refused, 1009u);
+  EXPECT_EQ(table_->stats().sessions_opened, 0u);
+  EXPECT_TRUE(net_.sent.empty());
+}
+
+// The window bounds what a session holds: queued and running together; a task beyond it
+// is refused to the trainer at once, and admitted again once a result frees credit.
+TEST_F(WorkerSessions, TheWindowBoundsTheTasksASessionHolds) {
+  start(2);
+  const auto s = open_session();
+  EXPECT_EQ(task(s, 1), nullptr);
+  EXPECT_EQ(task(s, 2), nullptr);
+  EXPECT_EQ(task(s, 3), nullptr);  // taken: answered with a refusal
+  EXPECT_EQ(sent_to(s), std::vector<std::string>{
+                            "refuse 3: worker 10.0.0.9:7000: the session's window of 2 tasks is "
+                            "full"});
+  EXPECT_EQ(table_->held(s), 2u);
+  auto one = table_->take();
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->id, 1u);
+  EXPECT_EQ(task(s, 4), nullptr);  // one running, one queued: still full
+  EXPECT_EQ(table_->held(s), 2u);
+  EXPECT_EQ(table_->stats().tasks_outstanding, 2u);
+  table_->finish(*one, bytes_of("X"), {});
+  EXPECT_EQ(task(s, 5), nullptr);
+  EXPECT_EQ(table_->held(s), 2u);
+  EXPECT_EQ(sent_to(s), (std::vector<std::string>{
+                            "refuse 3: worker 10.0.0.9:7000: the session's window of 2 tasks is "
+                            "full",
+                            "started 1",
+                            "refuse 4: worker 10.0.0.9:7000: the session's window of 2 tasks is "
+                            "full",
+                            "result 1: X"}));
+}
+
+// Messages a peer may forge or replay: a wrong key, a session that ended, a task id the
+// session holds already. Each is dropped and counted; none changes what is held.
+TEST_F(WorkerSessions, AWrongKeyAnEndedSessionOrADuplicateTaskIsDropped) {
+  start(4);
+  const auto s = open_session();
+  const auto other = open_session();
+  EXPECT_STREQ(table_->task(s, table_->session_key(other), 1, "upper", bytes_of("x")),
+               "a message with a wrong session key");
+  EXPECT_STREQ(table_->ping(s, std::string(16, '\0')), "a message with a wrong session key");
+  EXPECT_STREQ(table_->cancel(s, "", 1), "a message with a wrong session key");
+  EXPECT_EQ(task(s, 7), nullptr);
+  EXPECT_STREQ(task(s, 7), "a task whose id the session holds already");  // queued
+  auto running = table_->take();
+  ASSERT_TRUE(running);
+  EXPECT_STREQ(task(s, 7), "a task whose id the session holds already");  // running
+  EXPECT_EQ(table_->held(s), 1u);
+  const auto key = table_->session_key(other);
+  table_->trainer_gone(other);
+  EXPECT_STREQ(table_->task(other, key, 1, "upper", bytes_of("late")),
+               "a message for an ended session");
+  EXPECT_STREQ(table_->ping(other, key), "a message for an ended session");
+  EXPECT_EQ(table_->stats().messages_dropped, 7u);
+  EXPECT_EQ(table_->held(s), 1u);
+  EXPECT_EQ(table_->held(other), 0u);
+  EXPECT_EQ(sent_to(other), std::vector<std::string>{});
+  // A finished id may come again (the trainer numbers attempts, never reuses one; a
+  // replay of a done task is a new task to this session, held within the window).
+  table_->finish(*running, bytes_of("7"), {});
+  EXPECT_EQ(task(s, 7), nullptr);
+}
+
+// The threads take the sessions' tasks in turn, so trainers share the worker's cores.
+TEST_F(WorkerSessions, ThreadsTakeTheSessionsTasksInTurn) {
+  start(4);
+  const auto a = open_session();
+  const auto b = open_session();
+  for (std::uint64_t id = 1; id <= 3; ++id) ASSERT_EQ(task(a, id, "a"), nullptr);
+  ASSERT_EQ(task(b, 10, "b"), nullptr);
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> order;
+  while (auto t = table_->take()) order.emplace_back(t->session, t->id);
+  EXPECT_EQ(order, (std::vector<std::pair<std::uint64_t, std::uint64_t>>{
+                       {a, 1}, {b, 10}, {a, 2}, {a, 3}}));
+  EXPECT_FALSE(table_->has_work());
+}
+
+// A cancel drops a queued task (it never starts) and stops a running one, whose thread
+// then says it is free instead of sending a result.
+TEST_F(WorkerSessions, ACancelledTaskIsNeverAnsweredButItsThreadIsFreed) {
+  start(4);
+  const auto s = open_session();
+  ASSERT_EQ(task(s, 1), nullptr);
+  ASSERT_EQ(task(s, 2), nullptr);
+  auto running = table_->take();
+  ASSERT_TRUE(running);
+  EXPECT_EQ(table_->cancel(s, table_->session_key(s), 2), nullptr);
+  EXPECT_EQ(table_->cancel(s, table_->session_key(s), 1), nullptr);
+  EXPECT_TRUE(running->stop.stop_requested());
+  EXPECT_FALSE(table_->take());                                       // 2 was dropped
+  EXPECT_EQ(table_->cancel(s, table_->session_key(s), 99), nullptr);  // unknown: nothing
+  clock_->advance(1500ms);
+  table_->finish(*running, bytes_of("too late"), {});
+  EXPECT_EQ(sent_to(s), (std::vector<std::string>{"started 1", "freed 1"}));
+  const auto st = table_->stats();
+  EXPECT_EQ(st.tasks_cancelled, 2u);
+  EXPECT_EQ(st.tasks_done, 0u);
+  EXPECT_EQ(st.tasks_outstanding, 0u);
+  EXPECT_DOUBLE_EQ(st.busy_seconds, 1.5);
+}
+
+TEST_F(WorkerSessions, AnOperationsFailureIsSentAsAFailure) {
+  start();
+  const auto s = open_session();
+  ASSERT_EQ(task(s, 1), nullptr);
+  auto t = table_->take();
+  ASSERT_TRUE(t);
+  table_->finish(*t, {}, "a malformed task");
+  EXPECT_EQ(sent_to(s), (std::vector<std::string>{"started 1", "failed 1: a malformed task"}));
+  EXPECT_EQ(table_->stats().tasks_failed, 1u);
+}
+
+// A trainer that froze (SIGSTOP): no task, no ping for heartbeat_timeout ends its
+// session — its queue dropped, its running task stopped, its thread's result never sent
+// — and the worker serves the others. Each ping or task counts as heard.
+TEST_F(WorkerSessions, ASilentTrainersSessionEndsAfterTheHeartbeatTimeout) {
+  start(4);
+  const auto frozen = open_session();
+  const auto alive = open_session();
+  ASSERT_EQ(task(frozen, 1), nullptr);
+  ASSERT_EQ(task(frozen, 2), nullptr);
+  auto running = table_->take();
+  ASSERT_TRUE(running);
+  ASSERT_EQ(running->session, frozen);
+  clock_->advance(1500ms);
+  ASSERT_EQ(task(alive, 5), nullptr);  // heard from `alive` at 1.5 s
+  clock_->advance(500ms);
+  table_->tick();  // 2.0 s: not past the timeout
+  EXPECT_TRUE(table_->open(frozen));
+  clock_->advance(1ms);
+  table_->tick();
+  EXPECT_FALSE(table_->open(frozen));
+  EXPECT_TRUE(table_->open(alive));
+  EXPECT_EQ(net_.closed, std::vector<std::uint64_t>{frozen});
+  EXPECT_TRUE(running->stop.stop_requested());
+  EXPECT_EQ(table_->held(frozen), 0u);
+  EXPECT_EQ(table_->stats().sessions_open, 1u);
+  EXPECT_EQ(table_->stats().tasks_cancelled, 1u);  // task 2, dropped from the queue
+  auto next = table_->take();
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->session, alive);
+  table_->finish(*running, bytes_of("X"), {});  // the frozen trainer's thread returns
+  EXPECT_EQ(sent_to(frozen), std::vector<std::string>{"started 1"});
+  EXPECT_EQ(table_->stats().tasks_cancelled, 2u);
+  // `alive` pings: answered, and kept open past its task's time.
+  clock_->advance(1499ms);
+  EXPECT_EQ(table_->ping(alive, table_->session_key(alive)), nullptr);
+  clock_->advance(1999ms);
+  table_->tick();
+  EXPECT_TRUE(table_->open(alive));
+  EXPECT_EQ(sent_to(alive).back(), "pong");
+}
+
+// The trainer's connection went down: the session ends at once, and a task of it that
+// was still in flight is dropped as late.
+TEST_F(WorkerSessions, ATrainerThatIsGoneEndsItsSessionAtOnce) {
+  start();
+  const auto s = open_session();
+  const auto key = table_->session_key(s);
+  ASSERT_EQ(task(s, 1), nullptr);
+  table_->trainer_gone(s);
+  EXPECT_FALSE(table_->take());
+  EXPECT_EQ(net_.closed, std::vector<std::uint64_t>{s});
+  EXPECT_STREQ(table_->task(s, key, 2, "upper", bytes_of("late")),
+               "a message for an ended session");
+  EXPECT_EQ(table_->sessions(), 0u);
+  table_->trainer_gone(s);  // a second down: nothing
+  EXPECT_EQ(net_.closed.size(), 1u);
+}
+
+TEST_F(WorkerSessions, AtItsEndTheWorkerHandsOutNoTaskAndRefusesHellos) {
+  start();
+  const auto s = open_session();
+  ASSERT_EQ(task(s, 1), nullptr);
+  table_->shut_down();
+  EXPECT_FALSE(table_->take());
+  EXPECT_EQ(table_->hello(write_hello(good_hello()), true).refusal,
+            "worker 10.0.0.9:7000 is stopping");
+}
+
+// -- the directory join -----------------------------------------------------------------
+
+struct FakeJoinNetwork final : JoinNetwork {
+  std::vector<std::string> calls;
+  void connect() override { calls.push_back("connect"); }
+  void send_join() override { calls.push_back("join"); }
+  void forget() override { calls.push_back("forget"); }
+};
+
+class WorkerJoin : public ::testing::Test {
+ protected:
+  void advance(std::chrono::milliseconds by) {
+    clock_->advance(by);
+    join_.tick();
+  }
+  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
+  FakeJoinNetwork net_;
+  DirectoryJoin join_{{"10.0.0.1", 5000}, clock_, net_};
+  using Calls = std::vector<std::string>;
+};
+
+// Rank 0 starts after the worker: the connect fails, and is tried again every second.
+TEST_F(WorkerJoin, AnUnreachableDirectoryIsTriedAgainEverySecond) {
+  join_.tick();
+  EXPECT_EQ(net_.calls, Calls{"connect"});
+  join_.connect_failed("connection refused");
+  advance(999ms);
+  EXPECT_EQ(net_.calls, Calls{"connect"});
+  advance(1ms);
+  EXPECT_EQ(net_.calls, (Calls{"connect", "connect"}));
+  join_.connected();
+  EXPECT_EQ(net_.calls.back(), "join");
+  join_.joined();
+  EXPECT_EQ(join_.phase(), DirectoryJoin::Phase::joined);
+  advance(10s);
+  EXPECT_EQ(net_.calls.size(), 3u);  // joined: nothing more
+}
+
+// --join at a worker's port: the join is never answered; given up after 5 s, tried
+// again a second later; an answer of the given-up attempt is ignored.
+TEST_F(WorkerJoin, AJoinNobodyAnswersIsTriedAgain) {
+  join_.tick();
+  join_.connected();
+  advance(4999ms);
+  EXPECT_EQ(join_.phase(), DirectoryJoin::Phase::joining);
+  advance(1ms);
+  EXPECT_EQ(net_.calls, (Calls{"connect", "join", "forget"}));
+  join_.joined();  // late
+  EXPECT_EQ(join_.phase(), DirectoryJoin::Phase::idle);
+  advance(1s);
+  EXPECT_EQ(net_.calls.back(), "connect");
+  EXPECT_EQ(join_.attempts(), 1u);
+}
+
+// Rank 0 restarts while the worker is listed, and again while the worker rejoins: each
+// time the worker joins the new directory.
+TEST_F(WorkerJoin, AWorkerRejoinsADirectoryThatCameBack) {
+  join_.tick();
+  join_.connected();
+  join_.joined();
+  join_.directory_gone();
+  EXPECT_EQ(join_.phase(), DirectoryJoin::Phase::idle);
+  advance(1s);
+  join_.connected();
+  join_.directory_gone();  // gone again before it answered
+  advance(1s);
+  join_.connected();
+  join_.joined();
+  EXPECT_EQ(net_.calls,
+            (Calls{"connect", "join", "forget", "connect", "join", "forget", "connect", "join"}));
+  EXPECT_EQ(join_.attempts(), 3u);
+  EXPECT_EQ(join_.phase(), DirectoryJoin::Phase::joined);
+}
+
+// A directory that refuses this worker (another job token) is not asked again.
+TEST_F(WorkerJoin, ARefusalIsFinal) {
+  join_.tick();
+  join_.connected();
+  join_.refused("a wrong job token");
+  EXPECT_EQ(join_.phase(), DirectoryJoin::Phase::refused);
+  advance(60s);
+  EXPECT_EQ(net_.calls, (Calls{"connect", "join", "forget"}));
+}
+
+}  // namespace
+}  // namespace brigade::transport::detail
