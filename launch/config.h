@@ -1,93 +1,60 @@
 #pragma once
 
-// The settings of `brigade run`: one key table shared by the TOML config file and the
-// command-line flags, so both accept the same keys, check them the same way and name
-// them the same way in errors.
+// The command line of `brigade run`: its flags are the job description's keys
+// (launch/loader/job_settings.h, the key table shared with the TOML file and the Python
+// Loader), spelled as flags, so both accept the same keys, check them the same way and
+// name them the same way in errors.
 //
-//   RunConfig config;
+//   RunCommand config;
 //   if (!file.empty()) apply_toml_file(config, file);            // `brigade run CONFIG.toml`
 //   for (auto& [flag, value] : given_flags) apply_flag(config, flag, value);  // flags win
 //   resolve(config, getenv);                                      // env defaults, checks
 //
-// KEYS (TOML key = flag without "--", with '-' as '_'; tables group them):
-//   data, list, kind, batch_size, epochs, seed, shuffle, tail, drop_last, order, threads,
-//   [stages.read] concurrency (--read-concurrency), [stages.decode] concurrency
-//   (--decode-concurrency), rank, world_size, max_failures, ids_out,
-//   stop_after_batches, json, progress (--no-progress), layout, checkpoint_dir,
-//   keep_checkpoints, launch_id, resume_from, device, normalize, normalize_dtype,
-//   normalize_mean, normalize_std, transform, size, resize, scale, ratio,
-//   flip_probability, exif_orientation, roi_decode, interpolation, clip_stride,
-//   [remote] workers, directory, on_no_workers, token_file, tls_cert, tls_key, tls_ca,
-//   task_timeout, max_attempts, inflight (--remote-inflight). Relative paths in a TOML
-//   file resolve against the file's folder. [remote] workers is an array of "HOST:PORT"
-//   strings or one comma-separated string; --workers takes the comma-separated form.
+// A RunCommand is the job's description (RunConfig, for the Job) and what only the
+// command line reads (RunOutput: its output files and reports), filled from the same
+// keys: the key table hands the command line's keys to RunOutput (job_settings.h KEYS).
 //
-// LAUNCH ENVIRONMENT. resolve() reads what launchers already set; Brigade ships none.
-//   torchrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
-//   Slurm:    SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE (else this
-//             node's entry of SLURM_TASKS_PER_NODE, "2(x3),1", picked by SLURM_NODEID;
-//             unset when it cannot be told), and the launch node: SLURM_LAUNCH_NODE_IPADDR,
-//             else the first host of SLURM_JOB_NODELIST.
-// Precedence, field by field:
-//   1. flags, then the TOML file (rank, world_size): a given value is never replaced;
-//   2. torchrun, when RANK or WORLD_SIZE is set: only its variables are read for rank,
-//      world size and local rank/size (under srun, SLURM_PROCID counts torchrun
-//      launchers, not trainers). A half it lacks while Slurm's half is set is an error
-//      naming both ("RANK=1 (torchrun) without WORLD_SIZE; SLURM_NTASKS=4 is Slurm's: set
-//      WORLD_SIZE or --world-size"), not a silent mix;
-//   3. Slurm, when SLURM_PROCID or SLURM_NTASKS is set;
-//   4. defaults: rank 0, world size 1, local rank and size unset.
-// MASTER_ADDR, when set, is the master address under any launcher (sbatch scripts
-// commonly export it); otherwise under Slurm it is the launch node. The port is
-// MASTER_PORT, else kDefaultMasterPort. Checks name both origins: rank < world size,
-// local rank < local world size; a non-numeric variable is an error naming it.
+// ERRORS. A bad flag is a ConfigError naming it: "--kind: expected one of image, video,
+// got 'audio'"; `brigade run` exits with status 2 on a ConfigError.
 //
-// REMOTE DECODE (remote(): workers or a directory given). The directory of remote
-// workers listens at MASTER_PORT + kDirectoryPortOffset on the master, next to
-// torchrun's store at MASTER_PORT; `directory = "auto"` resolves to that address, and
-// rank 0 hosts the directory (hosts_directory()). A remote run needs a job token: the
-// content of token_file (trailing whitespace stripped; the file must not be readable by
-// group or others, as ssh demands of keys), else BRIGADE_TOKEN. The token is never a
-// flag: argv is visible to every user through ps. TLS takes tls_cert, tls_key and tls_ca
-// together or none. Without remote() these keys are accepted and unused.
-//
-// ERRORS. Every problem is a ConfigError whose what() names where (the file and line,
-// the flag, or the environment variable), the key, and what was expected:
-//   "run.toml:4: unknown key 'stages.decode.concurency'"
-//   "run.toml:2: batch_size: expected a positive integer, got -3"
-//   "--kind: expected one of image, video, got 'audio'"
-// `brigade run` exits with status 2 on a ConfigError.
-//
-// THREADING. Plain functions over values; no shared state. resolve() reads the token and
-// TLS files of a remote run.
+// THREADING. Plain functions over values; no shared state.
 
-#include <functional>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "actors/options.h"
 #include "launch/loader/job_config.h"
+#include "launch/loader/job_settings.h"
 
 namespace brigade::launch {
 
-/// torchrun's default MASTER_PORT, used with a Slurm launch node when MASTER_PORT is unset.
-inline constexpr int kDefaultMasterPort = 29500;
-/// The directory of remote workers listens at MASTER_PORT + kDirectoryPortOffset (next to
-/// torchrun's TCPStore at MASTER_PORT): what `directory = "auto"` resolves to.
-inline constexpr int kDirectoryPortOffset = 1;
+/// What only `brigade run` reads (keys ids_out, digests_out, stop_after_batches, json,
+/// progress): not the job's description.
+struct RunOutput {
+  std::string ids_out{};  // delivered sample ids, one per line, in delivery order
+  // One line per delivered batch: "<epoch> <fnv1a64 of the bytes, hex> <id> <id> …".
+  std::string digests_out{};
+  std::int64_t stop_after_batches = -1;  // < 0: run to the end
+  bool json = false;                     // a JSON summary as the last line on stdout
+  bool progress = true;                  // a progress bar when stderr is a terminal
+};
 
-/// Applies the keys of a TOML document; `name` (the file) prefixes errors and its
-/// folder anchors relative paths. Throws ConfigError on a syntax error, an unknown
-/// key or a bad value.
-void apply_toml(RunConfig& config, std::string_view text, const std::string& name);
-/// Reads `path` and applies it as above; an unreadable file is a ConfigError.
-void apply_toml_file(RunConfig& config, const std::string& path);
+/// `brigade run`'s settings: the job's description and the command line's own. Passed
+/// as a RunConfig (resolve(), Job), it is the job's description alone.
+struct RunCommand : RunConfig, RunOutput {};
+
+/// RunOutput's keys, for the key table (job_settings.h FrontEndSetting).
+FrontEndSetting output_keys(RunOutput& output);
+
+/// apply_toml and apply_toml_file of job_settings.h, the command line's keys included.
+void apply_toml(RunCommand& config, std::string_view text, const std::string& name);
+void apply_toml_file(RunCommand& config, const std::string& path);
 
 /// Applies one flag given on the command line: `flag` is its name with dashes
 /// ("--batch-size", "--no-shuffle"), `value` its text ("" for switches).
 /// Throws ConfigError naming the flag for an unknown flag or a bad value.
-void apply_flag(RunConfig& config, std::string_view flag, std::string_view value);
+void apply_flag(RunCommand& config, std::string_view flag, std::string_view value);
 
 /// The value-taking flags and the switches that apply_flag() accepts, with help text.
 struct FlagInfo {
@@ -98,28 +65,5 @@ struct FlagInfo {
   std::string metavar{};   // for help: "N", "DIR", "image|video", …
 };
 std::vector<FlagInfo> run_flags();
-
-/// Fills defaults (cores; rank, world size, local rank and size and the master address
-/// from the launch environment as LAUNCH ENVIRONMENT says; "auto" directory; the token),
-/// then checks the whole: rank < world size, data and list not both given, a remote run's
-/// token and TLS files, and so on. `getenv` is injectable for tests; an empty variable
-/// counts as unset. Reads token_file and the TLS files (only when remote()).
-using Getenv = std::function<const char*(const char*)>;
-void resolve(RunConfig& config, const Getenv& getenv);
-
-/// The job token as resolve() reads it for a remote run (also for `brigade worker`):
-/// `token_file`'s content (mode 600 or stricter, trailing whitespace stripped), else
-/// BRIGADE_TOKEN. Throws ConfigError naming the file or the missing token.
-std::string read_job_token(const std::string& token_file, const Getenv& getenv);
-
-/// The first host of a Slurm host list (SLURM_JOB_NODELIST): "node[001-004,007],gpu12"
-/// gives "node001", "a,b" gives "a", "n[1-2]-ib" gives "n1-ib" (every bracket takes its
-/// first number, zero padding kept). The whole list is checked: an empty host, an
-/// unclosed or empty bracket, or anything but numbers and ranges inside one is a
-/// ConfigError.
-std::string first_slurm_host(std::string_view nodelist);
-
-/// "N" or "N%" (or "unlimited") as a failure budget; ConfigError naming `where`.
-actors::FailureBudget parse_failure_budget(std::string_view text, std::string_view where);
 
 }  // namespace brigade::launch

@@ -149,9 +149,8 @@ launch::Dataset load_dataset(const launch::RunConfig& c,
   std::string dir = c.data;
   if (dir.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
-    const auto demo = launch::ensure_demo_dataset(launch::default_demo_dir());
+    dir = launch::demo_folder(c.kind).string();
     generation = std::chrono::steady_clock::now() - t0;
-    dir = (demo / (c.kind == launch::MediaKind::video ? "videos" : "images")).string();
   }
   return launch::list_folder(dir, c.kind);
 }
@@ -169,7 +168,7 @@ void occupy_standard_descriptors() {
   }
 }
 
-int run(const launch::RunConfig& config) {
+int run(const launch::RunCommand& config) {
   install_signal_handlers();  // a signal from here on stops the job at its first check
   // Generating the demo dataset (first run only) is not part of the run: its time is
   // taken out of the run's clock, its CPU and memory out of the figures below.
@@ -215,7 +214,8 @@ int run(const launch::RunConfig& config) {
             ids.flush();
             digests.flush();
           },
-      .origin = origin};
+      .origin = origin,
+      .stop_after_batches = config.stop_after_batches};
   const auto summary = launch::run_job(config, dataset, hooks);
   progress.finish();
   ids.flush();
@@ -404,7 +404,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  launch::RunConfig config;
+  launch::RunCommand config;
   try {
     if (!config_file.empty()) launch::apply_toml_file(config, config_file);
     for (const auto& [flag, value] : given) launch::apply_flag(config, flag, value);

@@ -6,10 +6,9 @@
 #include <chrono>
 #include <map>
 
-#include "launch/config.h"
 #include "launch/loader/demo_dataset.h"
+#include "launch/loader/job_settings.h"
 #include "python/tensor_export.h"
-#include "transport/checkpoint/checkpoint.h"
 
 namespace brigade::python {
 namespace {
@@ -19,10 +18,15 @@ using launch::ConfigError;
 
 launch::RunConfig read_settings(const LoaderSettings& s, std::vector<std::string>& ignored) {
   launch::RunConfig c;
-  if (!s.config_file.empty()) launch::apply_toml_file(c, s.config_file);
+  // `brigade run`'s own keys: checked by the key table, listed as ignored.
+  const launch::FrontEndSetting ignore = [&ignored](std::string_view key,
+                                                    const launch::SettingValue&) {
+    if (std::find(ignored.begin(), ignored.end(), key) == ignored.end()) ignored.emplace_back(key);
+  };
+  if (!s.config_file.empty()) launch::apply_toml_file(c, s.config_file, ignore);
   if (!s.keywords_toml.empty()) {
     try {
-      launch::apply_toml(c, s.keywords_toml, s.keywords_name);
+      launch::apply_toml(c, s.keywords_toml, s.keywords_name, ignore);
     } catch (const ConfigError& e) {
       // "brigade.Loader:3: batch_size: …": the line of a generated document means nothing
       // to the caller, the key does.
@@ -47,11 +51,6 @@ launch::RunConfig read_settings(const LoaderSettings& s, std::vector<std::string
     auto it = env.find(name);
     return it == env.end() ? nullptr : it->second.c_str();
   });
-  if (c.json) ignored.push_back("json");
-  if (c.progress_origin != "default") ignored.push_back("progress");
-  if (!c.ids_out.empty()) ignored.push_back("ids_out");
-  if (!c.digests_out.empty()) ignored.push_back("digests_out");
-  if (c.stop_after_batches >= 0) ignored.push_back("stop_after_batches");
   return c;
 }
 
@@ -64,9 +63,7 @@ launch::Dataset read_dataset(const launch::RunConfig& c, bool demo_allowed) {
         "or demo=True for Brigade's synthetic demo set",
         "data");
   }
-  const auto demo = launch::ensure_demo_dataset(launch::default_demo_dir());
-  return launch::list_folder(
-      (demo / (c.kind == launch::MediaKind::video ? "videos" : "images")).string(), c.kind);
+  return launch::list_folder(launch::demo_folder(c.kind).string(), c.kind);
 }
 
 // A vector of ids as an int64 tensor that owns it.
@@ -77,39 +74,51 @@ media::Tensor id_tensor(const std::vector<std::uint64_t>& ids) {
                        std::shared_ptr<void>(owned, data), data);
 }
 
-transport::CheckpointError bad_set(const std::string& reason) {
-  return transport::CheckpointError(transport::CheckpointErrorKind::mismatched, "state_dict",
-                                    reason);
-}
+// A Python stage's result on its way through the engine: released with the GIL, on
+// whichever thread drops it (a batch dropped by a stop is released on the engine's).
+struct Staged {
+  py::object value;
+  std::vector<std::weak_ptr<void>> held;  // the tokens of the device batches it was given
+  ~Staged() {
+    py::gil_scoped_acquire gil;
+    value = py::object();
+  }
+};
 
 }  // namespace
 
-struct Loader::Pending {
-  std::future<py::object> result;
-  actors::SamplerState state;  // the job's state once this batch is handed out
-  launch::JobCounts counts;
-};
-
 Loader::Loader(const LoaderSettings& settings, py::object converter, py::object stage,
                int stage_threads)
-    : converter_(std::move(converter)), stage_(std::move(stage)) {
-  if (!stage_.is_none() && !PyCallable_Check(stage_.ptr()))
+    : converter_(std::move(converter)), stage_fn_(std::move(stage)) {
+  if (!stage_fn_.is_none() && !PyCallable_Check(stage_fn_.ptr()))
     throw ConfigError("python_stage: expected a callable", "python_stage");
   if (stage_threads < 1 || stage_threads > launch::kMaxConcurrency) {
     throw ConfigError(fmt::format("python_stage_threads: expected 1 to {}, got {}",
                                   launch::kMaxConcurrency, stage_threads),
                       "python_stage_threads");
   }
+  if (!stage_fn_.is_none()) {
+    // Captures the Loader, never a Python object: the job is destroyed without the GIL.
+    stage_ = {.run = [this](launch::JobBatch b) { return run_stage(std::move(b)); },
+              .concurrency = stage_threads,
+              .name = "python_stage"};
+  }
   py::gil_scoped_release release;
   config_ = read_settings(settings, ignored_);
-  job_ = std::make_unique<launch::Job>(config_, read_dataset(config_, settings.demo));
-  if (!stage_.is_none()) pool_ = std::make_unique<StagePool>(stage_threads);
+  job_ = std::make_unique<launch::Job>(config_, read_dataset(config_, settings.demo),
+                                       launch::JobOptions{.stage = stage_});
+}
+
+std::shared_ptr<void> Loader::run_stage(launch::JobBatch batch) {
+  py::gil_scoped_acquire gil;
+  auto staged = std::make_shared<Staged>();
+  py::object arg = to_python(std::move(batch), staged->held);
+  staged->value = stage_fn_(arg);
+  return staged;
 }
 
 Loader::~Loader() {
-  drop_pending();
   py::gil_scoped_release release;
-  pool_.reset();
   job_.reset();
 }
 
@@ -122,19 +131,16 @@ std::uint64_t Loader::epoch() const {
 }
 
 void Loader::abandon() {
-  drop_pending();
-  handed_out_state_.reset();
   handed_in_epoch_ = 0;
   py::gil_scoped_release release;
   job_->abandon_epoch();
 }
 
 bool Loader::begin() {
-  stop_requested_ = stopped_ = false;  // a stop() between iterations stops nothing
+  stop_requested_ = false;  // a stop() between iterations stops nothing
   if (job_->in_epoch()) {
     // Continue an epoch that has handed out nothing yet (iter() twice), else leave it.
-    if (handed_in_epoch_ == 0 && pending_.empty() &&
-        (!requested_epoch_ || *requested_epoch_ == job_->state().epoch)) {
+    if (handed_in_epoch_ == 0 && (!requested_epoch_ || *requested_epoch_ == job_->state().epoch)) {
       requested_epoch_.reset();
       epoch_ended_ = false;
       return true;
@@ -145,7 +151,6 @@ bool Loader::begin() {
   const auto e = requested_epoch_;
   requested_epoch_.reset();
   epoch_ended_ = false;
-  handed_out_state_.reset();
   handed_in_epoch_ = 0;
   py::gil_scoped_release release;
   job_->begin_epoch(e);
@@ -167,7 +172,7 @@ std::optional<launch::JobBatch> Loader::next_job_batch() {
   }
   for (;;) {
     if (stop_requested_.exchange(false)) {
-      epoch_ended_ = stopped_ = true;  // this iteration is over (stop() in loader.h)
+      epoch_ended_ = true;  // this iteration is over (stop() in loader.h)
       return std::nullopt;
     }
     launch::JobNext r;
@@ -182,7 +187,7 @@ std::optional<launch::JobBatch> Loader::next_job_batch() {
   }
 }
 
-py::object Loader::to_python(launch::JobBatch batch) {
+py::object Loader::to_python(launch::JobBatch batch, Held& held) {
   auto convert = [this](media::Tensor t) -> py::object {
     py::object exported = py::cast(ExportedTensor(std::move(t)));
     return converter_.is_none() ? exported : converter_(exported);
@@ -190,7 +195,7 @@ py::object Loader::to_python(launch::JobBatch batch) {
   py::dict out;
   if (batch.device.defined()) {
     auto token = std::make_shared<char>();
-    held_.push_back(token);
+    held.push_back(token);
     py::object exported = py::cast(ExportedTensor(std::move(batch.device), std::move(token)));
     out["data"] = converter_.is_none() ? exported : converter_(exported);
   } else {
@@ -201,76 +206,18 @@ py::object Loader::to_python(launch::JobBatch batch) {
   return out;
 }
 
-void Loader::fill_stage() {
-  while (!epoch_ended_ && pending_.size() < static_cast<std::size_t>(pool_->threads())) {
-    // Held device batches: wait for the stage's results first (DEVICE).
-    if (!pending_.empty() && !config_.device.empty() &&
-        held_device_batches() >= launch::kDeviceBatches)
-      break;
-    if (pending_.empty()) {  // everything returned so far is handed out
-      handed_out_state_ = job_->state();
-      handed_out_counts_ = job_->counts();
-    }
-    auto batch = next_job_batch();
-    if (!batch) {
-      epoch_ended_ = true;
-      break;
-    }
-    auto promise = std::make_shared<std::promise<py::object>>();
-    pending_.push_back({promise->get_future(), job_->state(), job_->counts()});
-    // Every Python object the task holds dies inside its GIL scope (declared after it).
-    pool_->submit([promise, fn = stage_, arg = to_python(std::move(*batch))]() mutable {
-      py::gil_scoped_acquire gil;
-      auto done = std::move(promise);
-      py::object f = std::move(fn), a = std::move(arg);
-      try {
-        done->set_value(f(a));
-      } catch (...) {
-        done->set_exception(std::current_exception());
-      }
-    });
-  }
-}
-
 py::object Loader::next() {
-  if (!pool_) {
-    if (epoch_ended_) return py::none();
-    auto batch = next_job_batch();
-    if (!batch) {
-      epoch_ended_ = true;
-      return py::none();
-    }
-    ++handed_in_epoch_;
-    return to_python(std::move(*batch));
-  }
-  fill_stage();
-  if (stopped_) {
-    stopped_ = false;
-    drop_pending();  // handed_out_state_ still covers exactly what was handed out
+  if (epoch_ended_) return py::none();
+  auto batch = next_job_batch();  // rethrows what the Python stage raised
+  if (!batch) {
+    epoch_ended_ = true;
     return py::none();
   }
-  if (pending_.empty()) {
-    handed_out_state_.reset();  // the epoch is over: the job's state is exact again
-    return py::none();
-  }
-  Pending p = std::move(pending_.front());
-  pending_.pop_front();
-  {
-    py::gil_scoped_release release;
-    p.result.wait();
-  }
-  handed_out_state_ = std::move(p.state);
-  handed_out_counts_ = p.counts;
   ++handed_in_epoch_;
-  return p.result.get();  // the Python stage's exception, if it raised
-}
-
-void Loader::drop_pending() {
-  for (auto& p : pending_) {
-    py::gil_scoped_release release;
-    p.result.wait();
-  }
-  pending_.clear();
+  if (!batch->staged) return to_python(std::move(*batch), held_);
+  auto& staged = *static_cast<Staged*>(batch->staged.get());
+  held_.insert(held_.end(), staged.held.begin(), staged.held.end());  // now the loop's
+  return staged.value;
 }
 
 void Loader::stop() { stop_requested_ = true; }
@@ -281,83 +228,20 @@ std::uint64_t Loader::batches_in_epoch() const {
   return job_->finished() ? 0 : job_->batches_in_epoch(job_->next_epoch());
 }
 
-launch::JobCounts Loader::counts() const {
-  return handed_out_state_ ? handed_out_counts_ : job_->counts();
-}
-
-std::vector<std::byte> Loader::checkpoint_bytes() {
-  auto bytes = job_->checkpoint_bytes();
-  if (!handed_out_state_) return bytes;
-  // Batches are in the Python stage: the job's state counts them, the handed-out one not.
-  const auto decoded = transport::decode_checkpoint_file(bytes, "state_dict");
-  auto state = *handed_out_state_;
-  state.generation = decoded.generation();
-  return transport::encode_checkpoint(state, {.job = decoded.job, .run = decoded.run});
-}
+std::vector<std::byte> Loader::checkpoint_bytes() { return job_->checkpoint_bytes(); }
 
 void Loader::restore(const std::vector<std::vector<std::byte>>& files) {
-  if (files.empty()) throw bad_set("no rank state given");
-  std::vector<actors::SamplerState> states;
-  std::vector<transport::DecodedCheckpoint> decoded;
-  for (std::size_t i = 0; i < files.size(); ++i) {
-    decoded.push_back(
-        transport::decode_checkpoint_file(files[i], fmt::format("state_dict (rank state {})", i)));
-    if (!decoded.back().sampler) throw bad_set("a weighted mix's checkpoint, not a Loader's");
-    states.push_back(*decoded.back().sampler);
-  }
-  const auto& first = decoded.front();
-  const std::uint32_t saved_w = first.world_size(), rank = *config_.rank, w = *config_.world_size;
-  for (const auto& d : decoded) {
-    if (d.world_size() != saved_w || d.generation() != first.generation() || d.job != first.job) {
-      throw bad_set(fmt::format(
-          "the rank states are not of one save: rank {} of {} (generation {}, job {:016x}) "
-          "and rank {} of {} (generation {}, job {:016x})",
-          first.rank(), saved_w, first.generation(), first.job, d.rank(), d.world_size(),
-          d.generation(), d.job));
-    }
-  }
-  transport::LoadedCheckpoint loaded{.generation = first.generation(),
-                                     .saved_world_size = saved_w,
-                                     .job = first.job,
-                                     .run = first.run};
-  if (saved_w == w) {
-    auto own = std::find_if(states.begin(), states.end(),
-                            [rank](const auto& s) { return s.rank == rank; });
-    if (own == states.end()) {
-      throw bad_set(
-          fmt::format("no state of rank {} among the {} given (this loader is rank {} of {})", rank,
-                      states.size(), rank, w));
-    }
-    loaded.state = *own;
-  } else {
-    std::vector<bool> seen(saved_w);
-    for (const auto& s : states) seen[s.rank] = true;
-    if (states.size() != saved_w || std::find(seen.begin(), seen.end(), false) != seen.end()) {
-      throw transport::CheckpointError(
-          transport::CheckpointErrorKind::incomplete, "state_dict",
-          fmt::format("saved at world size {}, resumed at {}: an elastic resume needs the state "
-                      "of every rank 0 … {} (got {}); gather them (torch.distributed."
-                      "all_gather_object) and pass the list",
-                      saved_w, w, saved_w - 1, states.size()));
-    }
-    try {
-      loaded.state = actors::repartition(states, rank, w);
-    } catch (const actors::SamplerStateError& e) {
-      throw bad_set(e.what());
-    }
-  }
-  drop_pending();
+  auto loaded = launch::checkpoint_from_files(files, *config_.rank, *config_.world_size);
   auto config = config_;
   py::gil_scoped_release release;
   job_->stop();
   // The new job first: if the state conflicts with the settings, the old one stays.
-  auto fresh = std::make_unique<launch::Job>(config, job_->dataset(),
-                                             launch::JobOptions{.resume = std::move(loaded)});
+  auto fresh = std::make_unique<launch::Job>(
+      config, job_->dataset(), launch::JobOptions{.resume = std::move(loaded), .stage = stage_});
   job_ = std::move(fresh);
   held_.clear();  // batches of the old job hold its device memory, not the new one's
   requested_epoch_.reset();
   epoch_ended_ = false;
-  handed_out_state_.reset();
   handed_in_epoch_ = 0;
 }
 
@@ -365,7 +249,7 @@ std::string Loader::write_checkpoint() {
   if (config_.checkpoint_dir.empty())
     throw ConfigError("checkpoint_dir: not set; write_checkpoint() needs it", "checkpoint_dir");
   py::gil_scoped_release release;
-  return job_->write_checkpoint(handed_out_state_).string();
+  return job_->write_checkpoint().string();
 }
 
 }  // namespace brigade::python

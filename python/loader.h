@@ -3,14 +3,13 @@
 // The C++ side of brigade.Loader (python/brigade/__init__.py wraps it): a launch::Job
 // driven from Python, its batches exported through DLPack without a copy.
 //
-// SETTINGS. The TOML keys of launch/config.h, nothing else: a config file, then the
-// keyword arguments (serialized by the wrapper as one more TOML document, so names,
-// checks and messages are the config file's), then resolve() with the given
-// environment (torchrun's RANK/WORLD_SIZE, Slurm's, as `brigade run`). Keys that only
-// shape `brigade run`'s output (json, progress, ids_out, digests_out,
-// stop_after_batches) are accepted and ignored, so that one file serves both:
-// ignored_keys() lists those set. `normalize` without a device gives float32 batches,
-// normalized in the decode stage (launch/config.h); with one, on the device (DEVICE).
+// SETTINGS. The job description's keys (launch/loader/job_settings.h), nothing else: a config file,
+// then the keyword arguments (serialized by the wrapper as one more TOML document, so names, checks
+// and messages are the config file's), then resolve() with the given environment (torchrun's
+// RANK/WORLD_SIZE, Slurm's, as `brigade run`). Keys that only shape `brigade run`'s output (json,
+// progress, ids_out, digests_out, stop_after_batches) are accepted and ignored, so that one file
+// serves both: ignored_keys() lists those set. `normalize` without a device gives float32 batches,
+// normalized in the decode stage (launch/loader/job_config.h); with one, on the device (DEVICE).
 //
 // BATCHES. next() returns one batch of the epoch as a dict: the job's pooled uint8
 // (float32 with normalize) tensor, its ids and, when samples of the batch failed, their ids. Each
@@ -26,8 +25,9 @@
 // launch::kDeviceBatches (4) batches on the device, those Python holds included: a
 // loop that keeps that many alive (a list of batches, a tensor kept without .clone())
 // leaves the copy nothing to copy into, so next() raises std::logic_error (Python's
-// RuntimeError) naming the cause instead of waiting for ever; the Python stage takes
-// no new batch while that many are held.
+// RuntimeError) naming the cause instead of waiting for ever. Batches inside the Python
+// stage count toward the job's bound too (the engine bounds them), not toward the
+// loop's: only the device batches of results handed out are the loop's.
 //
 // EPOCHS. Each begin() is a new iteration (Python's iter()): it runs the epoch
 // set_epoch() asked for, else the job's next one (Job::next_epoch), as
@@ -41,17 +41,20 @@
 // first begin() continues the restored epoch.
 //
 // PYTHON STAGE (the slow path; "transform" is the C++ image transform's key). With a
-// Python callable, each batch (as the converter
-// made it) goes through it on one of `stage_threads` C++ threads, which take the
-// GIL only to call it; results are handed out in batch order. Up to stage_threads
-// batches are in flight; the checkpoint still covers exactly the batches handed out
-// (the job's state is recorded as each batch enters the Python stage).
+// Python callable, each batch (the dict next() would return, as the converter made it)
+// goes through it in the job's pipeline, as a stage of the engine named "python_stage"
+// (launch/loader/job.h BatchStage): `stage_threads` calls at once on the engine's io
+// threads, which take the GIL only around the call; results are handed out in batch
+// order; the stage shows in stats() like any other and its batches are within the
+// engine's in-flight bounds. The checkpoint covers exactly the batches handed out (the
+// engine records the sampler's state as each batch reaches the consumer). What the
+// callable raises is raised by next() in its batch's place.
 //
-// CHECKPOINTS. checkpoint_bytes() is a checkpoint file's bytes (transport/checkpoint/checkpoint.h)
+// CHECKPOINTS. checkpoint_bytes() is a checkpoint file's bytes (Job::checkpoint_bytes)
 // for the batches handed out. restore() rebuilds the job from one rank's file of the
 // same world size (exact resume) or from every rank's files of one save (elastic
-// resume at any world size: actors::repartition). Both between epochs or mid-epoch;
-// an epoch in progress is stopped first.
+// resume at any world size): launch::checkpoint_from_files. Both between epochs or
+// mid-epoch; an epoch in progress is stopped first.
 //
 // THREADING. One Python thread drives a Loader (the wrapper's iterator); every method
 // is called with the GIL held and releases it while C++ works or waits. stop() may
@@ -61,16 +64,12 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
-#include <future>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "launch/loader/job.h"
-#include "python/stage_pool.h"
 
 namespace brigade::python {
 
@@ -121,39 +120,34 @@ class Loader {
 
   std::vector<std::byte> checkpoint_bytes();
   /// Rebuilds the job from checkpoint files (see CHECKPOINTS). Throws
-  /// transport::CheckpointError, launch::ConfigError.
+  /// launch::CheckpointError, launch::ConfigError.
   void restore(const std::vector<std::vector<std::byte>>& files);
 
-  launch::JobCounts counts() const;
+  launch::JobCounts counts() const { return job_->counts(); }
   actors::PipelineStats stats() const { return job_->stats(); }
 
   /// Writes state into checkpoint_dir (Job::write_checkpoint), as `brigade run` does.
   std::string write_checkpoint();
 
  private:
-  struct Pending;  // a batch in the Python stage (see PYTHON STAGE)
-  pybind11::object to_python(launch::JobBatch batch);
-  std::size_t held_device_batches();  // device batches Python keeps alive (DEVICE)
+  using Held = std::vector<std::weak_ptr<void>>;  // one token per device batch exported
+  /// The batch as Python sees it (a dict); the tokens of its device batches go to `held`.
+  pybind11::object to_python(launch::JobBatch batch, Held& held);
+  std::shared_ptr<void> run_stage(launch::JobBatch batch);  // on the engine's threads
+  std::size_t held_device_batches();  // device batches the loop keeps alive (DEVICE)
   std::optional<launch::JobBatch> next_job_batch();
-  void fill_stage();
-  void drop_pending();
-
   void abandon();  // leaves the epoch in progress (EPOCHS)
 
   launch::RunConfig config_{};
   std::vector<std::string> ignored_{};
+  launch::BatchStage stage_{};  // the Python stage (none without a callable)
   std::unique_ptr<launch::Job> job_;
   std::uint64_t handed_in_epoch_ = 0;  // batches handed out of the epoch in progress
-  pybind11::object converter_, stage_;
-  std::unique_ptr<StagePool> pool_;
-  std::deque<Pending> pending_;
-  std::optional<actors::SamplerState> handed_out_state_;  // with batches in the Python stage
-  launch::JobCounts handed_out_counts_{};
+  pybind11::object converter_, stage_fn_;
   std::atomic<bool> stop_requested_{false};
-  bool epoch_ended_ = false;  // the job's epoch ended; pending_ may still hold batches
-  bool stopped_ = false;      // stop() ended this iteration: pending_ is dropped
+  bool epoch_ended_ = false;  // the job's epoch ended, or stop() ended this iteration
   std::optional<std::uint64_t> requested_epoch_{};
-  std::vector<std::weak_ptr<void>> held_{};  // one token per device batch handed out
+  Held held_{};  // of the batches handed out
 };
 
 }  // namespace brigade::python

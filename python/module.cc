@@ -1,5 +1,6 @@
 // The extension module brigade._brigade (python/brigade/__init__.py is its face):
-// Loader, Tensor, the error translation and the synthetic-media writer.
+// Loader, Tensor, the error translation and the synthetic-media writer
+// (launch/loader/demo_dataset.h).
 
 #include <fmt/format.h>
 #include <pybind11/pybind11.h>
@@ -8,17 +9,15 @@
 #include <spdlog/spdlog.h>
 
 #include <deque>
-#include <filesystem>
 #include <mutex>
 
 #include "actors/errors.h"
 #include "actors/stats.h"
-#include "launch/config.h"
 #include "launch/loader/decode.h"
-#include "media/synthetic.h"
+#include "launch/loader/demo_dataset.h"
+#include "launch/loader/job.h"
 #include "python/loader.h"
 #include "python/tensor_export.h"
-#include "transport/checkpoint/checkpoint.h"
 #include "transport/device/device.h"
 
 namespace py = pybind11;
@@ -120,31 +119,6 @@ py::bytes to_bytes(const std::vector<std::byte>& v) {
   return py::bytes(reinterpret_cast<const char*>(v.data()), v.size());
 }
 
-std::vector<std::string> write_synthetic_images(const std::string& folder, int count, int width,
-                                                int height, std::uint64_t seed,
-                                                const std::string& codec) {
-  media::ImageCodec c;
-  std::string ext;
-  if (codec == "jpeg") {
-    c = media::ImageCodec::jpeg, ext = ".jpg";
-  } else if (codec == "png") {
-    c = media::ImageCodec::png, ext = ".png";
-  } else {
-    throw py::value_error(fmt::format("codec: expected 'jpeg' or 'png', got '{}'", codec));
-  }
-  if (count < 0 || width < 1 || height < 1)
-    throw py::value_error("count must be >= 0, width and height >= 1");
-  std::filesystem::create_directories(folder);
-  std::vector<std::string> paths;
-  for (int i = 0; i < count; ++i) {
-    auto path = (std::filesystem::path(folder) / fmt::format("img-{:05}{}", i, ext)).string();
-    media::write_file(path,
-                      media::make_image(c, width, height, seed + static_cast<std::uint64_t>(i)));
-    paths.push_back(std::move(path));
-  }
-  return paths;
-}
-
 // Brigade's log lines (sample failures, warnings), kept for Python's `logging` (the
 // "brigade" logger, python/brigade/__init__.py). The sink never takes the GIL: the
 // engine's threads log while Python may hold it. The Python side takes the lines
@@ -203,9 +177,8 @@ PYBIND11_MODULE(_brigade, m) {
       if (p) std::rethrow_exception(p);
     } catch (const launch::ConfigError& e) {
       raise("ConfigError", py::make_tuple(e.what(), e.key()));
-    } catch (const transport::CheckpointError& e) {
-      raise("CheckpointError",
-            py::make_tuple(e.what(), transport::to_string(e.kind()), e.file().string()));
+    } catch (const launch::CheckpointError& e) {
+      raise("CheckpointError", py::make_tuple(e.what(), to_string(e.kind()), e.file().string()));
     } catch (const actors::PipelineFailure& e) {
       raise_failure(e);
     } catch (const transport::DeviceError& e) {  // a batch's copy failed on the device
@@ -266,7 +239,12 @@ through DLPack without a copy (torch.from_dlpack, numpy.from_dlpack).)")
   m.def(
       "cuda_devices", [] { return transport::cuda_availability().devices; },
       "GPUs this process can use through Brigade's CUDA build (0 without one)");
-  m.def("write_synthetic_images", &write_synthetic_images, py::arg("folder"), py::arg("count"),
-        py::arg("width") = 64, py::arg("height") = 48, py::arg("seed") = 0,
-        py::arg("codec") = "jpeg", py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "write_synthetic_images",
+      [](const std::string& folder, int count, int width, int height, std::uint64_t seed,
+         const std::string& codec) {
+        return launch::write_synthetic_images(folder, {count, width, height, seed, codec});
+      },
+      py::arg("folder"), py::arg("count"), py::arg("width") = 64, py::arg("height") = 48,
+      py::arg("seed") = 0, py::arg("codec") = "jpeg", py::call_guard<py::gil_scoped_release>());
 }

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -102,6 +103,32 @@ fs::path ensure_demo_dataset(const fs::path& dir, const DemoDatasetOptions& opti
   spdlog::info("brigade: demo dataset ready in {:.1f} s",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return dir;
+}
+
+fs::path demo_folder(MediaKind kind) {
+  return ensure_demo_dataset(default_demo_dir()) / (kind == MediaKind::video ? "videos" : "images");
+}
+
+std::vector<std::string> write_synthetic_images(const fs::path& folder,
+                                                const SyntheticImages& images) {
+  if (images.codec != "jpeg" && images.codec != "png") {
+    throw std::invalid_argument(
+        fmt::format("codec: expected 'jpeg' or 'png', got '{}'", images.codec));
+  }
+  if (images.count < 0 || images.width < 1 || images.height < 1)
+    throw std::invalid_argument("count must be >= 0, width and height >= 1");
+  const bool jpeg = images.codec == "jpeg";
+  fs::create_directories(folder);
+  std::vector<std::string> paths;
+  for (int i = 0; i < images.count; ++i) {
+    auto path = (folder / fmt::format("img-{:05}{}", i, jpeg ? ".jpg" : ".png")).string();
+    media::write_file(
+        path,
+        media::make_image(jpeg ? media::ImageCodec::jpeg : media::ImageCodec::png, images.width,
+                          images.height, images.seed + static_cast<std::uint64_t>(i)));
+    paths.push_back(std::move(path));
+  }
+  return paths;
 }
 
 }  // namespace brigade::launch

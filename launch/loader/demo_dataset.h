@@ -8,8 +8,13 @@
 // clip-NN.mp4 (32 two-second H.264 clips). A `.complete` marker, written last and
 // atomically, tells a finished cache from one interrupted mid-way (regenerated).
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
+#include <vector>
+
+#include "launch/loader/job_config.h"
 
 namespace brigade::launch {
 
@@ -26,5 +31,24 @@ std::filesystem::path default_demo_dir();
 /// Throws std::runtime_error naming the path on I/O errors.
 std::filesystem::path ensure_demo_dataset(const std::filesystem::path& dir,
                                           const DemoDatasetOptions& options = {});
+
+/// The folder of the demo dataset's `kind` (images or videos) under default_demo_dir(),
+/// generated first unless complete (ensure_demo_dataset): what a job without data lists.
+std::filesystem::path demo_folder(MediaKind kind);
+
+/// Small synthetic images for tests and examples (media/synthetic.h's generator):
+/// `folder`/img-NNNNN.jpg (or .png), `count` of them, image i drawn from seed + i.
+struct SyntheticImages {
+  int count = 0;
+  int width = 64;
+  int height = 48;
+  std::uint64_t seed = 0;
+  std::string_view codec = "jpeg";  // or "png"
+};
+/// Writes them (creating `folder`) and returns their paths in order. Throws
+/// std::invalid_argument for a codec other than jpeg or png, a negative count or a
+/// size below 1; std::runtime_error on I/O errors.
+std::vector<std::string> write_synthetic_images(const std::filesystem::path& folder,
+                                                const SyntheticImages& images);
 
 }  // namespace brigade::launch

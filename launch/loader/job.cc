@@ -11,6 +11,7 @@
 #include <future>
 #include <memory>
 #include <thread>
+#include <utility>
 
 #include "actors/pipeline.h"
 #include "launch/loader/decode.h"
@@ -194,6 +195,78 @@ Dataset read_list(const std::string& list_file) {
   return d;
 }
 
+namespace {
+
+CheckpointError bad_set(const std::string& reason) {
+  return CheckpointError(CheckpointErrorKind::mismatched, "state_dict", reason);
+}
+
+// The files' states, checked to be of one save.
+std::vector<transport::DecodedCheckpoint> decode_set(
+    std::span<const std::vector<std::byte>> files) {
+  if (files.empty()) throw bad_set("no rank state given");
+  std::vector<transport::DecodedCheckpoint> decoded;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    decoded.push_back(
+        transport::decode_checkpoint_file(files[i], fmt::format("state_dict (rank state {})", i)));
+    if (!decoded.back().sampler) throw bad_set("a weighted mix's checkpoint, not a Loader's");
+  }
+  const auto& first = decoded.front();
+  for (const auto& d : decoded) {
+    if (d.world_size() != first.world_size() || d.generation() != first.generation() ||
+        d.job != first.job) {
+      throw bad_set(fmt::format(
+          "the rank states are not of one save: rank {} of {} (generation {}, job {:016x}) "
+          "and rank {} of {} (generation {}, job {:016x})",
+          first.rank(), first.world_size(), first.generation(), first.job, d.rank(), d.world_size(),
+          d.generation(), d.job));
+    }
+  }
+  return decoded;
+}
+
+}  // namespace
+
+transport::LoadedCheckpoint checkpoint_from_files(std::span<const std::vector<std::byte>> files,
+                                                  std::uint32_t rank, std::uint32_t w) {
+  const auto decoded = decode_set(files);
+  std::vector<actors::SamplerState> states;
+  for (const auto& d : decoded) states.push_back(*d.sampler);
+  const auto& first = decoded.front();
+  const std::uint32_t saved_w = first.world_size();
+  transport::LoadedCheckpoint loaded{.generation = first.generation(),
+                                     .saved_world_size = saved_w,
+                                     .job = first.job,
+                                     .run = first.run};
+  if (saved_w == w) {
+    auto own = std::find_if(states.begin(), states.end(),
+                            [rank](const auto& s) { return s.rank == rank; });
+    if (own == states.end()) {
+      throw bad_set(
+          fmt::format("no state of rank {} among the {} given (this loader is rank {} of {})", rank,
+                      states.size(), rank, w));
+    }
+    loaded.state = *own;
+    return loaded;
+  }
+  std::vector<bool> seen(saved_w);
+  for (const auto& s : states) seen[s.rank] = true;
+  if (states.size() != saved_w || std::find(seen.begin(), seen.end(), false) != seen.end()) {
+    throw CheckpointError(
+        CheckpointErrorKind::incomplete, "state_dict",
+        fmt::format("saved at world size {}, resumed at {}: an elastic resume needs the state "
+                    "of every rank 0 … {} (got {}); gather them (torch.distributed."
+                    "all_gather_object) and pass the list",
+                    saved_w, w, saved_w - 1, states.size()));
+  }
+  try {
+    loaded.state = actors::repartition(states, rank, w);
+  } catch (const actors::SamplerStateError& e) {
+    throw bad_set(e.what());
+  }
+  return loaded;
+}
+
 // -- Job ---------------------------------------------------------------------------
 
 struct Job::Impl {
@@ -201,6 +274,7 @@ struct Job::Impl {
   Dataset d;
   std::unique_ptr<actors::DistributedSampler> sampler;
   ReadFile read_file;  // JobOptions::read_file, or empty for media::read_file
+  BatchStage stage;    // JobOptions::stage
   std::shared_ptr<detail::BatchPool> batches = std::make_shared<detail::BatchPool>();
   std::shared_ptr<std::atomic<std::uint64_t>> epoch =
       std::make_shared<std::atomic<std::uint64_t>>(0);
@@ -234,7 +308,13 @@ struct Job::Impl {
       : c(std::move(config)),
         d(std::move(dataset)),
         sampler(make_sampler(c, d)),
-        read_file(std::move(options.read_file)) {
+        read_file(std::move(options.read_file)),
+        stage(std::move(options.stage)) {
+    if (stage.run && (stage.concurrency < 1 || stage.concurrency > kMaxConcurrency)) {
+      throw ConfigError(fmt::format("{}: concurrency: expected 1 to {}, got {}", stage.name,
+                                    kMaxConcurrency, stage.concurrency),
+                        stage.name);
+    }
     restore(options);
     check_checkpoint_dir();
     expected = planned_samples();
@@ -421,15 +501,37 @@ struct Job::Impl {
     return finish(std::move(decoded), build);
   }
 
-  // The tail of both builders: [the copy to the device →] the sink (4 batches).
+  // The tail of both builders: [the copy to the device →] [the consumer's stage →] the
+  // sink (4 batches).
   actors::Pipeline<JobBatch> finish(actors::PipelineBuilder<JobBatch> decoded,
                                     const actors::BuildOptions& build) {
-    if (!to_device) return std::move(decoded).add_sink(4).build(build);
-    return std::move(decoded)
-        .pipe(copy_stage(),
-              {.concurrency = 1, .executor = actors::Executor::io, .name = "to_device"})
-        .add_sink(4)
-        .build(build);
+    if (to_device) {
+      decoded = std::move(decoded).pipe(
+          copy_stage(), {.concurrency = 1, .executor = actors::Executor::io, .name = "to_device"});
+    }
+    if (stage.run) {
+      // One queued batch: a batch waiting here holds its buffers (on the device too).
+      decoded = std::move(decoded).pipe(user_stage(), {.concurrency = stage.concurrency,
+                                                       .output_order = actors::Order::input,
+                                                       .executor = actors::Executor::io,
+                                                       .name = stage.name,
+                                                       .queue_capacity = 1});
+    }
+    return std::move(decoded).add_sink(4).build(build);
+  }
+
+  // The stage's exception travels with its batch to next() (an exception out of a
+  // stage function would drop the batch: actors/pipeline.h THREADING).
+  std::function<JobBatch(JobBatch, actors::TaskContext&)> user_stage() const {
+    return [run = stage.run](JobBatch b, actors::TaskContext&) {
+      JobBatch out{.epoch = b.epoch, .ids = b.ids, .data = {}, .failed = b.failed};
+      try {
+        out.staged = run(std::move(b));
+      } catch (...) {
+        out.stage_error = std::current_exception();
+      }
+      return out;
+    };
   }
 
   // The host tensor is dropped here: its pinned buffer goes back once the copy is done.
@@ -559,6 +661,7 @@ struct Job::Impl {
       counts.failed += r.item->failed.size();
       counts.samples += r.item->ids.size();
       ++counts.batches;
+      if (r.item->stage_error) std::rethrow_exception(std::exchange(r.item->stage_error, {}));
       return {JobStatus::batch, std::move(r.item)};
     }
   }
@@ -628,8 +731,10 @@ std::filesystem::path Job::write_checkpoint(const std::optional<actors::SamplerS
   return path;
 }
 
-std::vector<std::byte> Job::checkpoint_bytes() {
-  auto bytes = transport::encode_checkpoint(state(), impl_->run_id);
+std::vector<std::byte> Job::checkpoint_bytes(const std::optional<actors::SamplerState>& saved) {
+  auto s = saved ? *saved : state();
+  s.generation = impl_->run_id.first_generation + impl_->saves;
+  auto bytes = transport::encode_checkpoint(s, impl_->run_id);
   ++impl_->saves;
   return bytes;
 }
@@ -686,8 +791,8 @@ class Runner {
   }
 
   std::optional<JobEnd> stop_reason() const {
-    if (c_.stop_after_batches >= 0 &&
-        std::int64_t(job_.counts().batches) >= c_.stop_after_batches) {
+    if (hooks_.stop_after_batches >= 0 &&
+        std::int64_t(job_.counts().batches) >= hooks_.stop_after_batches) {
       return JobEnd::stopped;
     }
     if (hooks_.interrupt && hooks_.interrupt->load() != 0) return JobEnd::interrupted;

@@ -76,6 +76,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -132,6 +133,12 @@ struct JobBatch {
   media::Tensor data;
   std::vector<std::uint64_t> failed{};  // samples of this batch that failed (not in data)
   transport::DeviceBatch device{};      // with a device: the batch there (see DEVICE)
+  /// With a BatchStage (JobOptions::stage): what it returned for this batch (data and
+  /// device are then empty; ids and failed stay).
+  std::shared_ptr<void> staged{};
+  /// What the BatchStage threw for this batch, on its way to next(), which rethrows it:
+  /// a batch next() returns never holds one.
+  std::exception_ptr stage_error{};
 };
 
 enum class JobStatus { batch, timeout, epoch_end };
@@ -164,14 +171,48 @@ struct RemoteSummary {
 inline constexpr int kReadAttempts = 4;
 inline constexpr std::chrono::milliseconds kReadBackoff{20};
 
+/// The job's checkpoint error (transport/checkpoint/checkpoint.h): a file that cannot be
+/// read, written or decoded, or a set that does not fit the job; kind() says which.
+using transport::CheckpointError;
+using transport::CheckpointErrorKind;
+
+/// Where a job resumes, read from checkpoint files' bytes (checkpoint_bytes() of each
+/// rank, as a Python state_dict keeps them) for rank `rank` of `world_size`: with one
+/// save's files at the same world size, the file of `rank` among them (exact resume);
+/// at another world size, every rank's file of that save, re-partitioned
+/// (actors::repartition: elastic resume). Throws CheckpointError: `mismatched` for no
+/// file, files of different saves, or no file of `rank`; `incomplete` for an elastic
+/// resume that lacks a rank's file; a decoding error names the file's index.
+transport::LoadedCheckpoint checkpoint_from_files(std::span<const std::vector<std::byte>> files,
+                                                  std::uint32_t rank, std::uint32_t world_size);
+
+/// A stage of the consumer's own (the Python Loader's Python stage), run on each batch
+/// inside the job's pipeline, after the decode (and to_device): the engine runs it
+/// (`concurrency` tasks at once on io threads, one batch queued), counts it (a stage
+/// named `name` in stats()), bounds it (its batches are within the pipeline's memory
+/// bound and the device's kDeviceBatches) and delivers its results in batch order.
+/// The sampler state is recorded as each batch reaches the consumer, so state() and
+/// checkpoints cover exactly the batches next() has returned, however many are in the
+/// stage.
+struct BatchStage {
+  /// Takes a delivered batch, returns what next() hands out in JobBatch::staged.
+  /// Called concurrently (it must be thread-safe). An exception it throws is rethrown
+  /// by next() in its batch's place (the batch counts as delivered); stop() waits for
+  /// the calls running.
+  std::function<std::shared_ptr<void>(JobBatch)> run{};
+  int concurrency = 1;  // 1 to kMaxConcurrency
+  std::string name = "batch_stage";
+};
+
 struct JobOptions {
   /// Start from this checkpoint instead of `resume_from` (e.g. a Python state_dict:
-  /// checkpoint_bytes() decoded with transport::decode_checkpoint_file, or an elastic
-  /// re-partition of every rank's); its fingerprint must match the job's sampling.
+  /// checkpoint_from_files()); its fingerprint must match the job's sampling.
   std::optional<transport::LoadedCheckpoint> resume{};
   /// Reads a sample's bytes instead of media::read_file (a test's fault injection);
   /// it reports failure by throwing, as media::read_file does (media::MediaError).
   ReadFile read_file{};
+  /// A stage of the consumer's own after the decode (none without `run`).
+  BatchStage stage{};
 };
 
 class Job {
@@ -200,7 +241,7 @@ class Job {
 
   /// The next batch of the epoch, a timeout, or the epoch's end. A batch whose every
   /// sample failed is returned empty (see BATCHES). Throws actors::PipelineFailure once
-  /// the failure budget is exceeded.
+  /// the failure budget is exceeded, and what a BatchStage threw at its batch's place.
   JobNext next(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
   /// Stops the epoch in progress: queued work is dropped, running tasks see the stop
@@ -223,9 +264,11 @@ class Job {
   /// Throws transport::CheckpointError.
   std::filesystem::path write_checkpoint(
       const std::optional<actors::SamplerState>& state = std::nullopt);
-  /// state() as the bytes of a checkpoint file of this run (the next generation), for
-  /// callers that store it themselves (a Python state_dict).
-  std::vector<std::byte> checkpoint_bytes();
+  /// state() (or `state`, one of this job's earlier states) as the bytes of a checkpoint
+  /// file of this run (the next generation), for callers that store it themselves (a
+  /// Python state_dict; checkpoint_from_files() reads it back).
+  std::vector<std::byte> checkpoint_bytes(
+      const std::optional<actors::SamplerState>& state = std::nullopt);
 
   JobCounts counts() const;
   /// The samples this process consumes over the job (delivered or failed), as planned.
@@ -260,6 +303,9 @@ struct JobHooks {
   std::function<void()> on_saved{};
   /// Where the run's clock starts (the program's start); default: run_job's entry.
   std::optional<std::chrono::steady_clock::time_point> origin{};
+  /// Stop once this process delivered this many batches (across epochs); < 0: run to
+  /// the end (`brigade run --stop-after-batches`).
+  std::int64_t stop_after_batches = -1;
 };
 
 enum class JobEnd { finished, stopped, interrupted, already_complete, failed };
@@ -280,8 +326,8 @@ struct JobSummary {
   bool abandoned = false;
 };
 
-/// Runs the job over its epochs until the end, `stop_after_batches`, an interrupt or a
-/// failure; writes the checkpoint (also after a failure) when checkpoint_dir is set.
+/// Runs the job over its epochs until the end, hooks.stop_after_batches, an interrupt or
+/// a failure; writes the checkpoint (also after a failure) when checkpoint_dir is set.
 /// A failure budget exceeded ends with JobEnd::failed and the cause (not a throw).
 /// Throws ConfigError, transport::CheckpointError.
 JobSummary run_job(const RunConfig& config, const Dataset& dataset, const JobHooks& hooks);

@@ -1,9 +1,9 @@
 #pragma once
 
 // What a job is told (launch/loader/job.h): the typed description of one rank's job.
-// `brigade run` fills it from TOML and flags (launch/config.h, its key table, which
-// documents every field's key, default and check), the Python Loader from keyword
-// arguments (through the same key table). Plain values; ConfigError is the job's error
+// `brigade run` fills it from TOML and flags, the Python Loader from TOML and keyword
+// arguments, both through the job's key table (launch/loader/job_settings.h, which
+// documents every field's key, default and check). Plain values; ConfigError is the job's error
 // for a description it cannot run (it names the key).
 
 #include <array>
@@ -52,9 +52,11 @@ class ConfigError : public std::invalid_argument {
   std::string key_;
 };
 
-/// Everything `brigade run` is told. Unset optionals take the documented defaults in
-/// resolve(); after resolve() every optional is set, except local_rank and
-/// local_world_size when the launch environment does not give them.
+/// The job's description: what a Job is told, from `brigade run` or the Python Loader
+/// (what only `brigade run` reads, its output files and reports, is launch/config.h's
+/// RunOutput). Unset optionals take the documented defaults in resolve(); after
+/// resolve() every optional is set, except local_rank and local_world_size when the
+/// launch environment does not give them.
 struct RunConfig {
   std::string data{};  // folder searched recursively; empty (and no list): the demo
   std::string list{};  // file of paths, one per non-blank line
@@ -83,12 +85,6 @@ struct RunConfig {
   int master_port = 0;        // MASTER_PORT, else kDefaultMasterPort with an address; else 0
   // max_failures: "N" or "N%" (a rate: the job makes it a count, see job.h FAILURES).
   actors::FailureBudget failure_budget{};
-  std::string ids_out{};
-  // One line per delivered batch: "<epoch> <fnv1a64 of the bytes, hex> <id> <id> …".
-  std::string digests_out{};
-  std::int64_t stop_after_batches = -1;  // < 0: run to the end
-  bool json = false;
-  bool progress = true;  // a progress bar when stderr is a terminal
   Layout layout = Layout::nhwc;
   std::string checkpoint_dir{};
   std::string resume_from{};
@@ -145,10 +141,9 @@ struct RunConfig {
   // Where rank and world size came from ("--rank", "RANK", ...), for error messages.
   std::string rank_origin = "default";
   std::string world_size_origin = "default";
-  // Whether epochs and progress were given ("default" if not): the Python Loader runs
-  // without an epoch limit unless one is given, and warns about `brigade run`'s keys.
+  // Whether epochs was given ("default" if not): the Python Loader runs without an
+  // epoch limit unless one is given.
   std::string epochs_origin = "default";
-  std::string progress_origin = "default";
 };
 
 /// Whether this rank hosts the directory of remote workers: a resolved remote config

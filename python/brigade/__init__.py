@@ -132,10 +132,11 @@ class Loader:
             C++ buffer.
         python_stage: a Python callable applied to each batch dict, whose result is
             what iteration yields (named so as not to clash with the ``transform`` key,
-            the C++ image transform). The slow path: it runs on
-            ``python_stage_threads`` C++ threads that take the GIL only to call it, so
-            it helps only where the callable releases the GIL (torch, NumPy, I/O).
-            Results keep batch order.
+            the C++ image transform). The slow path: it runs as a stage of the
+            engine (``"python_stage"`` in ``stats()``), ``python_stage_threads`` calls
+            at once on C++ threads that take the GIL only to call it, so it helps only
+            where the callable releases the GIL (torch, NumPy, I/O). Results keep batch
+            order; what it raises is raised at its batch's place.
         python_stage_threads: threads calling ``python_stage`` (1 to 1024).
         environment: the launch environment read for rank and world size (default:
             ``os.environ``): torchrun's RANK/WORLD_SIZE, else Slurm's.

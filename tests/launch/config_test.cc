@@ -46,7 +46,7 @@ std::string key_of(const std::function<void()>& fn) {
 }
 
 TEST(Config, DefaultsAfterResolve) {
-  RunConfig c;
+  RunCommand c;
   resolve(c, env({}));
   EXPECT_EQ(*c.batch_size, 32);
   EXPECT_EQ(*c.rank, 0u);
@@ -62,7 +62,7 @@ TEST(Config, DefaultsAfterResolve) {
 }
 
 TEST(Config, VideoBatchDefaultsToEight) {
-  RunConfig c;
+  RunCommand c;
   apply_flag(c, "--kind", "video");
   resolve(c, env({}));
   EXPECT_EQ(c.kind, MediaKind::video);
@@ -70,7 +70,7 @@ TEST(Config, VideoBatchDefaultsToEight) {
 }
 
 TEST(Config, TomlKeysAndTables) {
-  RunConfig c;
+  RunCommand c;
   apply_toml(c, R"(
 batch_size = 16
 epochs = 3
@@ -100,14 +100,14 @@ concurrency = 2
 }
 
 TEST(Config, RelativePathsInTomlResolveAgainstItsFolder) {
-  RunConfig c;
+  RunCommand c;
   apply_toml(c, "data = \"images\"\nids_out = \"/tmp/ids.txt\"\n", "/etc/job/run.toml");
   EXPECT_EQ(c.data, "/etc/job/images");
   EXPECT_EQ(c.ids_out, "/tmp/ids.txt");
 }
 
 TEST(Config, FlagsOverrideTheFile) {
-  RunConfig c;
+  RunCommand c;
   apply_toml(c, "batch_size = 16\nshuffle = false\n[stages.decode]\nconcurrency = 2\n", "run.toml");
   apply_flag(c, "--batch-size", "64");
   apply_flag(c, "--shuffle", "");
@@ -119,8 +119,28 @@ TEST(Config, FlagsOverrideTheFile) {
   EXPECT_FALSE(c.progress);
 }
 
+// The command line's own keys are checked by the job's key table but are not the job's:
+// a RunConfig (the Python Loader's) hands them to its FrontEndSetting, a RunCommand keeps
+// them in its RunOutput.
+TEST(Config, OutputKeysGoToTheFrontEndNotToTheJob) {
+  RunConfig job;
+  std::vector<std::string> given;
+  auto note = [&](std::string_view key, const SettingValue&) { given.emplace_back(key); };
+  apply_toml(job, "json = true\nbatch_size = 4\nids_out = \"ids.txt\"\n", "run.toml", note);
+  apply_setting(job, "progress", "", "--no-progress", true, note);
+  // A TOML table's keys come in name order.
+  EXPECT_EQ(given, (std::vector<std::string>{"ids_out", "json", "progress"}));
+  EXPECT_EQ(*job.batch_size, 4);
+  EXPECT_EQ(error_of([&] { apply_toml(job, "stop_after_batches = -2\n", "run.toml", note); }),
+            "run.toml:1: stop_after_batches: expected a non-negative integer, got -2");
+  RunCommand run;
+  apply_toml(run, "json = true\nstop_after_batches = 3\n", "run.toml");
+  EXPECT_TRUE(run.json);
+  EXPECT_EQ(run.stop_after_batches, 3);
+}
+
 TEST(Config, UnknownKeyNamesKeyAndLine) {
-  RunConfig c;
+  RunCommand c;
   EXPECT_EQ(error_of([&] {
               apply_toml(c, "batch_size = 4\n\n[stages.decode]\nconcurency = 2\n", "run.toml");
             }),
@@ -132,7 +152,7 @@ TEST(Config, UnknownKeyNamesKeyAndLine) {
 }
 
 TEST(Config, BadValueNamesKeyLineAndExpectation) {
-  RunConfig c;
+  RunCommand c;
   EXPECT_EQ(error_of([&] { apply_toml(c, "\nbatch_size = -3\n", "run.toml"); }),
             "run.toml:2: batch_size: expected a positive integer up to 1048576, got -3");
   EXPECT_EQ(error_of([&] { apply_toml(c, "kind = \"audio\"\n", "run.toml"); }),
@@ -149,7 +169,7 @@ TEST(Config, BadValueNamesKeyLineAndExpectation) {
 }
 
 TEST(Config, ConcurrenciesAndBatchSizeHaveDocumentedMaxima) {
-  RunConfig c;
+  RunCommand c;
   for (const char* flag : {"--threads", "--read-concurrency", "--decode-concurrency"}) {
     EXPECT_NE(error_of([&] { apply_flag(c, flag, "2147483647"); }).find("up to 1024"),
               std::string::npos)
@@ -163,7 +183,7 @@ TEST(Config, ConcurrenciesAndBatchSizeHaveDocumentedMaxima) {
 }
 
 TEST(Config, NegatableSwitchesOnly) {
-  RunConfig c;
+  RunCommand c;
   apply_flag(c, "--no-shuffle", "");
   EXPECT_FALSE(c.shuffle);
   EXPECT_NE(error_of([&] { apply_flag(c, "--no-json", ""); }).find("unknown option"),
@@ -171,13 +191,13 @@ TEST(Config, NegatableSwitchesOnly) {
 }
 
 TEST(Config, TomlSyntaxErrorNamesLine) {
-  RunConfig c;
+  RunCommand c;
   const auto e = error_of([&] { apply_toml(c, "batch_size = 4\nseed = = 2\n", "run.toml"); });
   EXPECT_EQ(e.rfind("run.toml:2: ", 0), 0u) << e;
 }
 
 TEST(Config, BadFlagValueNamesFlag) {
-  RunConfig c;
+  RunCommand c;
   EXPECT_EQ(error_of([&] { apply_flag(c, "--batch-size", "zero"); }),
             "--batch-size: batch_size: expected a positive integer up to 1048576, got 'zero'");
   EXPECT_EQ(error_of([&] { apply_flag(c, "--order", "random"); }),
@@ -190,13 +210,14 @@ TEST(Config, BadFlagValueNamesFlag) {
 TEST(Config, ErrorsCarryTheKeyTheyAreAbout) {
   auto toml = [](const char* text) {
     return [text] {
-      RunConfig c;
+      RunCommand c;
       apply_toml(c, text, "run.toml");
     };
   };
-  auto resolved = [](std::function<void(RunConfig&)> set, std::map<std::string, std::string> vars) {
+  auto resolved = [](std::function<void(RunCommand&)> set,
+                     std::map<std::string, std::string> vars) {
     return [set, vars] {
-      RunConfig c;
+      RunCommand c;
       set(c);
       resolve(c, env(vars));
     };
@@ -207,38 +228,39 @@ TEST(Config, ErrorsCarryTheKeyTheyAreAbout) {
   EXPECT_EQ(key_of(toml("[remote]\nworkers = \"a:1,,b:2\"\n")), "remote.workers");
   EXPECT_EQ(key_of(toml("max_failures = \"lots\"\n")), "max_failures");
   EXPECT_EQ(key_of([] {
-              RunConfig c;
+              RunCommand c;
               apply_flag(c, "--batch-size", "zero");
             }),
             "batch_size");
-  EXPECT_EQ(key_of(resolved([](RunConfig&) {}, {{"RANK", "x"}, {"WORLD_SIZE", "2"}})), "rank");
-  EXPECT_EQ(key_of(resolved([](RunConfig&) {}, {{"RANK", "0"}, {"WORLD_SIZE", "0"}})),
+  EXPECT_EQ(key_of(resolved([](RunCommand&) {}, {{"RANK", "x"}, {"WORLD_SIZE", "2"}})), "rank");
+  EXPECT_EQ(key_of(resolved([](RunCommand&) {}, {{"RANK", "0"}, {"WORLD_SIZE", "0"}})),
             "world_size");
   EXPECT_EQ(
-      key_of(resolved([](RunConfig& c) { apply_flag(c, "--rank", "3"); }, {{"WORLD_SIZE", "2"}})),
+      key_of(resolved([](RunCommand& c) { apply_flag(c, "--rank", "3"); }, {{"WORLD_SIZE", "2"}})),
       "rank");
   EXPECT_EQ(key_of(resolved(
-                [](RunConfig& c) {
+                [](RunCommand& c) {
                   apply_flag(c, "--data", "d");
                   apply_flag(c, "--list", "l");
                 },
                 {})),
             "list");
-  EXPECT_EQ(key_of(resolved([](RunConfig& c) { apply_flag(c, "--resize", "100"); }, {})), "resize");
-  EXPECT_EQ(key_of(resolved([](RunConfig& c) { apply_flag(c, "--workers", "w:7000"); }, {})),
+  EXPECT_EQ(key_of(resolved([](RunCommand& c) { apply_flag(c, "--resize", "100"); }, {})),
+            "resize");
+  EXPECT_EQ(key_of(resolved([](RunCommand& c) { apply_flag(c, "--workers", "w:7000"); }, {})),
             "remote.token_file");
   // No key: a syntax error, an unknown flag, a launch variable that is no key.
   EXPECT_EQ(key_of(toml("seed = = 2\n")), "");
   EXPECT_EQ(key_of([] {
-              RunConfig c;
+              RunCommand c;
               apply_flag(c, "--batchsize", "3");
             }),
             "");
-  EXPECT_EQ(key_of(resolved([](RunConfig&) {}, {{"MASTER_ADDR", "m"}, {"MASTER_PORT", "0"}})), "");
+  EXPECT_EQ(key_of(resolved([](RunCommand&) {}, {{"MASTER_ADDR", "m"}, {"MASTER_PORT", "0"}})), "");
 }
 
 TEST(Config, SeedTakesAny64BitValueCountsStayInt) {
-  RunConfig c;
+  RunCommand c;
   apply_flag(c, "--seed", "9000000000000000000");
   EXPECT_EQ(c.seed, 9000000000000000000u);
   EXPECT_EQ(
@@ -254,23 +276,23 @@ TEST(Config, FailureBudgetCountAndRate) {
   auto rate = parse_failure_budget("10%", "x");
   EXPECT_FALSE(rate.exceeded(10, 100));
   EXPECT_TRUE(rate.exceeded(11, 100));
-  RunConfig c;
+  RunCommand c;
   apply_toml(c, "max_failures = 2\n", "run.toml");
   resolve(c, env({}));
   EXPECT_TRUE(c.failure_budget.exceeded(3, 1000));
 }
 
 TEST(Config, RankAndWorldSizeFromEnvironment) {
-  RunConfig a;
+  RunCommand a;
   resolve(a,
           env({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "8"}}));
   EXPECT_EQ(*a.rank, 1u);
   EXPECT_EQ(*a.world_size, 4u);
-  RunConfig b;
+  RunCommand b;
   resolve(b, env({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "8"}}));
   EXPECT_EQ(*b.rank, 3u);
   EXPECT_EQ(*b.world_size, 8u);
-  RunConfig c;
+  RunCommand c;
   apply_flag(c, "--rank", "0");
   resolve(c, env({{"RANK", "5"}, {"WORLD_SIZE", "8"}}));
   EXPECT_EQ(*c.rank, 0u);
@@ -278,17 +300,17 @@ TEST(Config, RankAndWorldSizeFromEnvironment) {
 }
 
 TEST(Config, RankNotBelowWorldSizeIsAnError) {
-  RunConfig a;
+  RunCommand a;
   apply_flag(a, "--rank", "2");
   apply_flag(a, "--world-size", "2");
   EXPECT_EQ(error_of([&] { resolve(a, env({})); }),
             "rank 2 (from --rank) must be less than the world size 2 (from --world-size)");
-  RunConfig b;
+  RunCommand b;
   EXPECT_EQ(error_of([&] {
               resolve(b, env({{"RANK", "3"}}));
             }),
             "rank 3 (from RANK) must be less than the world size 1 (from default)");
-  RunConfig c;
+  RunCommand c;
   EXPECT_EQ(error_of([&] {
               resolve(c, env({{"WORLD_SIZE", "two"}}));
             }),
@@ -296,7 +318,7 @@ TEST(Config, RankNotBelowWorldSizeIsAnError) {
 }
 
 TEST(Config, DataAndListTogetherIsAnError) {
-  RunConfig c;
+  RunCommand c;
   apply_flag(c, "--data", "/a");
   apply_flag(c, "--list", "/b");
   EXPECT_EQ(error_of([&] { resolve(c, env({})); }), "data and list: give one of them, not both");
@@ -304,7 +326,7 @@ TEST(Config, DataAndListTogetherIsAnError) {
 
 TEST(Config, EveryFlagIsAccepted) {
   for (const auto& f : run_flags()) {
-    RunConfig c;
+    RunCommand c;
     const std::string value = f.flag == "--kind"              ? "video"
                               : f.flag == "--order"           ? "input"
                               : f.flag == "--layout"          ? "nchw"
@@ -331,7 +353,7 @@ TEST(Config, EveryFlagIsAccepted) {
 }
 
 TEST(Config, TransformKeysFromFlagsAndToml) {
-  RunConfig c;
+  RunCommand c;
   apply_toml(c, R"(
 transform = "train"
 size = 192
@@ -362,7 +384,7 @@ normalize_mean = [0.5, 0.5, 0.5]
 }
 
 TEST(Config, BadTransformValuesNameTheKey) {
-  RunConfig c;
+  RunCommand c;
   EXPECT_EQ(error_of([&] { apply_flag(c, "--transform", "random"); }),
             "--transform: transform: expected one of eval, train, none, got 'random'");
   EXPECT_EQ(error_of([&] { apply_flag(c, "--scale", "0.9,0.5"); }),
@@ -382,18 +404,18 @@ TEST(Config, BadTransformValuesNameTheKey) {
             "'0.2,0,0.2'");
   EXPECT_EQ(error_of([&] { apply_flag(c, "--size", "5000"); }),
             "--size: size: expected a positive integer up to 4096, got '5000'");
-  RunConfig small;
+  RunCommand small;
   apply_flag(small, "--resize", "200");
   EXPECT_EQ(error_of([&] { resolve(small, env({})); }),
             "resize 200: eval's shorter side must be at least size 224 and at most 65536");
   EXPECT_EQ(key_of([&] { resolve(small, env({})); }), "resize");
-  RunConfig video;
+  RunCommand video;
   apply_flag(video, "--kind", "video");
   apply_flag(video, "--transform", "none");
   EXPECT_EQ(error_of([&] { resolve(video, env({})); }),
             "transform none: clips (kind video) take eval (evenly spaced frames, center crop) or "
             "train (frames at clip_stride from a random first frame, a random crop and flip)");
-  RunConfig clips;
+  RunCommand clips;
   apply_flag(clips, "--kind", "video");
   apply_flag(clips, "--transform", "train");
   apply_flag(clips, "--clip-stride", "2");
@@ -405,21 +427,21 @@ TEST(Config, BadTransformValuesNameTheKey) {
 }
 
 TEST(Config, InterpolationIsAKeyOfTheSpec) {
-  RunConfig file;
+  RunCommand file;
   apply_toml(file, "interpolation = \"bicubic\"\n", "run.toml");
-  RunConfig flags;
+  RunCommand flags;
   apply_flag(flags, "--interpolation", "bicubic");
-  for (RunConfig* c : {&file, &flags}) {
+  for (RunCommand* c : {&file, &flags}) {
     resolve(*c, env({}));
     EXPECT_EQ(c->transform.interpolation, media::Interpolation::bicubic);
     EXPECT_EQ(decode_spec(*c, 3).transform.interpolation, media::Interpolation::bicubic);
     EXPECT_EQ(decode_spec(*c, 3).transform.epoch, 3u);
   }
-  RunConfig c;
+  RunCommand c;
   EXPECT_EQ(error_of([&] { apply_flag(c, "--interpolation", "lanczos"); }),
             "--interpolation: interpolation: expected one of bilinear, bicubic, got 'lanczos'");
   // Clips are resized by swscale's bilinear: bicubic is refused, naming the key.
-  RunConfig clips;
+  RunCommand clips;
   apply_flag(clips, "--kind", "video");
   apply_flag(clips, "--interpolation", "bicubic");
   EXPECT_EQ(key_of([&] { resolve(clips, env({})); }), "interpolation");
@@ -448,7 +470,7 @@ class TempDir {
 };
 
 TEST(Config, RemoteTomlTableAndFlagsGiveTheSameConfig) {
-  RunConfig file;
+  RunCommand file;
   apply_toml(file, R"(
 [remote]
 workers = ["10.0.0.1:7000", "[fd00::2]:7001"]
@@ -463,7 +485,7 @@ max_attempts = 5
 inflight = 12
 )",
              "run.toml");
-  RunConfig flags;
+  RunCommand flags;
   for (const auto& [flag, value] :
        std::map<std::string, std::string>{{"--workers", "10.0.0.1:7000,[fd00::2]:7001"},
                                           {"--directory", "dir.example:7100"},
@@ -477,7 +499,7 @@ inflight = 12
                                           {"--remote-inflight", "12"}}) {
     apply_flag(flags, flag, value);
   }
-  for (const RunConfig* c : {&file, &flags}) {
+  for (const RunCommand* c : {&file, &flags}) {
     ASSERT_EQ(c->workers.size(), 2u);
     EXPECT_EQ(c->workers[0], (transport::Endpoint{"10.0.0.1", 7000}));
     EXPECT_EQ(c->workers[1], (transport::Endpoint{"fd00::2", 7001}));
@@ -495,7 +517,7 @@ inflight = 12
 }
 
 TEST(Config, RemoteDefaults) {
-  RunConfig c;
+  RunCommand c;
   resolve(c, env({}));
   EXPECT_FALSE(c.remote());
   EXPECT_TRUE(c.workers.empty());
@@ -513,7 +535,7 @@ TEST(Config, RemoteDefaults) {
 }
 
 TEST(Config, WorkersTakeOneCommaSeparatedStringInToml) {
-  RunConfig c;
+  RunCommand c;
   apply_toml(c, "[remote]\nworkers = \"a:1, b:2\"\n", "run.toml");
   EXPECT_EQ(c.workers, (std::vector<transport::Endpoint>{{"a", 1}, {"b", 2}}));
   apply_flag(c, "--workers", "c:3");
@@ -521,7 +543,7 @@ TEST(Config, WorkersTakeOneCommaSeparatedStringInToml) {
 }
 
 TEST(Config, EndpointErrorsNameTheKeyAndLine) {
-  RunConfig c;
+  RunCommand c;
   EXPECT_EQ(
       error_of([&] { apply_toml(c, "\n[remote]\nworkers = [\"a:1\", \"b\"]\n", "run.toml"); }),
       "run.toml:3: remote.workers: expected HOST:PORT (no port), got 'b'");
@@ -548,7 +570,7 @@ TEST(Config, EndpointErrorsNameTheKeyAndLine) {
 }
 
 TEST(Config, RemoteIsATableAndTheTokenIsNoKey) {
-  RunConfig c;
+  RunCommand c;
   EXPECT_EQ(error_of([&] { apply_toml(c, "remote = 3\n", "run.toml"); }),
             "run.toml:1: remote: expected a table, got 3");
   EXPECT_EQ(error_of([&] { apply_toml(c, "[remote]\ntoken = \"s3cret\"\n", "run.toml"); }),
@@ -557,7 +579,7 @@ TEST(Config, RemoteIsATableAndTheTokenIsNoKey) {
 }
 
 TEST(Config, RemoteNumbersHaveDocumentedBounds) {
-  RunConfig c;
+  RunCommand c;
   apply_toml(c, "[remote]\ntask_timeout = 10\n", "run.toml");
   EXPECT_EQ(c.task_timeout, 10.0);
   apply_flag(c, "--task-timeout", "0.25");
@@ -587,23 +609,23 @@ TEST(Config, RemoteNumbersHaveDocumentedBounds) {
 }
 
 TEST(Config, OnNoWorkersIsLocalOrFail) {
-  RunConfig c;
+  RunCommand c;
   EXPECT_EQ(error_of([&] { apply_flag(c, "--on-no-workers", "retry"); }),
             "--on-no-workers: remote.on_no_workers: expected one of local, fail, got 'retry'");
 }
 
 TEST(Config, RemoteRunNeedsAToken) {
-  RunConfig a;
+  RunCommand a;
   apply_flag(a, "--workers", "w:7000");
   EXPECT_EQ(error_of([&] { resolve(a, env({})); }),
             "a remote run needs a job token: --token-file FILE or BRIGADE_TOKEN");
-  RunConfig b;
+  RunCommand b;
   apply_flag(b, "--directory", "d:7100");
   EXPECT_EQ(error_of([&] {
               resolve(b, env({{"BRIGADE_TOKEN", ""}}));
             }),
             "a remote run needs a job token: --token-file FILE or BRIGADE_TOKEN");
-  RunConfig c;
+  RunCommand c;
   apply_flag(c, "--workers", "w:7000");
   resolve(c, env({{"BRIGADE_TOKEN", "s3cret"}}));
   EXPECT_EQ(c.token, "s3cret");
@@ -611,7 +633,7 @@ TEST(Config, RemoteRunNeedsAToken) {
 
 TEST(Config, TokenFileIsReadWholeStrippedAndWinsOverTheEnvironment) {
   TempDir dir;
-  RunConfig c;
+  RunCommand c;
   apply_flag(c, "--workers", "w:7000");
   apply_flag(c, "--token-file", dir.file("token", "  two words\tand more \n\r\n \t"));
   resolve(c, env({{"BRIGADE_TOKEN", "from-env"}}));
@@ -621,7 +643,7 @@ TEST(Config, TokenFileIsReadWholeStrippedAndWinsOverTheEnvironment) {
 TEST(Config, TokenFileRelativeToTheTomlFolder) {
   TempDir dir;
   dir.file("token", "abc\n", 0400);
-  RunConfig c;
+  RunCommand c;
   apply_toml(c, "[remote]\nworkers = [\"w:1\"]\ntoken_file = \"token\"\n", dir.path("run.toml"));
   EXPECT_EQ(c.token_file, dir.path("token"));
   resolve(c, env({}));
@@ -632,7 +654,7 @@ TEST(Config, TokenFileReadableByGroupOrOthersIsRefused) {
   TempDir dir;
   for (auto [mode, text] : std::map<mode_t, std::string>{
            {0644, "0644"}, {0640, "0640"}, {0604, "0604"}, {0660, "0660"}}) {
-    RunConfig c;
+    RunCommand c;
     apply_flag(c, "--workers", "w:7000");
     const auto path = dir.file("token-" + text, "s3cret\n", mode);
     apply_flag(c, "--token-file", path);
@@ -646,7 +668,7 @@ TEST(Config, TokenFileReadableByGroupOrOthersIsRefused) {
 TEST(Config, EmptyOrUnreadableTokenFileIsAnError) {
   TempDir dir;
   auto token_error = [&](const std::string& path) {
-    RunConfig c;
+    RunCommand c;
     apply_flag(c, "--workers", "w:7000");
     apply_flag(c, "--token-file", path);
     return error_of([&] { resolve(c, env({{"BRIGADE_TOKEN", "from-env"}})); });
@@ -669,7 +691,7 @@ TEST(Config, TlsTakesAllThreeOrNone) {
   const auto key = dir.file("key.pem", "KEY");
   const auto ca = dir.file("ca.pem", "CA", 0644);
   auto tls_error = [&](std::map<std::string, std::string> flags) {
-    RunConfig c;
+    RunCommand c;
     apply_flag(c, "--workers", "w:7000");
     for (const auto& [flag, value] : flags) apply_flag(c, flag, value);
     return error_of([&] { resolve(c, env({{"BRIGADE_TOKEN", "t"}})); });
@@ -686,7 +708,7 @@ TEST(Config, TlsTakesAllThreeOrNone) {
 }
 
 TEST(Config, RemoteKeysWithoutARemoteRunAreUnused) {
-  RunConfig c;
+  RunCommand c;
   apply_flag(c, "--tls-cert", "/nonexistent/cert.pem");
   apply_flag(c, "--token-file", "/nonexistent/token");
   apply_flag(c, "--max-attempts", "3");
@@ -697,7 +719,7 @@ TEST(Config, RemoteKeysWithoutARemoteRunAreUnused) {
 }
 
 TEST(Config, TorchrunEnvironment) {
-  RunConfig c;
+  RunCommand c;
   resolve(c, env({{"RANK", "5"},
                   {"WORLD_SIZE", "8"},
                   {"LOCAL_RANK", "1"},
@@ -716,7 +738,7 @@ TEST(Config, TorchrunEnvironment) {
 }
 
 TEST(Config, SlurmEnvironment) {
-  RunConfig c;
+  RunCommand c;
   resolve(c, env({{"SLURM_PROCID", "6"},
                   {"SLURM_NTASKS", "8"},
                   {"SLURM_LOCALID", "2"},
@@ -732,13 +754,13 @@ TEST(Config, SlurmEnvironment) {
   EXPECT_EQ(c.local_world_size, 4u);  // SLURM_NTASKS_PER_NODE before SLURM_TASKS_PER_NODE
   EXPECT_EQ(c.master_addr, "10.1.0.7");
   EXPECT_EQ(c.master_port, kDefaultMasterPort);
-  RunConfig with_port;
+  RunCommand with_port;
   resolve(with_port, env({{"SLURM_PROCID", "0"},
                           {"SLURM_JOB_NODELIST", "gpu[07-09]-ib,cpu1"},
                           {"MASTER_PORT", "12000"}}));
   EXPECT_EQ(with_port.master_addr, "gpu07-ib");
   EXPECT_EQ(with_port.master_port, 12000);
-  RunConfig exported;  // an sbatch script's own MASTER_ADDR wins over the launch node
+  RunCommand exported;  // an sbatch script's own MASTER_ADDR wins over the launch node
   resolve(exported, env({{"SLURM_PROCID", "0"},
                          {"SLURM_LAUNCH_NODE_IPADDR", "10.1.0.7"},
                          {"MASTER_ADDR", "head"}}));
@@ -749,7 +771,7 @@ TEST(Config, SlurmEnvironment) {
 TEST(Config, SlurmTasksPerNodeForThisNode) {
   auto local_size = [](std::map<std::string, std::string> vars) {
     vars.emplace("SLURM_PROCID", "0");
-    RunConfig c;
+    RunCommand c;
     resolve(c, env(vars));
     return c.local_world_size;
   };
@@ -769,7 +791,7 @@ TEST(Config, SlurmTasksPerNodeForThisNode) {
 }
 
 TEST(Config, TorchrunWinsOverSlurm) {
-  RunConfig c;
+  RunCommand c;
   resolve(c, env({{"RANK", "3"},
                   {"WORLD_SIZE", "4"},
                   {"SLURM_PROCID", "1"},
@@ -788,7 +810,7 @@ TEST(Config, TorchrunWinsOverSlurm) {
 
 TEST(Config, MixingTorchrunAndSlurmHalvesIsAnError) {
   auto mixed = [](std::map<std::string, std::string> vars) {
-    RunConfig c;
+    RunCommand c;
     return error_of([&] { resolve(c, env(vars)); });
   };
   EXPECT_EQ(mixed({{"RANK", "1"}, {"SLURM_NTASKS", "4"}}),
@@ -808,7 +830,7 @@ TEST(Config, MixingTorchrunAndSlurmHalvesIsAnError) {
       "LOCAL_WORLD_SIZE=2 (torchrun) without LOCAL_RANK; SLURM_LOCALID=0 is Slurm's: set "
       "LOCAL_RANK");
   // The flag gives the missing half: nothing is mixed.
-  RunConfig c;
+  RunCommand c;
   apply_flag(c, "--world-size", "2");
   resolve(c, env({{"RANK", "1"}, {"SLURM_NTASKS", "4"}}));
   EXPECT_EQ(*c.rank, 1u);
@@ -817,7 +839,7 @@ TEST(Config, MixingTorchrunAndSlurmHalvesIsAnError) {
 }
 
 TEST(Config, FlagsOverrideTheLaunchEnvironment) {
-  RunConfig a;
+  RunCommand a;
   apply_flag(a, "--rank", "1");
   apply_flag(a, "--world-size", "2");
   resolve(a, env({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "0"}}));
@@ -825,13 +847,13 @@ TEST(Config, FlagsOverrideTheLaunchEnvironment) {
   EXPECT_EQ(*a.world_size, 2u);
   EXPECT_EQ(a.rank_origin, "--rank");
   EXPECT_EQ(a.local_rank, 0u);
-  RunConfig b;
+  RunCommand b;
   apply_flag(b, "--rank", "3");
   EXPECT_EQ(error_of([&] {
               resolve(b, env({{"WORLD_SIZE", "2"}, {"RANK", "0"}}));
             }),
             "rank 3 (from --rank) must be less than the world size 2 (from WORLD_SIZE)");
-  RunConfig c;
+  RunCommand c;
   apply_toml(c, "world_size = 2\n", "run.toml");
   EXPECT_EQ(error_of([&] {
               resolve(c, env({{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"}}));
@@ -840,7 +862,7 @@ TEST(Config, FlagsOverrideTheLaunchEnvironment) {
 }
 
 TEST(Config, LocalRankNotBelowLocalWorldSizeIsAnError) {
-  RunConfig a;
+  RunCommand a;
   EXPECT_EQ(error_of([&] {
               resolve(a, env({{"RANK", "2"},
                               {"WORLD_SIZE", "4"},
@@ -849,7 +871,7 @@ TEST(Config, LocalRankNotBelowLocalWorldSizeIsAnError) {
             }),
             "local rank 2 (from LOCAL_RANK) must be less than the local world size 2 (from "
             "LOCAL_WORLD_SIZE)");
-  RunConfig b;
+  RunCommand b;
   EXPECT_EQ(error_of([&] {
               resolve(b, env({{"SLURM_PROCID", "3"},
                               {"SLURM_NTASKS", "4"},
@@ -862,7 +884,7 @@ TEST(Config, LocalRankNotBelowLocalWorldSizeIsAnError) {
 
 TEST(Config, MalformedLaunchVariablesAreErrors) {
   auto bad = [](std::map<std::string, std::string> vars) {
-    RunConfig c;
+    RunCommand c;
     return error_of([&] { resolve(c, env(vars)); });
   };
   EXPECT_EQ(bad({{"RANK", "x"}, {"WORLD_SIZE", "2"}}), "RANK=x: expected a non-negative integer");
@@ -884,7 +906,7 @@ TEST(Config, MalformedLaunchVariablesAreErrors) {
 }
 
 TEST(Config, DirectoryAutoIsNextToTheMasterPort) {
-  RunConfig a;
+  RunCommand a;
   apply_flag(a, "--directory", "auto");
   resolve(a, env({{"RANK", "0"},
                   {"WORLD_SIZE", "2"},
@@ -894,7 +916,7 @@ TEST(Config, DirectoryAutoIsNextToTheMasterPort) {
   EXPECT_EQ(a.directory, "10.0.0.1:" + std::to_string(29400 + kDirectoryPortOffset));
   EXPECT_EQ(a.directory, "10.0.0.1:29401");
   EXPECT_TRUE(hosts_directory(a));
-  RunConfig b;
+  RunCommand b;
   apply_toml(b, "[remote]\ndirectory = \"auto\"\n", "run.toml");
   resolve(b, env({{"SLURM_PROCID", "1"},
                   {"SLURM_NTASKS", "2"},
@@ -913,14 +935,14 @@ TEST(Config, DirectoryAutoWithoutAMasterIsAnError) {
            {{"BRIGADE_TOKEN", "t"}},
            {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "29400"}, {"BRIGADE_TOKEN", "t"}},
            {{"SLURM_PROCID", "0"}, {"BRIGADE_TOKEN", "t"}}}) {
-    RunConfig c;
+    RunCommand c;
     apply_flag(c, "--directory", "auto");
     EXPECT_EQ(error_of([&] { resolve(c, env(vars)); }), message);
   }
 }
 
 TEST(Config, DirectoryPortPastTheLastPortIsAnError) {
-  RunConfig c;
+  RunCommand c;
   apply_flag(c, "--directory", "auto");
   EXPECT_EQ(
       error_of([&] {
@@ -931,7 +953,7 @@ TEST(Config, DirectoryPortPastTheLastPortIsAnError) {
 
 TEST(Config, HostsDirectoryOnlyOnRankZeroWithADirectory) {
   auto hosts = [](std::map<std::string, std::string> flags) {
-    RunConfig c;
+    RunCommand c;
     for (const auto& [flag, value] : flags) apply_flag(c, flag, value);
     resolve(c, env({{"BRIGADE_TOKEN", "t"}}));
     return hosts_directory(c);

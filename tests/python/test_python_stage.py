@@ -1,4 +1,5 @@
-"""A Python callable as a stage (the slow path): several threads, batch order kept.
+"""A Python callable as a stage of the engine (the slow path): several threads, batch
+order kept, counted in the statistics.
 
 The loop's thread waits inside the C++ iterator while the transform threads need the
 GIL to run: these tests would deadlock (and time out) if the iterator held the GIL
@@ -75,4 +76,38 @@ def test_stop_drops_the_batches_in_the_transform_and_a_resume_continues(images):
     assert seen == full[:8]
     resumed = make_loader(images, batch_size=4, seed=2, python_stage=lambda b: b)
     resumed.load_state_dict(loader.state_dict())
+    assert seen + epoch_ids(resumed) == full
+
+
+def test_the_python_stage_is_a_stage_of_the_engine_and_a_state_dict_taken_inside_resumes(images):
+    full = epoch_ids(make_loader(images, batch_size=4, seed=2))
+    first_two = set(full[:8])
+    entered, release = threading.Condition(), threading.Event()
+    waiting = [0]
+
+    def transform(batch):
+        if int(batch["ids"][0]) not in first_two:  # later batches wait inside the stage
+            with entered:
+                waiting[0] += 1
+                entered.notify_all()
+            release.wait()
+        return batch
+
+    loader = make_loader(images, batch_size=4, seed=2, python_stage=transform,
+                         python_stage_threads=3)
+    it = iter(loader)
+    seen = [int(i) for _ in range(2) for i in next(it)["ids"]]
+    with entered:
+        entered.wait_for(lambda: waiting[0] >= 2)  # two more batches are in the stage
+    state = loader.state_dict()
+    stage = next(s for s in loader.stats()["stages"] if s["name"] == "python_stage")
+    assert stage["concurrency"] == 3
+    assert loader.stats()["counts"]["batches"] == 2
+    release.set()
+    rest_here = [int(i) for b in it for i in b["ids"]]
+    assert seen + rest_here == full
+    stage = next(s for s in loader.stats()["stages"] if s["name"] == "python_stage")
+    assert stage["tasks"] == len(full) // 4 and stage["outputs"] == len(full) // 4
+    resumed = make_loader(images, batch_size=4, seed=2, python_stage=lambda b: b)
+    resumed.load_state_dict(state)
     assert seen + epoch_ids(resumed) == full

@@ -12,8 +12,8 @@
 #include <random>
 #include <sstream>
 
-#include "launch/config.h"
 #include "launch/loader/job.h"
+#include "launch/loader/job_settings.h"
 #include "media/synthetic.h"
 #include "media/transform.h"
 #include "transport/device/device.h"

@@ -10,10 +10,12 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
+#include <stdexcept>
 
-#include "launch/config.h"
+#include "launch/loader/job_settings.h"
 #include "media/errors.h"
 #include "media/image.h"
 #include "media/source.h"
@@ -102,6 +104,55 @@ std::vector<JobBatch> drain(launch::Job& job) {
     out.push_back(std::move(*r.batch));
   }
   return out;
+}
+
+// A consumer's stage (the Python Loader's) runs in the engine: it shows in the job's
+// statistics, its results come in the decode stage's order, what it throws
+// comes out of next() at its batch's place, and the job's state covers exactly the
+// batches next() returned: a resume from it delivers the rest.
+TEST_P(Job, ABatchStageRunsInTheEngineAndTheStateCoversWhatNextReturned) {
+  const auto dataset = list_folder(root_.string(), MediaKind::image);
+  RunConfig c;
+  c.batch_size = 2;
+  c.threads = 2;
+  c.shuffle = false;  // batches {0,1} {2,3} {4,5} {6,7} {8,9} {10}; sample 4 fails
+  c = resolved(c);
+  auto run = [](JobBatch b) -> std::shared_ptr<void> {
+    if (!b.ids.empty() && b.ids.front() == 6) throw std::runtime_error("no batch 6, please");
+    return std::make_shared<std::vector<std::uint64_t>>(b.ids);
+  };
+  launch::Job job(c, dataset, {.stage = {.run = run, .concurrency = 3, .name = "mine"}});
+  job.begin_epoch();
+  std::vector<std::uint64_t> staged;
+  for (int i = 0; i < 3; ++i) {
+    auto r = job.next();
+    ASSERT_EQ(r.status, JobStatus::batch);
+    EXPECT_FALSE(r.batch->data.defined());
+    const auto& ids = *static_cast<const std::vector<std::uint64_t>*>(r.batch->staged.get());
+    EXPECT_EQ(ids, r.batch->ids);
+    staged.insert(staged.end(), ids.begin(), ids.end());
+  }
+  EXPECT_EQ(staged, (std::vector<std::uint64_t>{0, 1, 2, 3, 5}));
+  EXPECT_THROW(
+      {
+        try {
+          job.next();
+        } catch (const std::runtime_error& e) {
+          EXPECT_STREQ(e.what(), "no batch 6, please");
+          throw;
+        }
+      },
+      std::runtime_error);
+  EXPECT_EQ(job.counts().batches, 4u);  // the batch whose stage threw counts as delivered
+  const auto stats = job.stats();
+  EXPECT_TRUE(std::any_of(stats.stages.begin(), stats.stages.end(),
+                          [](const auto& s) { return s.name == "mine" && s.concurrency == 3; }));
+  const std::vector<std::vector<std::byte>> files{job.checkpoint_bytes()};
+  launch::Job resumed(c, dataset, {.resume = checkpoint_from_files(files, 0, 1)});
+  resumed.begin_epoch();
+  std::vector<std::uint64_t> rest;
+  for (const auto& b : drain(resumed)) rest.insert(rest.end(), b.ids.begin(), b.ids.end());
+  EXPECT_EQ(rest, (std::vector<std::uint64_t>{8, 9, 10}));
 }
 
 // 11 samples, 2 ranks, batch 4: what DDP needs is the same count on both ranks.
