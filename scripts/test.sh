@@ -17,6 +17,12 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 log() { printf '\n== %s\n' "$*" >&2; }
 log "Dependencies: $((SECONDS - start)) s"
 
+# Unity builds (CMake batches ~8 sources of a target into one translation unit): each
+# batch parses CAF, gtest and the standard library once instead of once per file, which
+# cuts the compile time of every tree by more than half. Sources must therefore not
+# define the same internal name twice within one target (a compile error says where).
+unity=(-DCMAKE_UNITY_BUILD=ON)
+
 log "Formatting (clang-format, .clang-format)"
 bash scripts/check-format.sh
 
@@ -30,7 +36,7 @@ if [ "${BRIGADE_SKIP_SANITIZERS:-0}" != 1 ]; then
   log "ThreadSanitizer build (CAF instrumented): every test labelled tsan"
   tsan_start=$SECONDS
   caf_root=$(bash scripts/build-caf-tsan.sh)
-  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo "${sanitizer_flags[@]}" -DBRIGADE_SANITIZE=thread \
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo "${sanitizer_flags[@]}" "${unity[@]}" -DBRIGADE_SANITIZE=thread \
     -DBRIGADE_CAF_ROOT="$caf_root" -DBRIGADE_BUILD_BENCH=OFF >/dev/null
   cmake --build build-tsan -j"$jobs" --target tsan_tests
   tsan_skip=$(sed -e 's/#.*//' -e 's/[[:space:]]//g' -e '/^$/d' -e 's/[][\\.^$|?+(){}]/\\&/g' \
@@ -43,7 +49,7 @@ if [ "${BRIGADE_SKIP_SANITIZERS:-0}" != 1 ]; then
 
   log "AddressSanitizer + UBSan build (media, the remote protocol's and the decode operation's decoders): random mutations"
   asan_start=$SECONDS
-  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo "${sanitizer_flags[@]}" -DBRIGADE_SANITIZE=address \
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo "${sanitizer_flags[@]}" "${unity[@]}" -DBRIGADE_SANITIZE=address \
     -DBRIGADE_MODULES="actors;media;transport;launch" -DBRIGADE_BUILD_BENCH=OFF >/dev/null
   cmake --build build-asan -j"$jobs" --target media_tests checkpoint_tests wire_tests remote_tests \
     decode_op_tests
@@ -63,7 +69,7 @@ fi
 
 log "Release build (-O3, -Werror) and every test"
 release_start=$SECONDS
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBRIGADE_WERROR=ON \
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBRIGADE_WERROR=ON "${unity[@]}" \
   -DBRIGADE_MODULES="actors;media;transport;launch" >/dev/null
 cmake --build build -j"$jobs"
 log "Release build: $((SECONDS - release_start)) s"

@@ -27,7 +27,7 @@
 #include "media/synthetic.h"
 #include "tests/launch/process.h"
 
-namespace brigade::launch {
+namespace brigade::launch::cluster_test {  // its own: the tests of one target share a unity batch
 namespace {
 
 namespace fs = std::filesystem;
@@ -962,4 +962,4 @@ TEST_F(ClusterLaunch, SlurmRanksShareWorkersThroughTheDirectory) {
 }
 
 }  // namespace
-}  // namespace brigade::launch
+}  // namespace brigade::launch::cluster_test

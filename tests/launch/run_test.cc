@@ -17,7 +17,7 @@
 #include "actors/stats.h"
 #include "media/synthetic.h"
 
-namespace brigade::launch {
+namespace brigade::launch::run_test {  // its own: the tests of one target share a unity batch
 namespace {
 
 namespace fs = std::filesystem;
@@ -580,4 +580,4 @@ TEST_F(RunTest, AFreshRunRefusesAFolderOfAnotherRun) {
 }
 
 }  // namespace
-}  // namespace brigade::launch
+}  // namespace brigade::launch::run_test

@@ -22,7 +22,7 @@
 
 extern char** environ;
 
-namespace brigade::launch {
+namespace brigade::launch::tls_test {  // its own: the tests of one target share a unity batch
 namespace {
 
 namespace fs = std::filesystem;
@@ -250,4 +250,4 @@ TEST_F(TlsTest, TrainerRefusesAWorkerOfAnotherCa) {
 }
 
 }  // namespace
-}  // namespace brigade::launch
+}  // namespace brigade::launch::tls_test

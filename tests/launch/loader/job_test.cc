@@ -22,7 +22,7 @@
 #include "media/synthetic.h"
 #include "media/transform.h"
 
-namespace brigade::launch {
+namespace brigade::launch::job_test {  // its own: the tests of one target share a unity batch
 namespace {
 
 namespace fs = std::filesystem;
@@ -350,4 +350,4 @@ TEST(Dataset, ErrorsNameTheFolderOrListAndCarryTheirKey) {
 }
 
 }  // namespace
-}  // namespace brigade::launch
+}  // namespace brigade::launch::job_test
