@@ -114,8 +114,8 @@ struct BuildOptions {
   /// logging, …), after the engine's own settings (scheduler.max-threads from
   /// num_threads, the work-stealing policy). Called once, in build().
   std::function<void(caf::actor_system_config&)> configure_system{};
-  /// The time source of the statistics (StatsClock); null: std::chrono::steady_clock.
-  std::shared_ptr<const StatsClock> clock{};
+  /// The time source of the statistics (Clock); null: std::chrono::steady_clock.
+  std::shared_ptr<const Clock> clock{};
 };
 
 }  // namespace brigade::actors

@@ -27,7 +27,7 @@ struct Engine::Impl {
   bool active = false;
 
   Impl(PipelineSpec s, BuildOptions o) : spec(std::move(s)), options(std::move(o)) {
-    if (!options.clock) options.clock = StatsClock::steady();
+    if (!options.clock) options.clock = Clock::steady();
     int threads = options.num_threads > 0
                       ? options.num_threads
                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

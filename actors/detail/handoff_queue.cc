@@ -2,7 +2,7 @@
 
 namespace brigade::actors::detail {
 
-HandoffQueue::HandoffQueue(std::size_t capacity, const StatsClock& clock)
+HandoffQueue::HandoffQueue(std::size_t capacity, const Clock& clock)
     : capacity_(capacity), clock_(clock) {
   stats_.buffer_size = static_cast<int>(capacity);
 }

@@ -30,7 +30,7 @@ namespace brigade::actors::detail {
 /// by `clock` (SinkStats::consumer_wait_s), which must outlive the queue.
 class HandoffQueue {
  public:
-  explicit HandoffQueue(std::size_t capacity, const StatsClock& clock = *StatsClock::steady());
+  explicit HandoffQueue(std::size_t capacity, const Clock& clock = *Clock::steady());
 
   std::size_t capacity() const { return capacity_; }
 
@@ -56,7 +56,7 @@ class HandoffQueue {
   mutable std::mutex mutex_;
   std::condition_variable ready_;
   const std::size_t capacity_;
-  const StatsClock& clock_;
+  const Clock& clock_;
   std::deque<Item> items_;
   std::size_t reserved_ = 0;
   std::size_t notify_at_ = 0;  // 0: producer not waiting; else free slots that wake it

@@ -118,7 +118,7 @@ class RunShared {
 
   const PipelineSpec& spec;
   const BuildOptions& options;
-  const StatsClock& clock;  // *options.clock, which the engine sets
+  const Clock& clock;  // *options.clock, which the engine sets
   HandoffQueue queue;
   CommitTracker commits;
   std::vector<std::unique_ptr<StageCounters>> counters;  // one per stage

@@ -38,10 +38,10 @@ void call_hooks_after(const RunShared& run, const TaskInfo& info, const Result& 
 
 // Sleeps in short slices so that a stop is not delayed by a long backoff.
 void backoff_sleep(const RunShared& run, std::chrono::duration<double, std::milli> total) {
-  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(total);
-  while (!run.stopping.load(std::memory_order_relaxed) && Clock::now() < until) {
+  const auto until = RealClock::now() + std::chrono::duration_cast<RealClock::duration>(total);
+  while (!run.stopping.load(std::memory_order_relaxed) && RealClock::now() < until) {
     std::this_thread::sleep_for(
-        std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(10)));
+        std::min<RealClock::duration>(until - RealClock::now(), std::chrono::milliseconds(10)));
   }
 }
 

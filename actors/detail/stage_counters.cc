@@ -3,7 +3,7 @@
 namespace brigade::actors::detail {
 
 StageCounters::StageCounters(std::string name, std::string kind, int concurrency, int capacity,
-                             const StatsClock& clock)
+                             const Clock& clock)
     : clock_(clock) {
   stats_.name = std::move(name);
   stats_.kind = std::move(kind);

@@ -13,7 +13,7 @@
 
 namespace brigade::actors::detail {
 
-using Clock = std::chrono::steady_clock;
+using RealClock = std::chrono::steady_clock;  // waits and backoffs (not statistics)
 
 /// The live counters behind one StageStats.
 ///
@@ -24,7 +24,7 @@ using Clock = std::chrono::steady_clock;
 class StageCounters {
  public:
   StageCounters(std::string name, std::string kind, int concurrency, int capacity,
-                const StatsClock& clock);
+                const Clock& clock);
 
   /// One finished task. `ns` is its run time, `retries` the extra attempts, `failures`
   /// the failures it counts for (1 if it threw, else the samples it reported failed).
@@ -45,7 +45,7 @@ class StageCounters {
   mutable std::mutex mutex_;
   StageStats stats_;  // name, kind, counters; times filled in by snapshot()
   DurationHistogram task_ns_;
-  const StatsClock& clock_;
+  const Clock& clock_;
   Clock::time_point start_ = clock_.now();
   Clock::time_point last_ = start_;
   int held_ = 0;

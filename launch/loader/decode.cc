@@ -234,15 +234,6 @@ std::string error_code_name(const std::error_code& code) {
   return fmt::format("{}:{}", category.name(), value);
 }
 
-std::error_code restore_error_code(std::string_view category, int value) {
-  for (const auto* known :
-       {&media::media_category(), &transport::remote_category(), &transport::device_category(),
-        &std::generic_category(), &std::system_category()}) {
-    if (category == known->name()) return {value, *known};
-  }
-  return {};
-}
-
 void read_sample(EncodedSample& sample, const ReadFile& read) {
   try {
     sample.bytes = read ? read(sample.path) : media::read_file(sample.path);

@@ -129,10 +129,6 @@ actors::SampleFailure sample_failure(std::uint64_t id, const std::string& path,
 /// no code.
 std::string error_code_name(const std::error_code& code);
 
-/// The code a peer sent as (category name, value): codes of the categories this build
-/// knows (media, remote, device, generic, system) come back; others are empty.
-std::error_code restore_error_code(std::string_view category, int value);
-
 struct DecodedBatch {
   std::vector<std::uint64_t> ids;  // ids[i] is the sample in data[i]
   media::Tensor data;              // [ids.size(), ...sample_shape] uint8

@@ -31,7 +31,7 @@ TEST(DurationHistogram, SmallAndHugeValues) {
 }
 
 TEST(StageCounters, SnapshotsWhileTheCoordinatorWrites) {
-  StageCounters c("s", "pipe", 2, 6, *StatsClock::steady());
+  StageCounters c("s", "pipe", 2, 6, *Clock::steady());
   std::thread writer([&] {
     for (int i = 0; i < 20000; ++i) {
       c.record_task(1000 + i, i % 10 ? TaskOutcome::ok : TaskOutcome::failed, 0, i % 10 ? 0 : 1);

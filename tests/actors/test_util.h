@@ -12,16 +12,7 @@
 
 namespace brigade::actors::testing {
 
-/// A StatsClock that moves only when the test advances it: statistics read from it
-/// are exactly the time the test made pass. Thread-safe.
-class ManualClock final : public StatsClock {
- public:
-  time_point now() const override { return time_point(std::chrono::nanoseconds(ns_.load())); }
-  void advance(std::chrono::nanoseconds d) { ns_.fetch_add(d.count()); }
-
- private:
-  std::atomic<std::int64_t> ns_{1'000'000'000};
-};
+using actors::ManualClock;  // actors/clock.h
 
 /// A gate that stage functions wait on until the test opens it: how a test holds a
 /// task "running" for as long as it needs, with no sleep. Opened once, stays open.

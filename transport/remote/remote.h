@@ -56,7 +56,7 @@
 // worker that wakes) and any duplicate is dropped and counted. Lost workers are
 // reconnected every reconnect_interval (a new session; they get new work).
 //
-// TIME. Deadlines, heartbeats, reconnects and parole go by a RemoteClock (the options'
+// TIME. Deadlines, heartbeats, reconnects and parole go by a Clock (the options'
 // `clock`; by default std::chrono::steady_clock). The pool's rules and the worker's live
 // in plain state machines (detail/remote_dispatch.h, detail/worker_table.h) that tests
 // drive step by step with a manual clock; the actors only carry messages to them.
@@ -78,6 +78,7 @@
 #include <system_error>
 #include <vector>
 
+#include "actors/clock.h"
 #include "transport/remote/endpoint.h"
 
 namespace brigade::transport {
@@ -140,16 +141,12 @@ struct Security {
   bool tls() const { return !tls_cert.empty(); }
 };
 
-/// Where the pool and the worker read the time. Leave the options' `clock` null for
-/// std::chrono::steady_clock; tests pass a clock they advance by hand
-/// (detail/remote_clock.h). Must be thread-safe. With a clock given, a frozen peer is
-/// noticed only by the options' heartbeats on that clock (and a closed connection at
-/// once); without, also by the connection's own real-time heartbeat.
-class RemoteClock {
- public:
-  virtual ~RemoteClock() = default;
-  virtual std::chrono::steady_clock::time_point now() const = 0;
-};
+/// Where the pool and the worker read the time: Brigade's one clock interface
+/// (actors/clock.h). Leave the options' `clock` null for std::chrono::steady_clock;
+/// tests pass an actors::ManualClock they advance by hand. With a clock given, a frozen
+/// peer is noticed only by the options' heartbeats on that clock (and a closed
+/// connection at once); without, also by the connection's own real-time heartbeat.
+using actors::Clock;
 
 // -- Operations --------------------------------------------------------------------
 
@@ -194,7 +191,7 @@ struct WorkerOptions {
   Security security{};
   std::uint64_t fingerprint = 0;  // the dataset this worker serves; 0: any
   std::chrono::milliseconds heartbeat_timeout{2000};
-  std::shared_ptr<const RemoteClock> clock{};  // null: the steady clock
+  std::shared_ptr<const Clock> clock{};  // null: the steady clock
 };
 
 struct WorkerStats {
@@ -245,7 +242,7 @@ struct PoolOptions {
   std::chrono::milliseconds heartbeat_interval{500};
   std::chrono::milliseconds heartbeat_timeout{2000};
   std::chrono::milliseconds reconnect_interval{1000};
-  std::shared_ptr<const RemoteClock> clock{};  // null: the steady clock
+  std::shared_ptr<const Clock> clock{};  // null: the steady clock
 };
 
 enum class CallStatus {

@@ -430,7 +430,8 @@ struct RemotePool::Impl {
   std::unique_ptr<Listener> listener;  // the directory's, without TLS
   std::optional<Endpoint> directory_bound;
 
-  explicit Impl(PoolOptions o) {
+  explicit Impl(PoolOptions o)
+      : guard(std::make_shared<Guard>("brigade", clock_or_steady(o.clock))) {
     if (o.security.token.empty()) throw RemoteError("remote workers need a job token");
     // With a clock of the caller's, heartbeats go by that clock alone (not also by the
     // middleman's real-time one, which a test's manual clock cannot hold back).

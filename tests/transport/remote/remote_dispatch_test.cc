@@ -79,7 +79,7 @@ class RemoteDispatch : public ::testing::Test {
   }
 
   static inline const Endpoint kA{"10.0.0.1", 7000}, kB{"10.0.0.2", 7000}, kC{"10.0.0.3", 7000};
-  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
+  std::shared_ptr<actors::ManualClock> clock_ = std::make_shared<actors::ManualClock>();
   FakeNetwork net_;
   std::unique_ptr<DispatchTable> table_;
 };

@@ -230,7 +230,7 @@ TEST(Remote, TrainersShareAWorkerInTurn) {
 }
 
 TEST(Remote, ATaskPastItsDeadlineIsLostAndCancelledOnTheWorker) {
-  auto clock = std::make_shared<detail::ManualClock>();
+  auto clock = std::make_shared<actors::ManualClock>();
   Gate gate;
   auto wo = worker_options();
   wo.clock = clock;
@@ -259,7 +259,7 @@ TEST(Remote, ATaskPastItsDeadlineIsLostAndCancelledOnTheWorker) {
 // as live — until that thread is free. The task it had queued behind is lost as never
 // started (CallResult::started: the caller need not count it).
 TEST(Remote, AStuckWorkerLeavesTheRotationUntilItsThreadIsFree) {
-  auto clock = std::make_shared<detail::ManualClock>();
+  auto clock = std::make_shared<actors::ManualClock>();
   std::mutex mutex;
   std::condition_variable cv;
   bool open = false;
@@ -308,7 +308,7 @@ TEST(Remote, AStuckWorkerLeavesTheRotationUntilItsThreadIsFree) {
 }
 
 TEST(Remote, ACancelledAttemptsResultIsNeverSent) {
-  auto clock = std::make_shared<detail::ManualClock>();
+  auto clock = std::make_shared<actors::ManualClock>();
   std::mutex mutex;
   std::condition_variable cv;
   bool open = false, cancel_seen = false;
@@ -353,7 +353,7 @@ TEST(Remote, ACancelledAttemptsResultIsNeverSent) {
 }
 
 TEST(Remote, AResultOfALostSessionIsDroppedAsLate) {
-  auto clock = std::make_shared<detail::ManualClock>();
+  auto clock = std::make_shared<actors::ManualClock>();
   std::mutex mutex;
   std::condition_variable cv;
   bool open = false;
@@ -397,7 +397,7 @@ TEST(Remote, AResultOfALostSessionIsDroppedAsLate) {
 
 TEST(Remote, TasksCancelledOrDroppedWhileQueuedLeaveTheWorkerServing) {
   // One thread: the first task holds it, the others wait in the session's queue.
-  auto clock = std::make_shared<detail::ManualClock>();
+  auto clock = std::make_shared<actors::ManualClock>();
   Gate gate;
   auto wo = worker_options(1);
   wo.window = 8;
@@ -525,7 +525,7 @@ TEST(Remote, AWorkerJoinsTheDirectoryAndTheTrainerFindsIt) {
   // The pool's clock never moves: the worker is found because the directory pushes the
   // list at once, not on a reconnect interval (a late joiner gets work fast).
   auto o = directory_host();
-  o.clock = std::make_shared<detail::ManualClock>();
+  o.clock = std::make_shared<actors::ManualClock>();
   RemotePool pool(o);
   ASSERT_TRUE(pool.directory_address());
   EXPECT_NE(pool.directory_address()->port, 0);
@@ -543,7 +543,7 @@ TEST(Remote, AWorkerJoinsTheDirectoryAndTheTrainerFindsIt) {
 // trainer's task never starts. Lost as never started at its deadline, the worker is out
 // of this trainer's rotation for a deadline's time (parole), then tried again.
 TEST(Remote, AWorkerWhoseThreadsAreAllStuckIsOutOfANewTrainersRotationOnParole) {
-  auto clock = std::make_shared<detail::ManualClock>();
+  auto clock = std::make_shared<actors::ManualClock>();
   std::mutex mutex;
   std::condition_variable cv;
   bool open = false;

@@ -118,7 +118,7 @@ class WorkerActors : public ::testing::Test {
   caf::actor_system system_{testing_config(config_)};
   caf::scheduler::test_coordinator& sched_ =
       dynamic_cast<caf::scheduler::test_coordinator&>(system_.scheduler());
-  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
+  std::shared_ptr<actors::ManualClock> clock_ = std::make_shared<actors::ManualClock>();
   std::shared_ptr<std::vector<caf::message>> inbox_ = std::make_shared<std::vector<caf::message>>();
   std::shared_ptr<bool> ended_ = std::make_shared<bool>(false);
   std::shared_ptr<Core> core_;

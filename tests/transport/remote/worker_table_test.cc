@@ -93,7 +93,7 @@ class WorkerSessions : public ::testing::Test {
     return out;
   }
 
-  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
+  std::shared_ptr<actors::ManualClock> clock_ = std::make_shared<actors::ManualClock>();
   FakeWorkerNetwork net_;
   std::unique_ptr<WorkerTable> table_;
 };
@@ -352,7 +352,7 @@ class WorkerJoin : public ::testing::Test {
     clock_->advance(by);
     join_.tick();
   }
-  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
+  std::shared_ptr<actors::ManualClock> clock_ = std::make_shared<actors::ManualClock>();
   FakeJoinNetwork net_;
   DirectoryJoin join_{{"10.0.0.1", 5000}, clock_, net_};
   using Calls = std::vector<std::string>;

@@ -5,7 +5,7 @@
 // heartbeats, per-task deadlines, loss and the suspect/parole rule, and the one result
 // accepted per attempt — everything transport/remote.h promises under DISPATCH, LOSS
 // AND RECOVERY. It has no thread, no actor and no clock of its own:
-//   - time comes from a RemoteClock (production: steady; tests: ManualClock),
+//   - time comes from the one clock, actors/clock.h (production: steady; tests: ManualClock),
 //   - what it asks of the network goes through DispatchNetwork (production: the
 //     dispatcher actor's CAF sends in remote_pool.cc; tests: a fake that records),
 //   - the network's answers come back as calls (connected, welcome, reply, lost, …)
@@ -167,7 +167,7 @@ class DispatchTable {
 
   // -- reads ------------------------------------------------------------------------
   const PoolOptions& options() const { return options_; }
-  const RemoteClock& clock() const { return *clock_; }
+  const actors::Clock& clock() const { return *clock_; }
   bool stopping() const { return stopping_; }
   const std::string& dead() const { return dead_; }
   std::size_t live() const { return live_; }
@@ -197,7 +197,7 @@ class DispatchTable {
   void record_done(Link& l, const Call& call, std::size_t bytes);
 
   PoolOptions options_;
-  std::shared_ptr<const RemoteClock> clock_;
+  std::shared_ptr<const actors::Clock> clock_;
   DispatchNetwork& network_;
   std::deque<std::shared_ptr<Call>> pending_;
   std::map<std::uint64_t, std::shared_ptr<Call>> outstanding_;

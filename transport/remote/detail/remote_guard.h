@@ -32,15 +32,18 @@
 #include <string>
 #include <string_view>
 
+#include "actors/clock.h"
+
 namespace brigade::transport::detail {
 
-/// Counts dropped messages by kind and logs a summary at most once per `interval`
-/// (the first one at once, then what accumulated, at the next drop after the interval
-/// has passed, and at destruction).
+/// Counts dropped messages by kind and logs a summary at most once per `interval` of
+/// `clock` (the first one at once, then what accumulated, at the next drop after the
+/// interval has passed, and at destruction).
 class DropLog {
  public:
-  DropLog(std::string who, std::chrono::milliseconds interval)
-      : who_(std::move(who)), interval_(interval) {}
+  DropLog(std::string who, std::chrono::milliseconds interval,
+          std::shared_ptr<const actors::Clock> clock = actors::Clock::steady())
+      : who_(std::move(who)), interval_(interval), clock_(std::move(clock)) {}
   ~DropLog() { flush(true); }
   DropLog(const DropLog&) = delete;
   DropLog& operator=(const DropLog&) = delete;
@@ -68,7 +71,7 @@ class DropLog {
 
  private:
   void flush_locked(bool force) {
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = clock_->now();
     if (pending_.empty() || (!force && lines_ > 0 && now - last_line_ < interval_)) return;
     std::string what;
     std::uint64_t n = 0;
@@ -89,6 +92,7 @@ class DropLog {
 
   const std::string who_;
   const std::chrono::milliseconds interval_;
+  const std::shared_ptr<const actors::Clock> clock_;
   mutable std::mutex mutex_;
   std::map<std::string, std::uint64_t> pending_;
   std::string last_peer_;
@@ -98,8 +102,10 @@ class DropLog {
 
 /// Shared by the actors of one networked system.
 struct Guard {
-  explicit Guard(std::string who, std::chrono::milliseconds interval = std::chrono::seconds(10))
-      : log(std::move(who), interval) {}
+  explicit Guard(std::string who,
+                 std::shared_ptr<const actors::Clock> clock = actors::Clock::steady(),
+                 std::chrono::milliseconds interval = std::chrono::seconds(10))
+      : log(std::move(who), interval, std::move(clock)) {}
   std::atomic<bool> stopping{false};  // set before this process sends its own exits
   std::atomic<std::uint64_t> exits{0}, downs{0}, others{0};  // dropped at enqueue
   DropLog log;

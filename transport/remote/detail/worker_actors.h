@@ -82,11 +82,11 @@ struct Core {
         operations(ops),
         table(o, window, std::move(ops), network) {}
   Security security;
-  std::shared_ptr<const RemoteClock> clock;
+  std::shared_ptr<const actors::Clock> clock;
   OperationRegistry operations;  // the threads' own copy (the table checks hellos by it)
   // Every actor of the worker's system is guarded by it (detail/remote_guard.h); what
   // the actors drop themselves (wrong keys, unknown messages) is logged through it too.
-  std::shared_ptr<Guard> guard = std::make_shared<Guard>("brigade worker");
+  std::shared_ptr<Guard> guard = std::make_shared<Guard>("brigade worker", clock);
   CafWorkerNetwork network;
   WorkerTable table;  // its mutex guards the network's peers too
 

@@ -278,7 +278,7 @@ const std::string& WorkerTable::session_key(std::uint64_t s) const {
 
 // -- the directory join ---------------------------------------------------------------
 
-DirectoryJoin::DirectoryJoin(Endpoint at, std::shared_ptr<const RemoteClock> clock,
+DirectoryJoin::DirectoryJoin(Endpoint at, std::shared_ptr<const actors::Clock> clock,
                              JoinNetwork& network)
     : at_(std::move(at)),
       clock_(clock_or_steady(std::move(clock))),

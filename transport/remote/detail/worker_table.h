@@ -5,7 +5,7 @@
 // heartbeats, a trainer that is gone), the operation threads' turn among sessions, and
 // the directory join — everything transport/remote.h promises under SESSIONS AND
 // FAIRNESS. No thread, actor or clock of its own:
-//   - time comes from a RemoteClock (production: steady; tests: ManualClock),
+//   - time comes from the one clock, actors/clock.h (production: steady; tests: ManualClock),
 //   - what it sends goes through WorkerNetwork / JoinNetwork (production: the CAF
 //     actors of worker_node.cc; tests: fakes that record),
 //   - the network's messages and the operation threads come back as calls (hello,
@@ -155,7 +155,7 @@ class WorkerTable {
   std::uint32_t window_;
   OperationRegistry operations_;
   WorkerNetwork& network_;
-  std::shared_ptr<const RemoteClock> clock_;
+  std::shared_ptr<const actors::Clock> clock_;
   std::string name_;
   std::map<std::uint64_t, std::shared_ptr<Session>> sessions_;  // open ones
   std::list<std::shared_ptr<Session>> ring_;  // sessions with queued tasks, in turn
@@ -184,7 +184,7 @@ class DirectoryJoin {
   enum class Phase { idle, connecting, joining, joined, refused };
   static constexpr std::chrono::seconds kRetry{1}, kAnswer{5};
 
-  DirectoryJoin(Endpoint at, std::shared_ptr<const RemoteClock> clock, JoinNetwork& network);
+  DirectoryJoin(Endpoint at, std::shared_ptr<const actors::Clock> clock, JoinNetwork& network);
 
   /// Connects when it is time (at once at the first tick); gives up a join not answered
   /// within kAnswer.
@@ -203,7 +203,7 @@ class DirectoryJoin {
   void retry_later();
 
   Endpoint at_;
-  std::shared_ptr<const RemoteClock> clock_;
+  std::shared_ptr<const actors::Clock> clock_;
   JoinNetwork& network_;
   Phase phase_ = Phase::idle;
   TimePoint next_attempt_{}, answer_by_{};
