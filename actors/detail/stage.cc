@@ -8,6 +8,9 @@
 namespace brigade::actors::detail {
 namespace {
 
+// A retry's backoff waits in real time (the statistics' clock may be a test's, held still).
+using RealClock = std::chrono::steady_clock;
+
 // Dispatch granularity follows the measured task time: cheap tasks go to a cpu worker
 // in chunks so that messaging does not dominate; slow tasks go one at a time so that a
 // free worker always takes the next item (load balance beats message count there).

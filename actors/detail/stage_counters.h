@@ -13,8 +13,6 @@
 
 namespace brigade::actors::detail {
 
-using RealClock = std::chrono::steady_clock;  // waits and backoffs (not statistics)
-
 /// The live counters behind one StageStats.
 ///
 /// Written by the stage's coordinator (one actor, so one writer at a time), read by

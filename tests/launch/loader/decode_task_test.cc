@@ -11,6 +11,7 @@
 
 #include "launch/loader/decode_op.capnp.h"
 #include "media/errors.h"
+#include "tests/transport/wire/mutations.h"
 #include "transport/device/device.h"
 #include "transport/remote/remote.h"
 #include "transport/wire/wire.h"
@@ -244,25 +245,7 @@ TEST(DecodeResult, MutatedBytesGiveAResultOrARemoteError) {
   std::mt19937 random(8);
   int rejected = 0;
   for (int round = 0; round < 2000; ++round) {
-    auto bytes = valid;
-    switch (round % 4) {
-      case 0:  // flipped bits
-        for (int i = 0, n = 1 + int(random() % 6); i < n; ++i)
-          bytes[random() % bytes.size()] ^= char(1u << (random() % 8));
-        break;
-      case 1:  // truncated (to a word boundary or not)
-        bytes.resize(random() % bytes.size());
-        break;
-      case 2:  // random words
-        for (int i = 0, n = 1 + int(random() % 3); i < n; ++i) {
-          const auto at = (random() % (bytes.size() / 8)) * 8;
-          for (int k = 0; k < 8; ++k) bytes[at + k] = char(random());
-        }
-        break;
-      default:  // random bytes of a random length
-        bytes.resize(8 * (random() % 64));
-        for (auto& c : bytes) c = char(random());
-    }
+    auto bytes = transport::test::mutated(valid, round, random);
     try {
       const auto r = read_decode_result(std::move(bytes));
       // What it returns is readable: every byte the data claims, every failure's text.

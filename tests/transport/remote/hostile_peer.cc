@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/transport/remote/hostile_messages.h"
 #include "transport/remote/detail/remote_auth.h"
 #include "transport/remote/detail/remote_protocol.h"
 
@@ -30,13 +31,7 @@ namespace {
 using namespace brigade::transport;
 using namespace brigade::transport::detail;
 
-void hit(const caf::actor& target) {
-  caf::anon_send_exit(target, caf::exit_reason::kill);
-  caf::anon_send_exit(target, caf::exit_reason::user_shutdown);
-  caf::anon_send(target, caf::make_error(caf::sec::runtime_error));
-  caf::anon_send(target, caf::down_msg{target.address(), caf::exit_reason::kill});
-  caf::anon_send(target, std::string("hello?"));
-}
+using brigade::transport::test::hit;
 
 // Steps 1–3 at `at`; an empty string when they held, else why not.
 std::string attack(caf::actor_system& system, const Security& security, const Endpoint& at,

@@ -24,6 +24,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/transport/remote/hostile_messages.h"
 #include "tests/transport/remote/remote_test_util.h"
 #include "transport/remote/detail/remote_auth.h"
 #include "transport/remote/detail/remote_dispatch.h"
@@ -85,16 +86,6 @@ struct Attacker {
   }
   std::vector<caf::actor> guessed;
 
-  // Everything that ended actors before issue 21: exits (kill and others), an error as
-  // an ordinary message, a down message naming the target itself, unknown messages.
-  void hit(const caf::actor& target) {
-    caf::anon_send_exit(target, caf::exit_reason::kill);
-    caf::anon_send_exit(target, caf::exit_reason::user_shutdown);
-    caf::anon_send(target, caf::make_error(caf::sec::runtime_error));
-    caf::anon_send(target, caf::down_msg{target.address(), caf::exit_reason::kill});
-    caf::anon_send(target, std::string("hello?"));
-  }
-
   // Sends to `target` and waits for its answer: every message sent before over this
   // connection has been delivered (enqueued) by then.
   void sync(const caf::actor& target) {
@@ -108,9 +99,9 @@ struct Attacker {
   }
 
   void attack(const caf::actor& published, int ids) {
-    hit(published);
+    test::hit(published);
     for (caf::actor_id id = 1; id <= static_cast<caf::actor_id>(ids); ++id)
-      if (id != published.id()) hit(guess(published.node(), id));
+      if (id != published.id()) test::hit(guess(published.node(), id));
     sync(published);
   }
 };

@@ -7,6 +7,7 @@
 #include <functional>
 #include <random>
 
+#include "tests/transport/wire/mutations.h"
 #include "transport/remote/detail/wire_messages.h"
 
 namespace brigade::transport::detail {
@@ -18,25 +19,7 @@ int fuzz(const std::vector<char>& valid, const std::function<void(std::span<cons
   std::mt19937 random(seed);
   int rejected = 0;
   for (int round = 0; round < 2000; ++round) {
-    std::vector<char> bytes = valid;
-    switch (round % 4) {
-      case 0:  // flipped bits
-        for (int i = 0, n = 1 + int(random() % 6); i < n; ++i)
-          bytes[random() % bytes.size()] ^= char(1u << (random() % 8));
-        break;
-      case 1:  // truncated (to a word boundary or not)
-        bytes.resize(random() % bytes.size());
-        break;
-      case 2:  // random words
-        for (int i = 0, n = 1 + int(random() % 3); i < n; ++i) {
-          const auto at = (random() % (bytes.size() / 8)) * 8;
-          for (int k = 0; k < 8; ++k) bytes[at + k] = char(random());
-        }
-        break;
-      default:  // random bytes of a random length
-        bytes.resize(8 * (random() % 64));
-        for (auto& c : bytes) c = char(random());
-    }
+    const auto bytes = test::mutated(valid, round, random);
     try {
       decode(bytes);
     } catch (const RemoteError&) {
