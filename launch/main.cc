@@ -29,6 +29,7 @@
 #include "launch/loader/demo_dataset.h"
 #include "launch/loader/job.h"
 #include "launch/loader/remote_ops.h"
+#include "launch/loader/sources.h"
 #include "launch/process.h"
 #include "launch/progress.h"
 #include "transport/checkpoint/checkpoint.h"
@@ -145,14 +146,12 @@ std::uint64_t fnv1a(const media::Tensor& t) {
 // `generation`: the time spent generating the demo dataset (zero when it existed).
 launch::Dataset load_dataset(const launch::RunConfig& c,
                              std::chrono::steady_clock::duration& generation) {
-  if (!c.list.empty()) return launch::read_list(c.list);
-  std::string dir = c.data;
-  if (dir.empty()) {
+  if (c.list.empty() && c.data.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
-    dir = launch::demo_folder(c.kind).string();
+    launch::demo_folder(c.kind);
     generation = std::chrono::steady_clock::now() - t0;
   }
-  return launch::list_folder(dir, c.kind);
+  return launch::open_dataset(c);
 }
 
 // The first three descriptors must be open before anything else is: with stdout closed
@@ -190,7 +189,7 @@ int run(const launch::RunCommand& config) {
     if (!ids)
       throw launch::ConfigError(fmt::format("ids_out {}: cannot create the file", config.ids_out));
   }
-  spdlog::info("brigade: {} {}s, rank {} of {}, batch {}, {} epoch(s), {}", dataset.files.size(),
+  spdlog::info("brigade: {} {}s, rank {} of {}, batch {}, {} epoch(s), {}", dataset.size(),
                launch::to_string(config.kind), *config.rank, *config.world_size, *config.batch_size,
                config.epochs,
                config.shuffle ? fmt::format("shuffled with seed {}", config.seed) : "in order");
@@ -297,8 +296,9 @@ int worker(const WorkerArgs& a) {
     if (a.kind != "image" && a.kind != "video") throw launch::ConfigError("--kind: image or video");
     const auto kind = a.kind == "video" ? launch::MediaKind::video : launch::MediaKind::image;
     auto d = a.list.empty() ? launch::list_folder(a.data, kind) : launch::read_list(a.list);
-    o.fingerprint = actors::hash_sample_identities(d.identities);
-    files = std::move(d.files);
+    o.fingerprint = d.identity_hash();
+    files.reserve(d.size());
+    for (std::size_t i = 0; i < d.size(); ++i) files.push_back(d.path(i));
   }
   transport::OperationRegistry registry;
   const auto served = files.size();

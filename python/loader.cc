@@ -6,8 +6,8 @@
 #include <chrono>
 #include <map>
 
-#include "launch/loader/demo_dataset.h"
 #include "launch/loader/job_settings.h"
+#include "launch/loader/sources.h"
 #include "python/tensor_export.h"
 
 namespace brigade::python {
@@ -54,18 +54,6 @@ launch::RunConfig read_settings(const LoaderSettings& s, std::vector<std::string
   return c;
 }
 
-launch::Dataset read_dataset(const launch::RunConfig& c, bool demo_allowed) {
-  if (!c.list.empty()) return launch::read_list(c.list);
-  if (!c.data.empty()) return launch::list_folder(c.data, c.kind);
-  if (!demo_allowed) {
-    throw ConfigError(
-        "data: no data given: pass data=DIR (a folder of media) or list=FILE (a file of paths), "
-        "or demo=True for Brigade's synthetic demo set",
-        "data");
-  }
-  return launch::list_folder(launch::demo_folder(c.kind).string(), c.kind);
-}
-
 // A vector of ids as an int64 tensor that owns it.
 media::Tensor id_tensor(const std::vector<std::uint64_t>& ids) {
   auto owned = std::make_shared<std::vector<std::int64_t>>(ids.begin(), ids.end());
@@ -105,7 +93,7 @@ Loader::Loader(const LoaderSettings& settings, py::object converter, py::object 
   }
   py::gil_scoped_release release;
   config_ = read_settings(settings, ignored_);
-  job_ = std::make_unique<launch::Job>(config_, read_dataset(config_, settings.demo),
+  job_ = std::make_unique<launch::Job>(config_, launch::open_dataset(config_, settings.demo),
                                        launch::JobOptions{.stage = stage_});
 }
 
