@@ -58,8 +58,7 @@ Dataset read_list(const std::string& list_file) {
     const auto last = line.find_last_not_of(" \t\r");
     d.add({.identity = std::string_view(line).substr(first, last - first + 1)});
   }
-  if (d.empty())
-    throw ConfigError(fmt::format("list {}: no paths in the file", list_file), "list");
+  if (d.empty()) throw ConfigError(fmt::format("list {}: no paths in the file", list_file), "list");
   return d;
 }
 
