@@ -77,6 +77,8 @@ pkg_check_modules(TURBOJPEG REQUIRED IMPORTED_TARGET libturbojpeg)
 # libjpeg-turbo's libjpeg API: region-of-interest decoding (TurboJPEG 2.1 cannot crop).
 pkg_check_modules(LIBJPEG REQUIRED IMPORTED_TARGET libjpeg)
 find_package(ZLIB REQUIRED)
+# transport/storage/: HTTP(S) to object stores (Debian's libcurl4-openssl-dev).
+find_package(CURL REQUIRED)
 if(BRIGADE_BUILD_TESTS)
   find_package(GTest CONFIG REQUIRED)
   include(GoogleTest)
