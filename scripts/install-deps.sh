@@ -13,6 +13,7 @@ pkgs=(
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libfuse3-dev fuse3
   openssl iproute2  # the TLS test makes certificates; the netns test makes hosts
+  libcurl4-openssl-dev  # transport/storage/: HTTP(S) to object stores
   # The Python front end (python/) and its tests: Debian's Python 3.11, torch 1.13.
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch python3-setuptools
   python3-pip
@@ -27,4 +28,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# storage_tests' S3 server: moto's server with IAM authentication on (it verifies SigV4
+# signatures), populated with boto3. Debian 12 packages boto3 (1.26) but not moto, so both
+# come from PyPI for the python3 the tests run (or $BRIGADE_TEST_PYTHON).
+test_python="${BRIGADE_TEST_PYTHON:-python3}"
+if ! "$test_python" -c 'import moto.server, boto3' 2>/dev/null; then
+  echo "install-deps: installing moto[server] and boto3 for $test_python (storage_tests)" >&2
+  PIP_BREAK_SYSTEM_PACKAGES=1 "$test_python" -m pip install -q 'moto[server]>=5.1,<6' boto3
 fi
