@@ -115,20 +115,34 @@ std::error_code make_error_code(StorageErrc code) noexcept {
 
 std::string_view storage_code_name(StorageErrc code) {
   switch (code) {
-    case StorageErrc::throttled: return "throttled";
-    case StorageErrc::server_error: return "server_error";
-    case StorageErrc::timed_out: return "timed_out";
-    case StorageErrc::connection_lost: return "connection_lost";
-    case StorageErrc::unreachable: return "unreachable";
-    case StorageErrc::not_found: return "not_found";
-    case StorageErrc::access_denied: return "access_denied";
-    case StorageErrc::bad_request: return "bad_request";
-    case StorageErrc::out_of_range: return "out_of_range";
-    case StorageErrc::short_body: return "short_body";
-    case StorageErrc::bad_response: return "bad_response";
-    case StorageErrc::invalid_url: return "invalid_url";
-    case StorageErrc::unsupported: return "unsupported";
-    case StorageErrc::tls_failed: return "tls_failed";
+    case StorageErrc::throttled:
+      return "throttled";
+    case StorageErrc::server_error:
+      return "server_error";
+    case StorageErrc::timed_out:
+      return "timed_out";
+    case StorageErrc::connection_lost:
+      return "connection_lost";
+    case StorageErrc::unreachable:
+      return "unreachable";
+    case StorageErrc::not_found:
+      return "not_found";
+    case StorageErrc::access_denied:
+      return "access_denied";
+    case StorageErrc::bad_request:
+      return "bad_request";
+    case StorageErrc::out_of_range:
+      return "out_of_range";
+    case StorageErrc::short_body:
+      return "short_body";
+    case StorageErrc::bad_response:
+      return "bad_response";
+    case StorageErrc::invalid_url:
+      return "invalid_url";
+    case StorageErrc::unsupported:
+      return "unsupported";
+    case StorageErrc::tls_failed:
+      return "tls_failed";
   }
   return "unknown storage error";
 }
@@ -221,7 +235,7 @@ struct ObjectStore::Impl {
       out.host = endpoint;
       authority = endpoint.substr(endpoint.find("://") + 3);
       path = "/" + url.bucket + (url.key.empty() ? "" : "/" + url.key);  // a bucket: no slash
-    } else {  // virtual-hosted
+    } else {                                                             // virtual-hosted
       authority = url.bucket + ".s3." + region + ".amazonaws.com";
       out.host = "https://" + authority;
       path = "/" + url.key;
@@ -236,7 +250,8 @@ struct ObjectStore::Impl {
                                             std::chrono::system_clock::now().time_since_epoch())
                                             .count());
     detail::SignableRequest signable{method, path, query, {}, empty_hash};
-    signable.headers = {{"host", authority}, {"x-amz-content-sha256", empty_hash}, {"x-amz-date", date}};
+    signable.headers = {
+        {"host", authority}, {"x-amz-content-sha256", empty_hash}, {"x-amz-date", date}};
     if (!credentials->session_token.empty()) {
       signable.headers.emplace_back("x-amz-security-token", credentials->session_token);
     }
@@ -260,7 +275,8 @@ struct ObjectStore::Impl {
   }
 
   // One attempt's answer as ours: 2xx returned, anything else thrown with its kind.
-  detail::HttpResponse check_status(detail::HttpResponse response, const detail::HttpRequest& request) {
+  detail::HttpResponse check_status(detail::HttpResponse response,
+                                    const detail::HttpRequest& request) {
     if (response.status >= 200 && response.status < 300) return response;
     std::string_view body = as_text(response.body);
     std::string server_code = xml_text(body, "Code"), message = xml_text(body, "Message");
@@ -280,8 +296,8 @@ struct ObjectStore::Impl {
       code = StorageErrc::out_of_range;
     }
     std::string what = request.method + " " + request.display_url + ": " +
-                       (server_code.empty() ? std::string(storage_code_name(code)) : server_code) +
-                       " (HTTP " + std::to_string(status) + ")" + (message.empty() ? "" : " " + message);
+                       (server_code.empty() ? "" : server_code + " ") + "(HTTP " +
+                       std::to_string(status) + ")" + (message.empty() ? "" : " " + message);
     throw StorageError(code, request.display_url, what, server_code, status);
   }
 
@@ -302,31 +318,32 @@ struct ObjectStore::Impl {
         if (!transient(error.storage_code()) || attempt >= options.retries) throw;
       }
       retries.fetch_add(1, std::memory_order_relaxed);
-      std::chrono::milliseconds ceiling =
-          std::min(options.max_backoff, options.backoff * (std::int64_t{1} << std::min(attempt, 20)));
+      std::chrono::milliseconds ceiling = std::min(
+          options.max_backoff, options.backoff * (std::int64_t{1} << std::min(attempt, 20)));
       std::uniform_int_distribution<long long> jitter(0, std::max<long long>(0, ceiling.count()));
       std::this_thread::sleep_for(std::chrono::milliseconds(jitter(random)));
     }
   }
 };
 
-ObjectStore::ObjectStore(StoreOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+ObjectStore::ObjectStore(StoreOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
 ObjectStore::~ObjectStore() = default;
 
 std::vector<std::byte> ObjectStore::get(std::string_view url_text) {
   ObjectUrl url = ObjectUrl::parse(url_text);
-  return impl_->send([&] { return impl_->prepare(url, "GET", {}); },
-                     [&](detail::HttpResponse response, const detail::HttpRequest& request) {
-                       auto length = response.headers.find("content-length");
-                       if (length != response.headers.end() &&
-                           number(length->second) != response.body.size()) {
-                         throw StorageError(StorageErrc::short_body, request.display_url,
-                                            "GET " + request.display_url + ": " +
-                                                std::to_string(response.body.size()) +
-                                                " bytes where Content-Length said " + length->second);
-                       }
-                       return std::move(response.body);
-                     });
+  return impl_->send(
+      [&] { return impl_->prepare(url, "GET", {}); },
+      [&](detail::HttpResponse response, const detail::HttpRequest& request) {
+        auto length = response.headers.find("content-length");
+        if (length != response.headers.end() && number(length->second) != response.body.size()) {
+          throw StorageError(StorageErrc::short_body, request.display_url,
+                             "GET " + request.display_url + ": " +
+                                 std::to_string(response.body.size()) +
+                                 " bytes where Content-Length said " + length->second);
+        }
+        return std::move(response.body);
+      });
 }
 
 std::vector<std::byte> ObjectStore::get(std::string_view url_text, std::uint64_t offset,
@@ -344,13 +361,14 @@ std::vector<std::byte> ObjectStore::get(std::string_view url_text, std::uint64_t
       [&](detail::HttpResponse response, const detail::HttpRequest& request) {
         auto fail = [&](StorageErrc code, const std::string& why) -> std::vector<std::byte> {
           throw StorageError(code, request.display_url,
-                             "GET " + request.display_url + " bytes " + std::to_string(offset) + "-" +
-                                 std::to_string(last) + ": " + why);
+                             "GET " + request.display_url + " bytes " + std::to_string(offset) +
+                                 "-" + std::to_string(last) + ": " + why);
         };
         auto length = response.headers.find("content-length");
         if (length != response.headers.end() && number(length->second) != response.body.size()) {
           return fail(StorageErrc::short_body, std::to_string(response.body.size()) +
-                                                   " bytes where Content-Length said " + length->second);
+                                                   " bytes where Content-Length said " +
+                                                   length->second);
         }
         if (response.status == 200) {  // the server ignored Range: cut the range out
           if (response.body.size() < offset + size) {
@@ -363,7 +381,8 @@ std::vector<std::byte> ObjectStore::get(std::string_view url_text, std::uint64_t
         // 206: "bytes first-last/total"; a range clamped at the object's end is out_of_range.
         auto content_range = response.headers.find("content-range");
         std::string expected = "bytes " + std::to_string(offset) + "-";
-        if (content_range == response.headers.end() || content_range->second.rfind(expected, 0) != 0) {
+        if (content_range == response.headers.end() ||
+            content_range->second.rfind(expected, 0) != 0) {
           return fail(StorageErrc::bad_response, "no matching Content-Range in the answer");
         }
         std::string_view rest = std::string_view(content_range->second).substr(expected.size());
@@ -372,8 +391,9 @@ std::vector<std::byte> ObjectStore::get(std::string_view url_text, std::uint64_t
           return fail(StorageErrc::out_of_range, "the server sent " + content_range->second);
         }
         if (response.body.size() != size) {
-          return fail(StorageErrc::short_body, std::to_string(response.body.size()) + " bytes where " +
-                                                   content_range->second + " was announced");
+          return fail(StorageErrc::short_body, std::to_string(response.body.size()) +
+                                                   " bytes where " + content_range->second +
+                                                   " was announced");
         }
         return std::move(response.body);
       });
@@ -408,29 +428,31 @@ std::vector<ObjectEntry> ObjectStore::list(std::string_view prefix_url) {
   std::string token;
   do {
     std::vector<std::pair<std::string, std::string>> query = {
-        {"list-type", "2"}, {"prefix", url.key}, {"max-keys", std::to_string(impl_->options.list_page_size)}};
+        {"list-type", "2"},
+        {"prefix", url.key},
+        {"max-keys", std::to_string(impl_->options.list_page_size)}};
     if (!token.empty()) query.emplace_back("continuation-token", token);
-    token = impl_->send([&] { return impl_->prepare(bucket, "GET", {}, query); },
-                        [&](detail::HttpResponse response, const detail::HttpRequest& request) {
-                          std::string_view xml = as_text(response.body);
-                          if (xml.find("<ListBucketResult") == std::string_view::npos) {
-                            throw StorageError(StorageErrc::bad_response, url.str(),
-                                               "list " + url.str() + ": not a ListBucketResult");
-                          }
-                          std::size_t at = 0;
-                          for (std::string item; !(item = xml_text(xml, "Contents", &at)).empty();) {
-                            auto size = number(xml_text(item, "Size"));
-                            std::string key = xml_text(item, "Key");
-                            if (!size || key.empty()) {
-                              throw StorageError(StorageErrc::bad_response, request.display_url,
-                                                 "list " + url.str() + ": an entry without key or size");
-                            }
-                            entries.push_back({std::move(key), *size, xml_text(item, "ETag")});
-                          }
-                          return xml_text(xml, "IsTruncated") == "true"
-                                     ? xml_text(xml, "NextContinuationToken")
-                                     : std::string();
-                        });
+    token = impl_->send(
+        [&] { return impl_->prepare(bucket, "GET", {}, query); },
+        [&](detail::HttpResponse response, const detail::HttpRequest& request) {
+          std::string_view xml = as_text(response.body);
+          if (xml.find("<ListBucketResult") == std::string_view::npos) {
+            throw StorageError(StorageErrc::bad_response, url.str(),
+                               "list " + url.str() + ": not a ListBucketResult");
+          }
+          std::size_t at = 0;
+          for (std::string item; !(item = xml_text(xml, "Contents", &at)).empty();) {
+            auto size = number(xml_text(item, "Size"));
+            std::string key = xml_text(item, "Key");
+            if (!size || key.empty()) {
+              throw StorageError(StorageErrc::bad_response, request.display_url,
+                                 "list " + url.str() + ": an entry without key or size");
+            }
+            entries.push_back({std::move(key), *size, xml_text(item, "ETag")});
+          }
+          return xml_text(xml, "IsTruncated") == "true" ? xml_text(xml, "NextContinuationToken")
+                                                        : std::string();
+        });
   } while (!token.empty());
   std::sort(entries.begin(), entries.end(),
             [](const ObjectEntry& a, const ObjectEntry& b) { return a.key < b.key; });
@@ -438,7 +460,8 @@ std::vector<ObjectEntry> ObjectStore::list(std::string_view prefix_url) {
 }
 
 StoreStats ObjectStore::stats() const {
-  return {impl_->requests.load(std::memory_order_relaxed), impl_->retries.load(std::memory_order_relaxed),
+  return {impl_->requests.load(std::memory_order_relaxed),
+          impl_->retries.load(std::memory_order_relaxed),
           impl_->bytes.load(std::memory_order_relaxed)};
 }
 

@@ -108,14 +108,14 @@ struct StoreOptions {
   std::optional<std::string> endpoint{};  // "http://127.0.0.1:9000": path-style
   bool anonymous = false;  // unsigned requests (public buckets), ignoring any credentials
   int retries = 4;         // transient failures retried this often, then thrown
-  std::chrono::milliseconds timeout{60'000};       // one request's whole time, connect included
+  std::chrono::milliseconds timeout{60'000};  // one request's whole time, connect included
   std::chrono::milliseconds connect_timeout{10'000};
-  std::chrono::milliseconds backoff{100};          // first retry's delay before jitter;
-  std::chrono::milliseconds max_backoff{10'000};   // doubles per retry up to this
+  std::chrono::milliseconds backoff{100};         // first retry's delay before jitter;
+  std::chrono::milliseconds max_backoff{10'000};  // doubles per retry up to this
   int max_requests_per_host = 16;
-  bool verify_tls = true;    // certificate and host name checks; off only for tests
-  std::string ca_file{};     // empty: the system's CA store
-  int list_page_size = 1000; // ListObjectsV2 max-keys
+  bool verify_tls = true;     // certificate and host name checks; off only for tests
+  std::string ca_file{};      // empty: the system's CA store
+  int list_page_size = 1000;  // ListObjectsV2 max-keys
 };
 
 struct ObjectInfo {
@@ -131,9 +131,9 @@ struct ObjectEntry {
 
 /// Counters since the store was made (relaxed atomics: a snapshot, not a transaction).
 struct StoreStats {
-  std::uint64_t requests = 0;   // attempts sent, retries included
-  std::uint64_t retries = 0;    // attempts after a transient failure
-  std::uint64_t bytes = 0;      // body bytes received
+  std::uint64_t requests = 0;  // attempts sent, retries included
+  std::uint64_t retries = 0;   // attempts after a transient failure
+  std::uint64_t bytes = 0;     // body bytes received
 };
 
 class ObjectStore {

@@ -21,7 +21,9 @@ class AwsConfigTest : public testing::Test {
     env_["HOME"] = home_.string();
   }
   void TearDown() override { std::filesystem::remove_all(home_); }
-  void write(const std::string& name, const std::string& text) { std::ofstream(home_ / ".aws" / name) << text; }
+  void write(const std::string& name, const std::string& text) {
+    std::ofstream(home_ / ".aws" / name) << text;
+  }
   AwsConfig load() {
     return load_aws_config([this](std::string_view name) -> std::optional<std::string> {
       auto it = env_.find(std::string(name));
@@ -41,7 +43,8 @@ TEST_F(AwsConfigTest, NothingConfiguredIsAnonymousInUsEast1) {
 }
 
 TEST_F(AwsConfigTest, EnvironmentKeysWinOverTheProfile) {
-  write("credentials", "[default]\naws_access_key_id = FILEKEY\naws_secret_access_key = filesecret\n");
+  write("credentials",
+        "[default]\naws_access_key_id = FILEKEY\naws_secret_access_key = filesecret\n");
   env_["AWS_ACCESS_KEY_ID"] = "ENVKEY";
   env_["AWS_SECRET_ACCESS_KEY"] = "envsecret";
   env_["AWS_SESSION_TOKEN"] = "envtoken";
@@ -90,7 +93,8 @@ TEST_F(AwsConfigTest, FilesNamedByVariables) {
 }
 
 TEST_F(AwsConfigTest, UnknownProfileIsNamedWithoutAnySecret) {
-  write("credentials", "[default]\naws_access_key_id = K\naws_secret_access_key = topsecretvalue\n");
+  write("credentials",
+        "[default]\naws_access_key_id = K\naws_secret_access_key = topsecretvalue\n");
   env_["AWS_PROFILE"] = "nosuch";
   try {
     load();

@@ -1,5 +1,7 @@
 // ObjectStore against a real S3-compatible server (moto, verifying signatures) started
 // by s3_fixture.py on 127.0.0.1, directly and through its fault-injecting proxy.
+#include "transport/storage/object_store.h"
+
 #include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -13,8 +15,6 @@
 #include <map>
 #include <thread>
 
-#include "transport/storage/object_store.h"
-
 extern char** environ;
 
 namespace brigade::transport {
@@ -23,7 +23,7 @@ namespace {
 // The fixture process: its "name=value" lines, and fault commands over its stdin.
 class S3Server {
  public:
-  explicit S3Server(const std::filesystem::path& mirror) {
+  S3Server(const std::filesystem::path& mirror, bool open) {
     int to_child[2], from_child[2];
     if (pipe(to_child) != 0 || pipe(from_child) != 0) return;
     posix_spawn_file_actions_t actions;
@@ -32,9 +32,11 @@ class S3Server {
     posix_spawn_file_actions_adddup2(&actions, from_child[1], 1);
     posix_spawn_file_actions_addclose(&actions, to_child[1]);
     posix_spawn_file_actions_addclose(&actions, from_child[0]);
-    const char* python = std::getenv("BRIGADE_TEST_PYTHON") ? std::getenv("BRIGADE_TEST_PYTHON") : "python3";
-    std::string script = BRIGADE_S3_FIXTURE, dir = mirror.string();
-    char* argv[] = {const_cast<char*>(python), script.data(), dir.data(), nullptr};
+    const char* python =
+        std::getenv("BRIGADE_TEST_PYTHON") ? std::getenv("BRIGADE_TEST_PYTHON") : "python3";
+    std::string script = BRIGADE_S3_FIXTURE, dir = mirror.string(), flag = open ? "--open" : "";
+    char* argv[] = {const_cast<char*>(python), script.data(), dir.data(),
+                    open ? flag.data() : nullptr, nullptr};
     bool spawned = posix_spawnp(&pid_, python, &actions, nullptr, argv, environ) == 0;
     posix_spawn_file_actions_destroy(&actions);
     close(to_child[0]);
@@ -82,18 +84,22 @@ std::vector<std::byte> file_bytes(const std::filesystem::path& path, std::uint64
                                   std::uint64_t size = ~0ULL) {
   std::ifstream file(path, std::ios::binary);
   file.seekg(static_cast<std::streamoff>(offset));
-  std::vector<std::byte> out(std::min<std::uint64_t>(size, std::filesystem::file_size(path) - offset));
+  std::vector<std::byte> out(
+      std::min<std::uint64_t>(size, std::filesystem::file_size(path) - offset));
   file.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size()));
   return out;
 }
 
-class ObjectStoreTest : public testing::Test {
+// One server per suite: kOpen false, authentication on; true, off (--open).
+template <bool kOpen>
+class ServerTest : public testing::Test {
  protected:
   static void SetUpTestSuite() {
-    mirror_ = new std::filesystem::path(std::filesystem::temp_directory_path() /
-                                        ("brigade-s3-" + std::to_string(::getpid())));
+    mirror_ = new std::filesystem::path(
+        std::filesystem::temp_directory_path() /
+        ("brigade-s3-" + std::to_string(::getpid()) + (kOpen ? "-open" : "")));
     std::filesystem::create_directories(*mirror_);
-    server_ = new S3Server(*mirror_);
+    server_ = new S3Server(*mirror_, kOpen);
   }
   static void TearDownTestSuite() {
     delete server_;
@@ -102,8 +108,9 @@ class ObjectStoreTest : public testing::Test {
   }
   void SetUp() override {
     if (!server_->ready()) {
-      GTEST_SKIP() << "the S3 test server could not be started (s3_fixture.py needs moto[server] and "
-                      "boto3 for python3 or $BRIGADE_TEST_PYTHON: scripts/install-deps.sh)";
+      GTEST_SKIP()
+          << "the S3 test server could not be started (s3_fixture.py needs moto[server] and "
+             "boto3 for python3 or $BRIGADE_TEST_PYTHON: scripts/install-deps.sh)";
     }
   }
   static StoreOptions options(const std::string& endpoint_name = "endpoint") {
@@ -113,7 +120,9 @@ class ObjectStoreTest : public testing::Test {
     options.backoff = std::chrono::milliseconds(1);
     return options;
   }
-  static std::string url(const std::string& key) { return "s3://" + (*server_)["bucket"] + "/" + key; }
+  static std::string url(const std::string& key) {
+    return "s3://" + (*server_)["bucket"] + "/" + key;
+  }
   static std::filesystem::path local(const std::string& key) { return *mirror_ / key; }
 
   static inline std::filesystem::path* mirror_ = nullptr;
@@ -123,6 +132,9 @@ class ObjectStoreTest : public testing::Test {
 // The prefix "train" rather than "train/": moto 5.2 checks signatures against the query
 // as it decoded it, so a '/' in a prefix (sent as %2F, as AWS requires) fails its check
 // for boto3 as well as for us (SignatureDoesNotMatch); sigv4_test.cc covers the encoding.
+using ObjectStoreTest = ServerTest<false>;
+using OpenObjectStoreTest = ServerTest<true>;
+
 TEST_F(ObjectStoreTest, ListsEveryPageSortedByKey) {
   StoreOptions paged = options();
   paged.list_page_size = 4;
@@ -130,7 +142,8 @@ TEST_F(ObjectStoreTest, ListsEveryPageSortedByKey) {
   std::vector<ObjectEntry> entries = store.list(url("train"));
   std::vector<std::string> expected;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(local("train"))) {
-    if (entry.is_regular_file()) expected.push_back(entry.path().lexically_relative(*mirror_).string());
+    if (entry.is_regular_file())
+      expected.push_back(entry.path().lexically_relative(*mirror_).string());
   }
   std::sort(expected.begin(), expected.end());
   ASSERT_EQ(entries.size(), expected.size());
@@ -148,7 +161,8 @@ TEST_F(ObjectStoreTest, RangeReadsAreByteIdenticalToTheFile) {
   const std::uint64_t size = std::filesystem::file_size(local("big.bin"));
   for (auto [offset, length] : std::vector<std::pair<std::uint64_t, std::uint64_t>>{
            {0, 1}, {12345, 100000}, {size - 1000, 1000}, {size - 1, 1}, {0, size}}) {
-    EXPECT_EQ(store.get(url("big.bin"), offset, length), file_bytes(local("big.bin"), offset, length))
+    EXPECT_EQ(store.get(url("big.bin"), offset, length),
+              file_bytes(local("big.bin"), offset, length))
         << offset << "+" << length;
   }
   EXPECT_EQ(store.get(url("big.bin")), file_bytes(local("big.bin")));
@@ -183,7 +197,8 @@ TEST_F(ObjectStoreTest, MissingObjectIsNotFoundNamedWithItsUrl) {
     EXPECT_EQ(error.code(), std::errc::no_such_file_or_directory);
     EXPECT_EQ(error.http_status(), 404);
     EXPECT_EQ(error.server_code(), "NoSuchKey");
-    EXPECT_NE(std::string(error.what()).find(url("train/class_a/nope.bin")), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find(url("train/class_a/nope.bin")), std::string::npos)
+        << error.what();
   }
   EXPECT_EQ(store.stats().retries, 0u);
 }
@@ -193,8 +208,8 @@ TEST_F(ObjectStoreTest, UnknownAccessKeyIsAccessDeniedWithoutTheSecret) {
   const std::string secret = "s3cr3t-value-that-must-not-leak";
   unknown.credentials = Credentials{"AKIAUNKNOWNBRIGADE00", secret, {}};
   ObjectStore store(unknown);
-  for (auto call : {+[](ObjectStore& s, const std::string& u) { s.get(u, 0, 10); },
-                    +[](ObjectStore& s, const std::string& u) { s.list(u); }}) {
+  for (auto call : {+[](ObjectStore&s, const std::string&u) { s.get(u, 0, 10); },
+                    +[](ObjectStore&s, const std::string&u) { s.list(u); }}) {
     try {
       call(store, url("train/"));
       ADD_FAILURE() << "no error";
@@ -217,7 +232,8 @@ TEST_F(ObjectStoreTest, WrongSecretIsRefused) {
     FAIL() << "no error";
   } catch (const StorageError& error) {
     EXPECT_EQ(error.code(), StorageErrc::access_denied);
-    EXPECT_EQ(std::string(error.what()).find(wrong.credentials->secret_access_key), std::string::npos);
+    EXPECT_EQ(std::string(error.what()).find(wrong.credentials->secret_access_key),
+              std::string::npos);
   }
 }
 
@@ -315,18 +331,68 @@ TEST_F(ObjectStoreTest, ConcurrentRangeReadsFromManyThreads) {
         for (int i = 0; i < kReadsPerThread; ++i) {
           std::uint64_t offset = ((t * 7 + i * 13) % slots) * kRead;
           auto bytes = store.get(url("big.bin"), offset, kRead);
-          if (!std::equal(bytes.begin(), bytes.end(), expected.begin() + static_cast<long>(offset))) {
+          if (!std::equal(bytes.begin(), bytes.end(),
+                          expected.begin() + static_cast<long>(offset))) {
             ++mismatches;
           }
         }
       });
     }
     for (auto& thread : pool) thread.join();
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_EQ(mismatches.load(), 0);
     std::cout << "[ figures  ] " << threads << " thread(s): " << threads * kReadsPerThread / seconds
               << " range reads/s of 64 KiB (moto on 127.0.0.1, 4 per host)\n";
   }
+}
+
+TEST_F(ObjectStoreTest, UnreachableHostIsTransientRetriedThenNamed) {
+  StoreOptions closed = options();
+  closed.retries = 2;
+  closed.endpoint = "http://127.0.0.1:1";  // tcpmux's port: nothing listens there
+  ObjectStore store(closed);
+  try {
+    store.get(url("big.bin"), 0, 10);
+    FAIL() << "no error";
+  } catch (const StorageError& error) {
+    EXPECT_EQ(error.code(), StorageErrc::unreachable) << error.what();
+    EXPECT_EQ(error.code(), std::errc::connection_refused);
+    EXPECT_NE(std::string(error.what()).find(url("big.bin")), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(store.stats().requests, 3u);
+  EXPECT_EQ(store.stats().retries, 2u);
+}
+
+// No options: keys, endpoint and region from the variables the AWS tools read.
+TEST_F(ObjectStoreTest, TakesKeysAndEndpointFromTheEnvironment) {
+  ::setenv("AWS_ACCESS_KEY_ID", (*server_)["key_id"].c_str(), 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", (*server_)["secret"].c_str(), 1);
+  ::setenv("AWS_ENDPOINT_URL", (*server_)["endpoint"].c_str(), 1);
+  ::setenv("AWS_REGION", "eu-central-1", 1);
+  ObjectStore store;
+  for (const char* name :
+       {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_REGION"}) {
+    ::unsetenv(name);
+  }
+  EXPECT_EQ(store.region(), "eu-central-1");
+  EXPECT_EQ(store.head(url("big.bin")).size, std::filesystem::file_size(local("big.bin")));
+}
+
+// Keys with spaces, '+', '=', '&', '%', UTF-8 and parentheses, each segment encoded once:
+// listed under a '/'-ending prefix and read back byte for byte, unsigned (anonymous).
+TEST_F(OpenObjectStoreTest, ReadsKeysThatNeedEncodingAnonymously) {
+  StoreOptions anonymous = options();
+  anonymous.anonymous = true;
+  anonymous.list_page_size = 2;
+  ObjectStore store(anonymous);
+  std::vector<ObjectEntry> entries = store.list(url("odd/"));
+  std::vector<std::string> keys;
+  for (const auto& entry : entries) keys.push_back(entry.key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"odd/%41.bin", "odd/a b+c=d&e.bin",
+                                            "odd/\xc3\xa9t\xc3\xa9 2013/(1)~x_y-z.bin"}));
+  for (const auto& key : keys) EXPECT_EQ(store.get(url(key)), file_bytes(local(key))) << key;
+  EXPECT_EQ(store.list(url("train/")).size(), 26u);
 }
 
 }  // namespace

@@ -16,7 +16,8 @@ TEST(ObjectUrl, ParsesS3BucketAndKey) {
 }
 
 TEST(ObjectUrl, ParsesHttpsPathAndQueryAsGiven) {
-  ObjectUrl url = ObjectUrl::parse("https://cdn.example.com:8443/d/x%20y.tar?X-Amz-Signature=abc&a=1");
+  ObjectUrl url =
+      ObjectUrl::parse("https://cdn.example.com:8443/d/x%20y.tar?X-Amz-Signature=abc&a=1");
   EXPECT_EQ(url.scheme, ObjectUrl::Scheme::https);
   EXPECT_EQ(url.authority, "cdn.example.com:8443");
   EXPECT_EQ(url.key, "/d/x%20y.tar");
@@ -25,8 +26,9 @@ TEST(ObjectUrl, ParsesHttpsPathAndQueryAsGiven) {
 }
 
 TEST(ObjectUrl, RefusesWhatIsNotAnObjectUrl) {
-  for (const char* text : {"/data/train", "ftp://host/x", "s3://", "s3://ab/x", "s3://Upper/x",
-                           "s3://under_score/x", "https:///path", "https://user@host/x", "https://h/x#frag"}) {
+  for (const char* text :
+       {"/data/train", "ftp://host/x", "s3://", "s3://ab/x", "s3://Upper/x", "s3://under_score/x",
+        "https:///path", "https://user@host/x", "https://h/x#frag"}) {
     try {
       ObjectUrl::parse(text);
       ADD_FAILURE() << text;

@@ -3,7 +3,10 @@ authentication on (it verifies SigV4 signatures: a wrong secret is refused with
 SignatureDoesNotMatch), one user allowed s3:*, a bucket populated with boto3, and a
 fault-injecting HTTP proxy in front of it.
 
-Usage: s3_fixture.py MIRROR_DIR. Writes every object also under MIRROR_DIR (the bytes to
+Usage: s3_fixture.py MIRROR_DIR [--open]. --open: authentication off (any or no
+signature accepted), and keys that need URI encoding added (moto 5.2 checks signatures
+against the path and query as it decoded them, so such keys fail its check, boto3's
+requests as well as ours). Writes every object also under MIRROR_DIR (the bytes to
 compare with), prints "name=value" lines and "ready", then reads commands from stdin, one
 a line, answering "ok" when the fault is armed:
   fail N     the proxy's next N requests are answered 503 SlowDown
@@ -18,7 +21,9 @@ import socket
 import sys
 import threading
 
-os.environ["INITIAL_NO_AUTH_ACTION_COUNT"] = "3"  # create_user, put_user_policy, create_access_key
+OPEN = "--open" in sys.argv
+if not OPEN:
+    os.environ["INITIAL_NO_AUTH_ACTION_COUNT"] = "3"  # create_user, put_user_policy, create_access_key
 from moto.server import ThreadedMotoServer  # noqa: E402
 import boto3  # noqa: E402
 
@@ -116,12 +121,15 @@ def main():
     endpoint = f"http://127.0.0.1:{port}"
     plain = dict(endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="setup",
                  aws_secret_access_key="setup")
-    iam = boto3.client("iam", **plain)
-    iam.create_user(UserName="brigade")
-    iam.put_user_policy(UserName="brigade", PolicyName="s3", PolicyDocument=json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
-    key = iam.create_access_key(UserName="brigade")["AccessKey"]
+    if OPEN:
+        key = {"AccessKeyId": "open", "SecretAccessKey": "open"}
+    else:
+        iam = boto3.client("iam", **plain)
+        iam.create_user(UserName="brigade")
+        iam.put_user_policy(UserName="brigade", PolicyName="s3", PolicyDocument=json.dumps({
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+        key = iam.create_access_key(UserName="brigade")["AccessKey"]
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
                       aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"])
     s3.create_bucket(Bucket=BUCKET)
@@ -129,9 +137,13 @@ def main():
     objects = {f"train/class_{c}/{i:03d}.bin": rng.randbytes(rng.randrange(1, 3000))
                for c in "ab" for i in range(13)}
     objects["big.bin"] = rng.randbytes(3 << 20)
+    if OPEN:
+        for name in ["odd/a b+c=d&e.bin", "odd/\u00e9t\u00e9 2013/(1)~x_y-z.bin", "odd/%41.bin"]:
+            objects[name] = rng.randbytes(100)
     objects["manifest.jsonl"] = b"{\"path\": \"train/class_a/000.bin\"}\n"
     for name, data in objects.items():
-        s3.put_object(Bucket=BUCKET, Key=name, Body=data)
+        extra = {"ACL": "public-read"} if OPEN else {}  # anonymous reads (a public bucket)
+        s3.put_object(Bucket=BUCKET, Key=name, Body=data, **extra)
         path = os.path.join(mirror, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as f:

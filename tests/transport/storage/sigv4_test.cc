@@ -62,18 +62,19 @@ TEST_P(SigV4Suite, MatchesPublishedCanonicalRequestStringToSignAndAuthorization)
   EXPECT_EQ(signature.authorization, read(name + ".authz"));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AwsTestSuite, SigV4Suite,
-    testing::Values("get-vanilla", "get-vanilla-query-order-key-case", "get-vanilla-query-order-value",
-                    "get-vanilla-query-unreserved", "get-vanilla-utf8-query",
-                    "get-vanilla-empty-query-key", "get-header-value-trim", "get-header-key-duplicate",
-                    "get-unreserved", "get-utf8", "get-space", "post-vanilla",
-                    "post-x-www-form-urlencoded", "post-sts-header-before"),
-    [](const testing::TestParamInfo<const char*>& info) {
-      std::string name = info.param;
-      for (char& c : name) c = c == '-' ? '_' : c;
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(AwsTestSuite, SigV4Suite,
+                         testing::Values("get-vanilla", "get-vanilla-query-order-key-case",
+                                         "get-vanilla-query-order-value",
+                                         "get-vanilla-query-unreserved", "get-vanilla-utf8-query",
+                                         "get-vanilla-empty-query-key", "get-header-value-trim",
+                                         "get-header-key-duplicate", "get-unreserved", "get-utf8",
+                                         "get-space", "post-vanilla", "post-x-www-form-urlencoded",
+                                         "post-sts-header-before"),
+                         [](const testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           for (char& c : name) c = c == '-' ? '_' : c;
+                           return name;
+                         });
 
 // S3's own examples: a range header, a '$' in the key encoded once, sub-resource and
 // list queries, x-amz-content-sha256 signed.
@@ -86,17 +87,21 @@ TEST(SigV4, MatchesS3DocumentationExamples) {
     std::istringstream parts(line);
     for (std::string field; std::getline(parts, field, '|');) fields.push_back(field);
     fields.resize(6);
-    SignableRequest request{fields[0], fields[1], split_query(fields[2]), {}, sha256_hex(fields[4])};
+    SignableRequest request{
+        fields[0], fields[1], split_query(fields[2]), {}, sha256_hex(fields[4])};
     request.headers = {{"Host", "examplebucket.s3.amazonaws.com"},
                        {"x-amz-date", "20130524T000000Z"},
                        {"x-amz-content-sha256", request.payload_hash}};
     std::istringstream extra(fields[3]);
     for (std::string header; std::getline(extra, header, ';');) {
-      request.headers.emplace_back(header.substr(0, header.find(':')), header.substr(header.find(':') + 1));
+      request.headers.emplace_back(header.substr(0, header.find(':')),
+                                   header.substr(header.find(':') + 1));
     }
-    Signature signature = sign_v4(request, {"AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-                                            "us-east-1", "s3", "20130524T000000Z"});
-    EXPECT_EQ(signature.authorization.substr(signature.authorization.size() - 64), fields[5]) << line;
+    Signature signature =
+        sign_v4(request, {"AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+                          "us-east-1", "s3", "20130524T000000Z"});
+    EXPECT_EQ(signature.authorization.substr(signature.authorization.size() - 64), fields[5])
+        << line;
     ++checked;
   }
   EXPECT_EQ(checked, 4);
@@ -105,7 +110,8 @@ TEST(SigV4, MatchesS3DocumentationExamples) {
 TEST(SigV4, EncodesKeysOnceKeepingSlashes) {
   EXPECT_EQ(uri_encode("/a b/c+d%20é~x.jpg", true), "/a%20b/c%2Bd%2520%C3%A9~x.jpg");
   EXPECT_EQ(uri_encode("a/b", false), "a%2Fb");
-  EXPECT_EQ(canonical_query({{"prefix", "a/b c"}, {"list-type", "2"}}), "list-type=2&prefix=a%2Fb%20c");
+  EXPECT_EQ(canonical_query({{"prefix", "a/b c"}, {"list-type", "2"}}),
+            "list-type=2&prefix=a%2Fb%20c");
 }
 
 TEST(SigV4, FormatsAmzDate) { EXPECT_EQ(amz_date(1440938160), "20150830T123600Z"); }

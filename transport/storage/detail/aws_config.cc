@@ -74,8 +74,8 @@ AwsConfig load_aws_config(const EnvironmentLookup& getenv) {
   auto from_config =
       read_section(config_file, profile == "default" ? profile : "profile " + profile);
   if (named && !from_credentials && !from_config) {
-    config_error("AWS_PROFILE names profile '" + profile + "', which neither " +
-                 credentials_file + " nor " + config_file + " has");
+    config_error("AWS_PROFILE names profile '" + profile + "', which neither " + credentials_file +
+                 " nor " + config_file + " has");
   }
   Section files;  // the credentials file wins over the config file
   if (from_config) files = *from_config;
@@ -86,11 +86,12 @@ AwsConfig load_aws_config(const EnvironmentLookup& getenv) {
   config.credentials = credentials_of(env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"),
                                       env("AWS_SESSION_TOKEN"), "the environment");
   if (!config.credentials) {
-    config.credentials = credentials_of(get(files, "aws_access_key_id"),
-                                        get(files, "aws_secret_access_key"),
-                                        get(files, "aws_session_token"), "profile '" + profile + "'");
+    config.credentials =
+        credentials_of(get(files, "aws_access_key_id"), get(files, "aws_secret_access_key"),
+                       get(files, "aws_session_token"), "profile '" + profile + "'");
   }
-  for (const std::string& value : {env("AWS_REGION"), env("AWS_DEFAULT_REGION"), get(files, "region")}) {
+  for (const std::string& value :
+       {env("AWS_REGION"), env("AWS_DEFAULT_REGION"), get(files, "region")}) {
     if (!value.empty()) {
       config.region = value;
       break;

@@ -69,7 +69,8 @@ std::string uri_encode(std::string_view text, bool keep_slash) {
 
 std::string canonical_query(const std::vector<std::pair<std::string, std::string>>& query) {
   std::vector<std::pair<std::string, std::string>> encoded;
-  for (const auto& [name, value] : query) encoded.emplace_back(uri_encode(name, false), uri_encode(value, false));
+  for (const auto& [name, value] : query)
+    encoded.emplace_back(uri_encode(name, false), uri_encode(value, false));
   std::sort(encoded.begin(), encoded.end());
   std::string out;
   for (const auto& [name, value] : encoded) {
@@ -116,17 +117,17 @@ Signature sign_v4(const SignableRequest& request, const SigningScope& scope) {
   std::string date(scope.amz_date.substr(0, 8));
   std::string credential_scope =
       date + '/' + std::string(scope.region) + '/' + std::string(scope.service) + "/aws4_request";
-  out.string_to_sign = "AWS4-HMAC-SHA256\n" + std::string(scope.amz_date) + '\n' + credential_scope +
-                       '\n' + sha256_hex(out.canonical_request);
+  out.string_to_sign = "AWS4-HMAC-SHA256\n" + std::string(scope.amz_date) + '\n' +
+                       credential_scope + '\n' + sha256_hex(out.canonical_request);
   std::string key = hmac("AWS4" + std::string(scope.secret_access_key), date);
   key = hmac(key, scope.region);
   key = hmac(key, scope.service);
   key = hmac(key, "aws4_request");
   std::string signature = hmac(key, out.string_to_sign);
-  out.authorization = "AWS4-HMAC-SHA256 Credential=" + std::string(scope.access_key_id) + '/' +
-                      credential_scope + ", SignedHeaders=" + signed_headers +
-                      ", Signature=" + hex(reinterpret_cast<const unsigned char*>(signature.data()),
-                                           signature.size());
+  out.authorization =
+      "AWS4-HMAC-SHA256 Credential=" + std::string(scope.access_key_id) + '/' + credential_scope +
+      ", SignedHeaders=" + signed_headers + ", Signature=" +
+      hex(reinterpret_cast<const unsigned char*>(signature.data()), signature.size());
   return out;
 }
 

@@ -27,9 +27,9 @@ struct SignableRequest {
 struct SigningScope {
   std::string_view access_key_id;
   std::string_view secret_access_key;
-  std::string_view region;   // "us-east-1"
-  std::string_view service;  // "s3"
-  std::string_view amz_date; // "20150830T123600Z", the x-amz-date header's value
+  std::string_view region;    // "us-east-1"
+  std::string_view service;   // "s3"
+  std::string_view amz_date;  // "20150830T123600Z", the x-amz-date header's value
 };
 
 struct Signature {
