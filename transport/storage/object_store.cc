@@ -228,6 +228,7 @@ struct ObjectStore::Impl {
       out.host = (url.scheme == ObjectUrl::Scheme::https ? "https://" : "http://") + url.authority;
       out.request.url = url.str();
       out.request.headers = std::move(extra);
+      out.request.follow_redirects = true;
       return out;
     }
     std::string authority, path;

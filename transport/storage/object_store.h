@@ -1,8 +1,8 @@
 #pragma once
 // Objects read over HTTP(S): S3 and S3-compatible stores (`s3://bucket/key`, signed with
 // AWS Signature Version 4) and plain web servers (`https://host/path`: public objects and
-// presigned URLs, sent as given, unsigned). The room is a client only: it knows no
-// manifest, shard or sample (launch/loader/ decides what to read).
+// presigned URLs, sent as given, unsigned; redirects followed, at most 5). The room is a
+// client only: it knows no manifest, shard or sample (launch/loader/ decides what to read).
 //
 // CREDENTIALS, REGION, ENDPOINT are found as the AWS tools find them, once, when the store
 // is made (see StoreOptions): AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY /

@@ -395,5 +395,18 @@ TEST_F(OpenObjectStoreTest, ReadsKeysThatNeedEncodingAnonymously) {
   EXPECT_EQ(store.list(url("train/")).size(), 26u);
 }
 
+// An http:// URL is sent as given (unsigned), and a redirect is followed.
+TEST_F(OpenObjectStoreTest, ReadsPlainUrlsFollowingRedirects) {
+  ObjectStore store(options());
+  const std::string path = "/" + (*server_)["bucket"] + "/big.bin";
+  EXPECT_EQ(store.get((*server_)["endpoint"] + path, 10, 1000),
+            file_bytes(local("big.bin"), 10, 1000));
+  server_->arm("redirect 1");
+  EXPECT_EQ(store.get((*server_)["proxy"] + path, 4096, 5000),
+            file_bytes(local("big.bin"), 4096, 5000));
+  EXPECT_EQ(store.head((*server_)["proxy"] + path).size,
+            std::filesystem::file_size(local("big.bin")));
+}
+
 }  // namespace
 }  // namespace brigade::transport

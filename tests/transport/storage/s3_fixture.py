@@ -13,6 +13,7 @@ a line, answering "ok" when the fault is armed:
   stall N    the next N requests are read and never answered
   drop N     the next N answers are cut mid-body and the connection closed
   short N    the next N answers lose their last 10 bytes, Content-Length lowered to match
+  redirect N the next N requests are answered 302 to the same path on the server itself
 End of input stops everything."""
 import json
 import os
@@ -93,6 +94,10 @@ def serve_client(conn, backend):
                 body = b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
                 send(conn, "HTTP/1.1 503 Service Unavailable", [("Content-Type", "application/xml")],
                      body, len(body))
+                continue
+            if fault == "redirect":
+                target = f"http://{backend[0]}:{backend[1]}{request[0].split(' ')[1]}"
+                send(conn, "HTTP/1.1 302 Found", [("Location", target)], b"", 0)
                 continue
             status, headers, body, length = forward(backend, *request)
             if fault == "drop":  # the whole length announced, half the body sent, closed

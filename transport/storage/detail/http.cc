@@ -155,6 +155,11 @@ struct HttpClient::Impl {
     if (!options.ca_file.empty()) curl_easy_setopt(handle, CURLOPT_CAINFO, options.ca_file.c_str());
     curl_easy_setopt(handle, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS);
     curl_easy_setopt(handle, CURLOPT_HTTPHEADER, headers);
+    if (request.follow_redirects) {
+      curl_easy_setopt(handle, CURLOPT_FOLLOWLOCATION, 1L);
+      curl_easy_setopt(handle, CURLOPT_MAXREDIRS, 5L);
+      curl_easy_setopt(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    }
     if (request.method == "HEAD") {
       curl_easy_setopt(handle, CURLOPT_NOBODY, 1L);
     } else if (request.method != "GET") {

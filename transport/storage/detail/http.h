@@ -21,6 +21,7 @@ struct HttpRequest {
   std::vector<std::string> headers;  // "Name: value"
   std::string display_url;           // for messages: the object's URL (never a presigned query)
   std::size_t expected_size = 0;     // a hint to reserve the body
+  bool follow_redirects = false;     // unsigned http(s) URLs only (a CDN's 302); at most 5
 };
 
 struct HttpResponse {
