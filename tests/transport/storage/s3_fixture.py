@@ -14,6 +14,7 @@ a line, answering "ok" when the fault is armed:
   drop N     the next N answers are cut mid-body and the connection closed
   short N    the next N answers lose their last 10 bytes, Content-Length lowered to match
   redirect N the next N requests are answered 302 to the same path on the server itself
+  latency MS every request from now on waits MS milliseconds before it is forwarded
 End of input stops everything."""
 import json
 import os
@@ -32,6 +33,7 @@ BUCKET = "brigade-data"
 faults = []  # pending fault names, oldest first
 faults_lock = threading.Lock()
 stop = threading.Event()
+latency = [0.0]  # seconds added before each forwarded request
 
 
 def next_fault():
@@ -99,6 +101,8 @@ def serve_client(conn, backend):
                 target = f"http://{backend[0]}:{backend[1]}{request[0].split(' ')[1]}"
                 send(conn, "HTTP/1.1 302 Found", [("Location", target)], b"", 0)
                 continue
+            if latency[0]:
+                stop.wait(latency[0])
             status, headers, body, length = forward(backend, *request)
             if fault == "drop":  # the whole length announced, half the body sent, closed
                 send(conn, status, headers, body[: len(body) // 2], length)
@@ -169,7 +173,10 @@ def main():
     for line in sys.stdin:
         name, count = line.split()
         with faults_lock:
-            faults.extend([name] * int(count))
+            if name == "latency":
+                latency[0] = int(count) / 1000
+            else:
+                faults.extend([name] * int(count))
         print("ok", flush=True)
     stop.set()
     listener.close()
