@@ -62,6 +62,14 @@ media::Tensor id_tensor(const std::vector<std::uint64_t>& ids) {
                        std::shared_ptr<void>(owned, data), data);
 }
 
+// A batch's labels as an int64 tensor that owns them (moved, not copied).
+media::Tensor label_tensor(std::vector<std::int64_t>&& labels) {
+  auto owned = std::make_shared<std::vector<std::int64_t>>(std::move(labels));
+  void* data = owned->data();
+  return media::Tensor(media::DType::int64, {static_cast<std::int64_t>(owned->size())},
+                       std::shared_ptr<void>(owned, data), data);
+}
+
 // A Python stage's result on its way through the engine: released with the GIL, on
 // whichever thread drops it (a batch dropped by a stop is released on the engine's).
 struct Staged {
@@ -190,6 +198,7 @@ py::object Loader::to_python(launch::JobBatch batch, Held& held) {
     out["data"] = convert(std::move(batch.data));
   }
   out["ids"] = convert(id_tensor(batch.ids));
+  if (job_->dataset().labelled()) out["label"] = convert(label_tensor(std::move(batch.labels)));
   if (!batch.failed.empty()) out["failed"] = convert(id_tensor(batch.failed));
   return out;
 }

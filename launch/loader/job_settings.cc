@@ -93,6 +93,7 @@ constexpr std::array kInterpolations{media::Interpolation::bilinear, media::Inte
 constexpr std::array kNormalizes{Normalize::none, Normalize::imagenet};
 constexpr std::array kNormalizeDtypes{media::DType::float32, media::DType::float16};
 constexpr std::array kOnNoWorkers{OnNoWorkers::local, OnNoWorkers::fail};
+constexpr std::array kLabels{Labels::none, Labels::folder};
 
 std::string_view name_of(MediaKind v) { return to_string(v); }
 std::string_view name_of(Layout v) { return media::layout_name(v); }
@@ -101,6 +102,7 @@ std::string_view name_of(media::Interpolation v) { return media::to_string(v); }
 std::string_view name_of(media::DType v) { return media::dtype_name(v); }
 std::string_view name_of(Normalize v) { return to_string(v); }
 std::string_view name_of(OnNoWorkers v) { return to_string(v); }
+std::string_view name_of(Labels v) { return to_string(v); }
 
 template <class E, std::size_t N>
 std::vector<std::string_view> names(const std::array<E, N>& values) {
@@ -132,7 +134,9 @@ const std::vector<Key>& keys() {
       {"data",
        "--data",
        Type::path,
-       "folder of media, searched recursively, sorted by path "
+       "folder of media (images: .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp, any case; "
+       "videos: .mp4 .mkv .webm .avi .mov), searched recursively following symbolic links, "
+       "sorted by the bytes of the relative path (with --labels folder: ImageFolder's order) "
        "(default: the demo dataset, generated once)",
        {},
        [](RunConfig& c, const Value& v) { c.data = as_text(v); },
@@ -149,6 +153,12 @@ const std::vector<Key>& keys() {
        0,
        false,
        "FILE"},
+      // Labels (issue 23, class folders).
+      {"labels", "--labels", Type::choice,
+       "where labels come from: none (default) or folder (with --data: its subfolders are "
+       "the classes, sorted by name; label = class index; samples in torchvision "
+       "ImageFolder's order)",
+       names(kLabels), [](RunConfig& c, const Value& v) { c.labels = pick(v, kLabels); }},
       {"kind", "--kind", Type::choice, "image or video (8 evenly spaced 224x224 frames per clip)",
        names(kKinds), [](RunConfig& c, const Value& v) { c.kind = pick(v, kKinds); }},
       {"batch_size",
