@@ -170,6 +170,24 @@ std::string classes_text(const launch::Dataset& d) {
   return fmt::format(", {} classes ({})", classes.size(), names);
 }
 
+std::string class_name(const launch::Dataset& d, std::size_t label) {
+  return label < d.classes().size() ? d.classes()[label] : std::to_string(label);
+}
+
+// "samples per class: cat 120, dog 80" (up to 20 classes; beyond, the extremes).
+std::string class_counts_text(const launch::Dataset& d, const std::vector<std::uint64_t>& counts) {
+  if (counts.size() <= 20) {
+    std::string text = "samples per class:";
+    for (std::size_t l = 0; l < counts.size(); ++l)
+      text += fmt::format("{} {} {}", l ? "," : "", class_name(d, l), counts[l]);
+    return text;
+  }
+  const auto [lo, hi] = std::minmax_element(counts.begin(), counts.end());
+  return fmt::format("samples per class ({} classes): fewest {} ({}), most {} ({})", counts.size(),
+                     *lo, class_name(d, static_cast<std::size_t>(lo - counts.begin())), *hi,
+                     class_name(d, static_cast<std::size_t>(hi - counts.begin())));
+}
+
 // `generation`: the time spent generating the demo dataset (zero when it existed).
 launch::Dataset load_dataset(const launch::RunConfig& c,
                              std::chrono::steady_clock::duration& generation) {
@@ -263,6 +281,7 @@ int run(const launch::RunCommand& config) {
         "(first batch at {:.3f} s), {} failed",
         summary.counts.samples, summary.counts.batches, summary.samples_per_s,
         summary.time_to_first_batch_s, summary.counts.failed);
+    if (!per_label.empty()) spdlog::info("brigade: {}", class_counts_text(dataset, per_label));
     if (!summary.checkpoint.empty())
       spdlog::info("brigade: checkpoint written to {}", summary.checkpoint);
     if (summary.remote) {
@@ -282,10 +301,8 @@ int run(const launch::RunCommand& config) {
   }
   if (config.json) {
     std::vector<std::pair<std::string, std::uint64_t>> class_counts;
-    for (std::size_t l = 0; l < per_label.size(); ++l) {
-      class_counts.emplace_back(
-          l < dataset.classes().size() ? dataset.classes()[l] : std::to_string(l), per_label[l]);
-    }
+    for (std::size_t l = 0; l < per_label.size(); ++l)
+      class_counts.emplace_back(class_name(dataset, l), per_label[l]);
     std::printf("%s\n", summary_json(summary, cpu0, class_counts).c_str());
   }
   std::fflush(stdout);

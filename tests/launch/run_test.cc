@@ -430,6 +430,7 @@ TEST_F(RunTest, ClassFoldersPrintTheirClassesDigestLabelsAndCountSamplesPerClass
   const auto json = nlohmann::json::parse(r.out);
   EXPECT_EQ(json["failed"], 1);
   EXPECT_EQ(json["classes"], (nlohmann::json{{"ant", 5}, {"bee", 1}, {"cow", 1}}));
+  EXPECT_NE(r.err.find("samples per class: ant 5, bee 1, cow 1"), std::string::npos) << r.err;
   // Ids 0-4 ant, 5 bee, 6 bee (the corrupt one), 7 cow; in order.
   EXPECT_EQ(slurp(digests).substr(0, 2), "0 ");
   std::istringstream lines(slurp(digests));
