@@ -5,9 +5,10 @@ layout: ``labels="folder"`` gives ImageFolder's classes, order and labels), by d
 Brigade's demo set (10 classes, generated once under ~/.cache/brigade/demo).
 
     # two processes on the CPU (gloo); use --nproc_per_node GPUS and --device cuda on GPUs
-    torchrun --nproc_per_node 2 examples/train_classifier.py --steps 100 --checkpoint ckpt
-    # later, or after a crash: continue exactly where the checkpoint was written
-    torchrun --nproc_per_node 2 examples/train_classifier.py --steps 100 --resume ckpt
+    torchrun --nproc_per_node 2 examples/train_classifier.py --steps 200 --save-at 100 \
+        --checkpoint ckpt
+    # after a crash past step 100: continue exactly where the checkpoint was written
+    torchrun --nproc_per_node 2 examples/train_classifier.py --steps 200 --resume ckpt
 
     # the property this example is about: N steps straight, and K steps + checkpoint +
     # a fresh process state resumed for N - K steps, see exactly the same samples
@@ -41,7 +42,8 @@ import brigade
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", help="folder of class folders (default: Brigade's demo set)")
-    ap.add_argument("--steps", type=int, default=100, help="training steps (batches per rank)")
+    ap.add_argument("--steps", type=int, default=100,
+                    help="training steps in all (batches per rank; a resumed run does the rest)")
     ap.add_argument("--batch-size", type=int, default=32, help="samples per batch per rank")
     ap.add_argument("--size", type=int, default=64, help="side of the training crops")
     ap.add_argument("--lr", type=float, default=0.05)
@@ -98,11 +100,12 @@ def batches(loader):
         yield from loader
 
 
-def train(model, optimizer, loader, steps, args, seen=None):
-    """`steps` training steps; appends (ids, labels) of each batch to `seen`."""
+def train(model, optimizer, loader, steps, args, seen=None, first=0):
+    """`steps` training steps, numbered from `first`; appends (ids, labels) of each
+    batch to `seen`."""
     model.train()
     it = batches(loader)
-    for step in range(steps):
+    for step in range(first, first + steps):
         batch = next(it)
         x, y = batch["data"], batch["label"]
         if seen is not None:
@@ -117,10 +120,10 @@ def train(model, optimizer, loader, steps, args, seen=None):
             print(f"step {step}: loss {loss.item():.3f}", flush=True)
 
 
-def save(folder, model, optimizer, loader):
+def save(folder, model, optimizer, loader, step):
     os.makedirs(folder, exist_ok=True)
     state = {"model": unwrap(model).state_dict(), "optimizer": optimizer.state_dict(),
-             "loader": loader.state_dict()}
+             "loader": loader.state_dict(), "step": step}
     path = os.path.join(folder, f"rank-{rank()}.pt")
     torch.save(state, path + ".tmp")
     os.replace(path + ".tmp", path)  # a crash mid-write leaves the previous one
@@ -129,10 +132,12 @@ def save(folder, model, optimizer, loader):
 
 
 def load(folder, model, optimizer, loader):
+    """Restores the three; returns the steps done before the checkpoint."""
     state = torch.load(os.path.join(folder, f"rank-{rank()}.pt"))
     unwrap(model).load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     loader.load_state_dict(state["loader"])
+    return state["step"]
 
 
 def evaluate(model, args):
@@ -177,13 +182,13 @@ def check_resume(args, classes):
         model, optimizer = make_model(len(classes), args)
         loader = make_loader(args, train=True)
         train(model, optimizer, loader, k, args, resumed)
-        save(folder, model, optimizer, loader)
+        save(folder, model, optimizer, loader, k)
         del model, optimizer, loader  # what a crash loses
         model, optimizer = make_model(len(classes), args)
         torch.manual_seed(12345)  # the resumed run's own state cannot matter
         loader = make_loader(args, train=True)
-        load(folder, model, optimizer, loader)
-        train(model, optimizer, loader, args.steps - k, args, resumed)
+        assert load(folder, model, optimizer, loader) == k
+        train(model, optimizer, loader, args.steps - k, args, resumed, first=k)
         if dist.is_initialized():
             dist.barrier()  # rank 0's folder outlives every rank's load
 
@@ -237,20 +242,22 @@ def main():
 
     model, optimizer = make_model(len(classes), args)
     loader = make_loader(args, train=True)
-    if args.resume:
-        load(args.resume, model, optimizer, loader)
+    done = load(args.resume, model, optimizer, loader) if args.resume else 0
     t0 = time.monotonic()
-    first = args.save_at if args.save_at is not None and args.checkpoint else args.steps
-    train(model, optimizer, loader, first, args)
-    if first < args.steps:
-        save(args.checkpoint, model, optimizer, loader)
-        train(model, optimizer, loader, args.steps - first, args)
+    # Steps up to --save-at, a checkpoint there, then the rest (--steps in all).
+    pause = args.save_at if args.save_at is not None and args.checkpoint else args.steps
+    if done < pause:
+        train(model, optimizer, loader, pause - done, args, first=done)
+        done = pause
+        if done < args.steps:
+            save(args.checkpoint, model, optimizer, loader, done)
+    train(model, optimizer, loader, max(0, args.steps - done), args, first=done)
     if args.checkpoint:
-        save(args.checkpoint, model, optimizer, loader)
+        save(args.checkpoint, model, optimizer, loader, max(done, args.steps))
     seconds = time.monotonic() - t0
     accuracy, seen = evaluate(model, args)
     if rank() == 0:
-        print(f"{args.steps} steps in {seconds:.1f} s; eval accuracy {accuracy:.3f} on {seen} "
+        print(f"step {args.steps} reached in {seconds:.1f} s; eval accuracy {accuracy:.3f} on {seen} "
               f"images", flush=True)
     if dist.is_initialized():
         dist.destroy_process_group()

@@ -168,3 +168,44 @@ def test_an_undecodable_tif_is_a_failed_sample_naming_it(tmp_path):
     assert batch["failed"].tolist() == [0]
     failure = loader.stats()["recent_failures"][0]
     assert failure["path"] == str(root / "bad.tif") and failure["code"] == "bad_data"
+
+
+def test_the_shard_conversion_keeps_every_image_with_its_imagefolder_label(class_tree,
+                                                                           tmp_path):
+    """examples/imagefolder_to_shards.sh: WebDataset's grouping (a sample's members
+    adjacent, one key each, the key before the first dot), every ImageFolder sample
+    once, its label in its .cls member; the same tree gives the same bytes."""
+    import hashlib
+    import subprocess
+    import tarfile
+    datasets = pytest.importorskip("torchvision.datasets")
+    reference = datasets.ImageFolder(class_tree)
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                          "imagefolder_to_shards.sh")
+    for out in ("a", "b"):
+        subprocess.run(["bash", script, class_tree, str(tmp_path / out), "4"], check=True,
+                       capture_output=True, timeout=120)
+    shards = sorted(f for f in os.listdir(tmp_path / "a") if f.endswith(".tar"))
+    assert len(shards) == -(-len(reference.samples) // 4)
+    assert (tmp_path / "a" / "classes.txt").read_text().splitlines() == reference.classes
+    got, keys = [], []
+    for shard in shards:
+        a, b = (open(tmp_path / d / shard, "rb").read() for d in ("a", "b"))
+        assert a == b, shard  # reproducible
+        with tarfile.open(tmp_path / "a" / shard) as tar:
+            members = tar.getmembers()
+            assert all(m.isfile() for m in members)
+            assert len(members) % 2 == 0
+            for pair in zip(members[::2], members[1::2]):  # in name order: .bmp < .cls < .jpg
+                cls, image = sorted(pair, key=lambda m: not m.name.endswith(".cls"))
+                key, ext = image.name.split(".", 1)
+                assert cls.name == key + ".cls" and "/" not in image.name
+                assert ext == ext.lower() and "." + ext in IMAGE_EXTENSIONS
+                keys.append(key)
+                label = int(tar.extractfile(cls).read())
+                got.append((hashlib.sha1(tar.extractfile(image).read()).hexdigest(), label))
+    assert len(set(keys)) == len(keys)
+    expected = [(hashlib.sha1(open(p, "rb").read()).hexdigest(), label)
+                for p, label in reference.samples]
+    assert sorted(got) == sorted(expected)
+    assert [label for _, label in got] != sorted(label for _, label in got)  # shuffled
