@@ -143,15 +143,16 @@ def test_imagefolder_extensions_decode_as_their_png_twin(tmp_path):
     for stem, exts in pairs.items():
         for ext in exts + [".png"]:
             write_image(str(root / (stem + ext)), 0, grey=stem == "grey")
-    # A TIFF of LZW and one of deflate compression: PIL's usual encodings.
+    # TIFFs of LZW, deflate and PackBits compression: PIL's usual encodings.
     rgb = Image.open(root / "rgb.png")
     rgb.save(root / "rgb-lzw.tif", "TIFF", compression="tiff_lzw")
     rgb.save(root / "rgb-deflate.tif", "TIFF", compression="tiff_adobe_deflate")
+    rgb.save(root / "rgb-packbits.tif", "TIFF", compression="packbits")
     loader = make_loader(str(root), batch_size=16, transform="none", size=32, shuffle=False)
     names = [os.path.basename(p) for p in loader.files]
     batch = next(iter(loader))
     assert "failed" not in batch, loader.stats()["recent_failures"]
-    assert len(names) == 9 and batch["data"].shape[0] == 9
+    assert len(names) == 10 and batch["data"].shape[0] == 10
     rows = {names[i]: row for i, row in zip(batch["ids"].tolist(), batch["data"])}
     for name, row in rows.items():
         twin = "grey.png" if name.startswith("grey") else "rgb.png"
