@@ -15,6 +15,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "launch/loader/demo_dataset.h"
 #include "launch/loader/job_settings.h"
 #include "launch/loader/remote_ops.h"
 #include "launch/loader/sources.h"
@@ -351,6 +352,29 @@ TEST(Dataset, ErrorsNameTheFolderOrListAndCarryTheirKey) {
   EXPECT_EQ(key, "list");
   EXPECT_NE(what.find("no paths"), std::string::npos) << what;
   fs::remove_all(dir);
+}
+
+// The demo images are 10 class folders (labels = folder lists them), made the same way
+// every time; a cache of the earlier flat layout is regenerated.
+TEST(DemoDataset, ImagesAreTenClassFoldersGeneratedDeterministically) {
+  const auto base = fs::temp_directory_path() / ("brigade-demo-" + std::to_string(::getpid()));
+  const DemoDatasetOptions options{.images = 30, .clips = 0, .threads = 2};
+  fs::create_directories(base / "a" / "images" / "07");  // a v1 bucket: not a class
+  media::write_file((base / "a" / ".complete").string(), std::vector<std::uint8_t>{'v', '1'});
+  ensure_demo_dataset(base / "a", options);
+  ensure_demo_dataset(base / "b", options);
+  const auto a = list_class_folders((base / "a" / "images").string(), MediaKind::image);
+  const auto b = list_class_folders((base / "b" / "images").string(), MediaKind::image);
+  ASSERT_EQ(a.classes().size(), 10u);
+  EXPECT_EQ(a.classes().front(), "class-0");
+  EXPECT_EQ(a.classes().back(), "class-9");
+  ASSERT_EQ(a.size(), 30u);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a.identity(i), b.identity(i));
+    EXPECT_EQ(a.label(i), static_cast<std::int64_t>(i / 3));  // 3 images a class
+    EXPECT_EQ(media::read_file(a.path(i)), media::read_file(b.path(i))) << a.identity(i);
+  }
+  fs::remove_all(base);
 }
 
 // A class-folder tree (labels = folder): 3 classes, nested folders, one corrupt sample.
