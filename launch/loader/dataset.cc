@@ -118,7 +118,8 @@ std::uint64_t Dataset::identity_hash() const {
   h.add("labels");
   for (const auto label : labels_) {
     char bytes[8];
-    for (int b = 0; b < 8; ++b) bytes[b] = static_cast<char>(static_cast<std::uint64_t>(label) >> (8 * b));
+    for (int b = 0; b < 8; ++b)
+      bytes[b] = static_cast<char>(static_cast<std::uint64_t>(label) >> (8 * b));
     h.add(std::string_view(bytes, 8));
   }
   return h.value();

@@ -115,13 +115,13 @@ class Dataset {
   std::string resolve(std::string_view path) const;
 
   std::string root_;
-  std::string identities_;                  // packed
+  std::string identities_;                   // packed
   std::vector<std::uint64_t> identity_end_;  // identity i ends here
   std::vector<std::int64_t> labels_;
   std::vector<std::string> classes_;
   std::vector<std::string> meta_names_;
-  std::vector<std::string> meta_values_;                // per column, packed
-  std::vector<std::vector<std::uint64_t>> meta_end_;   // per column
+  std::vector<std::string> meta_values_;              // per column, packed
+  std::vector<std::vector<std::uint64_t>> meta_end_;  // per column
   std::vector<std::string> containers_;
   std::vector<std::uint32_t> member_container_;  // empty, or one per sample (all members)
   std::vector<std::uint64_t> member_offset_, member_size_;
