@@ -101,7 +101,9 @@ Loader::Loader(const LoaderSettings& settings, py::object converter, py::object 
   }
   py::gil_scoped_release release;
   config_ = read_settings(settings, ignored_);
-  job_ = std::make_unique<launch::Job>(config_, launch::open_dataset(config_, settings.demo),
+  auto dataset = launch::open_dataset(config_, settings.demo);
+  labelled_ = dataset.labelled();
+  job_ = std::make_unique<launch::Job>(config_, std::move(dataset),
                                        launch::JobOptions{.stage = stage_});
 }
 
@@ -198,7 +200,7 @@ py::object Loader::to_python(launch::JobBatch batch, Held& held) {
     out["data"] = convert(std::move(batch.data));
   }
   out["ids"] = convert(id_tensor(batch.ids));
-  if (job_->dataset().labelled()) out["label"] = convert(label_tensor(std::move(batch.labels)));
+  if (labelled_) out["label"] = convert(label_tensor(std::move(batch.labels)));
   if (!batch.failed.empty()) out["failed"] = convert(id_tensor(batch.failed));
   return out;
 }

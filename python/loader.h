@@ -143,6 +143,9 @@ class Loader {
   launch::RunConfig config_{};
   std::vector<std::string> ignored_{};
   launch::BatchStage stage_{};  // the Python stage (none without a callable)
+  // Whether batches carry labels: read by to_python() on the engine's threads too,
+  // which must not touch job_ (replaced by restore(), reset by the destructor).
+  bool labelled_ = false;
   std::unique_ptr<launch::Job> job_;
   std::uint64_t handed_in_epoch_ = 0;  // batches handed out of the epoch in progress
   pybind11::object converter_, stage_fn_;

@@ -91,6 +91,18 @@ def test_labels_are_exported_without_a_copy(class_tree):
     assert as_torch.dtype == torch.int64 and label.shape == [4]
 
 
+def test_the_python_stage_sees_each_batch_with_its_labels(class_tree):
+    datasets = pytest.importorskip("torchvision.datasets")
+    targets = datasets.ImageFolder(class_tree).targets
+    loader = make_loader(class_tree, labels="folder", batch_size=4, size=32, resize=32,
+                         python_stage=lambda b: list(zip(b["ids"].tolist(),
+                                                         b["label"].tolist())),
+                         python_stage_threads=2)
+    pairs = [pair for staged in loader for pair in staged]
+    assert len(pairs) == len(targets)
+    assert all(targets[i] == label for i, label in pairs)
+
+
 def test_an_unlabelled_listing_follows_links_sorted_by_bytes_of_the_relative_path(class_tree):
     loader = make_loader(class_tree, batch_size=4, size=32, resize=32)
     assert loader.classes == []
