@@ -82,6 +82,7 @@ class FolderWalk {
         folder.files.push_back(std::move(name));
       }
     }
+    if (ec) fail(rel, ec);  // an increment that failed ended the loop
     std::sort(folder.files.begin(), folder.files.end());
     std::sort(subfolders.begin(), subfolders.end());
     return folder;
