@@ -18,8 +18,8 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include "launch/loader/job_config.h"
 #include "launch/loader/detail/launch_environment.h"
+#include "launch/loader/job_config.h"
 
 namespace brigade::launch {
 
@@ -101,16 +101,17 @@ class Builder {
     if (fixed_classes_) {
       if (auto it = class_index_.find(std::string(text)); it != class_index_.end())
         return static_cast<std::int64_t>(it->second);
-      if (!number) fail(name_, line, fmt::format("unknown class '{}' (not in the classes file)", text));
+      if (!number)
+        fail(name_, line, fmt::format("unknown class '{}' (not in the classes file)", text));
       if (*number < 0 || static_cast<std::uint64_t>(*number) >= class_index_.size())
         fail(name_, line,
              fmt::format("label {} out of range: the classes file names {} classes", *number,
                          class_index_.size()));
       return *number;
     }
-    const bool integer = number.has_value() || (text.front() == '-' && text.size() > 1 &&
-                                                text.find_first_not_of("0123456789", 1) ==
-                                                    std::string_view::npos);
+    const bool integer =
+        number.has_value() || (text.front() == '-' && text.size() > 1 &&
+                               text.find_first_not_of("0123456789", 1) == std::string_view::npos);
     if (integer && !first_name_line_) {
       if (!number || *number < 0)
         fail(name_, line, fmt::format("label {}: expected an integer >= 0 or a class name", text));
@@ -192,8 +193,8 @@ std::size_t count_lines(std::string_view text) {
 // -- CSV and TSV (libcsv) -----------------------------------------------------------
 
 struct CsvState {
-  std::string fields;               // this record's fields, packed
-  std::vector<std::size_t> ends;    // field i ends here
+  std::string fields;             // this record's fields, packed
+  std::vector<std::size_t> ends;  // field i ends here
   bool record_done = false;
   bool too_many = false;
 };
@@ -215,8 +216,8 @@ void free_parser(csv_parser* p) {
   delete p;
 }
 
-Dataset parse_csv(std::string_view text, char delimiter, const std::string& name,
-                  std::string root, const ManifestOptions& options,
+Dataset parse_csv(std::string_view text, char delimiter, const std::string& name, std::string root,
+                  const ManifestOptions& options,
                   const std::optional<std::vector<std::string>>& classes) {
   CsvParser parser(new csv_parser, free_parser);
   if (csv_init(parser.get(), CSV_STRICT | CSV_STRICT_FINI) != 0)
@@ -281,8 +282,9 @@ Dataset parse_csv(std::string_view text, char delimiter, const std::string& name
     at_boundary = false;
     if (csv_parse(parser.get(), bytes.data(), bytes.size(), csv_field, csv_record, &state) !=
         bytes.size())
-      fail(name, line, fmt::format("malformed {}: {}", delimiter == '\t' ? "TSV" : "CSV",
-                                   csv_strerror(csv_error(parser.get()))));
+      fail(name, line,
+           fmt::format("malformed {}: {}", delimiter == '\t' ? "TSV" : "CSV",
+                       csv_strerror(csv_error(parser.get()))));
     if (state.record_done) {
       record(record_line);
       at_boundary = true;
@@ -367,7 +369,8 @@ Dataset parse_jsonl(std::string_view text, const std::string& name, std::string 
     if (first && !label_column && label) label_column = "label";
     first = false;
     if (!path) fail(name, line, fmt::format("no path column '{}'", options.path_column));
-    if (label_column && !label) fail(name, line, fmt::format("no label column '{}'", *label_column));
+    if (label_column && !label)
+      fail(name, line, fmt::format("no label column '{}'", *label_column));
     for (std::size_t m = 0; m < meta.size(); ++m) {
       if (!seen_meta[m]) fail(name, line, fmt::format("no meta column '{}'", options.meta[m]));
     }
@@ -381,7 +384,8 @@ class MappedFile {
  public:
   explicit MappedFile(const std::string& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw ConfigError(fmt::format("manifest {}: {}", path, std::strerror(errno)), "manifest");
+    if (fd < 0)
+      throw ConfigError(fmt::format("manifest {}: {}", path, std::strerror(errno)), "manifest");
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
       ::close(fd);

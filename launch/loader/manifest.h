@@ -53,8 +53,8 @@ struct ManifestOptions {
   std::optional<ManifestFormat> format{};  // unset: by the file's extension
   std::string path_column = "path";
   std::optional<std::string> label_column{};  // unset: "label" when present
-  std::string classes_file{};                  // "": labels are integers or sorted names
-  std::vector<std::string> meta{};             // metadata columns to keep
+  std::string classes_file{};                 // "": labels are integers or sorted names
+  std::vector<std::string> meta{};            // metadata columns to keep
 };
 
 struct RunConfig;

@@ -1,6 +1,7 @@
 #include "launch/loader/manifest.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -65,16 +66,16 @@ TEST(Manifest, CsvQuotingEmbeddedCommasAndNewlinesBomAndCrlf) {
 }
 
 TEST(Manifest, ClassNamesAreNumberedInSortedOrder) {
-  const auto d = parse("path,label\nx.jpg,dog\ny.jpg,cat\nz.jpg,dog\nw.jpg,ant\n",
-                       ManifestFormat::csv);
+  const auto d =
+      parse("path,label\nx.jpg,dog\ny.jpg,cat\nz.jpg,dog\nw.jpg,ant\n", ManifestFormat::csv);
   EXPECT_EQ(d.classes(), (std::vector<std::string>{"ant", "cat", "dog"}));
   EXPECT_EQ(labels(d), (std::vector<std::int64_t>{2, 1, 2, 0}));
 }
 
 TEST(Manifest, AClassesFileNumbersNamesByLineAndBoundsIntegers) {
   const std::vector<std::string> classes{"zebra", "ant"};
-  const auto d = parse("path,label\nx.jpg,ant\ny.jpg,zebra\nz.jpg,1\n", ManifestFormat::csv, {},
-                       classes);
+  const auto d =
+      parse("path,label\nx.jpg,ant\ny.jpg,zebra\nz.jpg,1\n", ManifestFormat::csv, {}, classes);
   EXPECT_EQ(d.classes(), classes);
   EXPECT_EQ(labels(d), (std::vector<std::int64_t>{1, 0, 1}));
   EXPECT_NE(error_of("path,label\nx.jpg,ant\ny.jpg,2\n", ManifestFormat::csv, {}, classes)
@@ -135,7 +136,10 @@ TEST(Manifest, EveryBadInputNamesTheFileLineAndCause) {
       {"path\na\n", csv, {.meta = {"x"}}, "m:1: no meta column 'x' in the header"},
       {"path,label\na,1\nb,-2\n", csv, {}, "m:3: label -2: expected an integer >= 0"},
       {"path,label\na,1\nb,\n", csv, {}, "m:3: empty label"},
-      {"path,label\na,1\nb,cat\n", csv, {}, "m:3: label 'cat': the label column mixes integers (line 2)"},
+      {"path,label\na,1\nb,cat\n",
+       csv,
+       {},
+       "m:3: label 'cat': the label column mixes integers (line 2)"},
       {"path,label\na,cat\nb,2\n", csv, {}, "m:3: label '2': the label column mixes integers"},
       {"path,label\na,1\n\nb,2\na,3\n", csv, {}, "m:5: duplicate path 'a' (first at line 2)"},
       {"path\n\"a\nb\",\n", csv, {}, "m:2: 2 fields, where the header names 1 columns"},
@@ -148,11 +152,17 @@ TEST(Manifest, EveryBadInputNamesTheFileLineAndCause) {
       {"[1]\n", json, {}, "m:1: expected a JSON object"},
       {"{\"file\": \"a\"}\n", json, {}, "m:1: no path column 'path'"},
       {"{\"path\": 3}\n", json, {}, "m:1: path 'path': expected a string"},
-      {"{\"path\": \"a\", \"label\": 1}\n{\"path\": \"b\"}\n", json, {}, "m:2: no label column 'label'"},
+      {"{\"path\": \"a\", \"label\": 1}\n{\"path\": \"b\"}\n",
+       json,
+       {},
+       "m:2: no label column 'label'"},
       {"{\"path\": \"a\", \"label\": 1.5}\n", json, {}, "m:1: label 1.5: expected an integer"},
       {"{\"path\": \"a\", \"label\": true}\n", json, {}, "m:1: label true: expected an integer"},
       {"{\"path\": \"a\", \"path\": \"b\"}\n", json, {}, "m:1: key 'path' given twice"},
-      {"{\"path\": \"a\"}\n{\"path\": \"a\"}\n", json, {}, "m:2: duplicate path 'a' (first at line 1)"},
+      {"{\"path\": \"a\"}\n{\"path\": \"a\"}\n",
+       json,
+       {},
+       "m:2: duplicate path 'a' (first at line 1)"},
       {"{\"path\": \"a\"}\n", json, {.meta = {"w"}}, "m:1: no meta column 'w'"},
   };
   for (const auto& [text, format, options, want] : cases) {
@@ -166,8 +176,8 @@ TEST(Manifest, ReadsAFileByExtensionRootedAtItsFolder) {
   fs::create_directories(dir);
   std::ofstream(dir / "m.JSONL") << "{\"path\": \"x/a.jpg\", \"label\": \"b\"}\n";
   std::ofstream(dir / "classes.txt") << "a\nb\n";
-  const auto d = read_manifest((dir / "m.JSONL").string(),
-                               {.classes_file = (dir / "classes.txt").string()});
+  const auto d =
+      read_manifest((dir / "m.JSONL").string(), {.classes_file = (dir / "classes.txt").string()});
   EXPECT_EQ(d.path(0), (dir / "x/a.jpg").string());
   EXPECT_EQ(labels(d), (std::vector<std::int64_t>{1}));
   std::ofstream(dir / "m.txt") << "path\na\n";
@@ -176,8 +186,8 @@ TEST(Manifest, ReadsAFileByExtensionRootedAtItsFolder) {
   EXPECT_THROW(read_manifest((dir / "missing.csv").string(), {}), ConfigError);
   std::ofstream(dir / "dup.txt") << "a\n\na\n";
   try {
-    read_manifest((dir / "m.txt").string(), {.format = ManifestFormat::csv,
-                                             .classes_file = (dir / "dup.txt").string()});
+    read_manifest((dir / "m.txt").string(),
+                  {.format = ManifestFormat::csv, .classes_file = (dir / "dup.txt").string()});
     ADD_FAILURE() << "a classes file with a blank line was accepted";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key(), "classes");
@@ -202,8 +212,8 @@ TEST(Manifest, MutatedAndRandomManifestsGiveADatasetOrAnError) {
   int parsed = 0, refused = 0;
   for (int round = 0; round < 3000; ++round) {
     const auto& [text, format] = valid[round % valid.size()];
-    const auto bytes = transport::test::mutated(std::vector<char>(text.begin(), text.end()),
-                                                round / 3, random);
+    const auto bytes =
+        transport::test::mutated(std::vector<char>(text.begin(), text.end()), round / 3, random);
     ManifestOptions options{.meta = {"caption"}};
     if (format == ManifestFormat::tsv) options.meta.clear();
     try {
