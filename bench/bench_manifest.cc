@@ -76,8 +76,8 @@ int main(int argc, char** argv) {
       path_bytes += d.identity(i).size();
       meta_bytes += d.meta(i, 0).size();
     }
-    const double per_sample = (static_cast<double>(held) - static_cast<double>(path_bytes)) /
-                              static_cast<double>(n);
+    const double per_sample =
+        (static_cast<double>(held) - static_cast<double>(path_bytes)) / static_cast<double>(n);
     std::printf(
         "{\"bench\": \"manifest\", \"format\": \"%s\", \"rows\": %llu, \"file_bytes\": %llu, "
         "\"load_s\": %.3f, \"lines_per_s\": %.0f, \"held_bytes_per_sample_beyond_paths\": %.1f, "

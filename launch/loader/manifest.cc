@@ -27,11 +27,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-[[noreturn]] void fail(const std::string& name, std::size_t line, std::string_view what) {
+[[noreturn]] void fail_at(const std::string& name, std::size_t line, std::string_view what) {
   throw ConfigError(fmt::format("manifest {}:{}: {}", name, line, what), "manifest");
 }
 
-std::string_view trim(std::string_view s) {
+std::string_view trim_blank(std::string_view s) {
   const auto first = s.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos) return {};
   return s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1);
@@ -39,10 +39,10 @@ std::string_view trim(std::string_view s) {
 
 // The rows as they are parsed, into the Dataset: labels (integers, or names numbered
 // in order of appearance and renumbered by sorted name at the end), duplicate paths.
-class Builder {
+class ManifestBuilder {
  public:
-  Builder(const std::string& name, std::string root, const ManifestOptions& options,
-          const std::optional<std::vector<std::string>>& classes)
+  ManifestBuilder(const std::string& name, std::string root, const ManifestOptions& options,
+                  const std::optional<std::vector<std::string>>& classes)
       : name_(name), dataset_(std::move(root)) {
     dataset_.set_meta_columns(options.meta);
     if (classes) {
@@ -57,7 +57,7 @@ class Builder {
   // A row of line `line`; `label` null for an unlabelled manifest.
   void row(std::size_t line, std::string_view path, const std::string_view* label,
            std::span<const std::string_view> meta) {
-    if (path.empty()) fail(name_, line, "empty path");
+    if (path.empty()) fail_at(name_, line, "empty path");
     SampleEntry e{.identity = path, .meta = meta};
     if (label) e.label = label_of(line, *label);
     if (line != expected_line_) lines_.emplace_back(dataset_.size(), line);
@@ -66,12 +66,12 @@ class Builder {
     try {
       dataset_.add(e);
     } catch (const std::invalid_argument& error) {
-      fail(name_, line, error.what());
+      fail_at(name_, line, error.what());
     }
   }
 
   Dataset finish(std::size_t last_line) {
-    if (dataset_.empty()) fail(name_, last_line, "no rows: the manifest lists no sample");
+    if (dataset_.empty()) fail_at(name_, last_line, "no rows: the manifest lists no sample");
     check_duplicates();
     if (!names_.empty()) {
       std::vector<std::size_t> order(names_.size());
@@ -95,18 +95,18 @@ class Builder {
 
  private:
   std::int64_t label_of(std::size_t line, std::string_view text) {
-    text = trim(text);
-    if (text.empty()) fail(name_, line, "empty label");
+    text = trim_blank(text);
+    if (text.empty()) fail_at(name_, line, "empty label");
     const auto number = detail::parse_int(text);
     if (fixed_classes_) {
       if (auto it = class_index_.find(std::string(text)); it != class_index_.end())
         return static_cast<std::int64_t>(it->second);
       if (!number)
-        fail(name_, line, fmt::format("unknown class '{}' (not in the classes file)", text));
+        fail_at(name_, line, fmt::format("unknown class '{}' (not in the classes file)", text));
       if (*number < 0 || static_cast<std::uint64_t>(*number) >= class_index_.size())
-        fail(name_, line,
-             fmt::format("label {} out of range: the classes file names {} classes", *number,
-                         class_index_.size()));
+        fail_at(name_, line,
+                fmt::format("label {} out of range: the classes file names {} classes", *number,
+                            class_index_.size()));
       return *number;
     }
     const bool integer =
@@ -114,16 +114,17 @@ class Builder {
                                text.find_first_not_of("0123456789", 1) == std::string_view::npos);
     if (integer && !first_name_line_) {
       if (!number || *number < 0)
-        fail(name_, line, fmt::format("label {}: expected an integer >= 0 or a class name", text));
+        fail_at(name_, line,
+                fmt::format("label {}: expected an integer >= 0 or a class name", text));
       if (!first_integer_line_) first_integer_line_ = line;
       return *number;
     }
     if (integer || first_integer_line_) {
-      fail(name_, line,
-           fmt::format("label '{}': the label column mixes integers (line {}) and class names "
-                       "(line {}); give a classes file to say which is which",
-                       text, first_integer_line_ ? *first_integer_line_ : line,
-                       first_name_line_ ? *first_name_line_ : line));
+      fail_at(name_, line,
+              fmt::format("label '{}': the label column mixes integers (line {}) and class names "
+                          "(line {}); give a classes file to say which is which",
+                          text, first_integer_line_ ? *first_integer_line_ : line,
+                          first_name_line_ ? *first_name_line_ : line));
     }
     if (!first_name_line_) first_name_line_ = line;
     auto [it, added] = class_index_.try_emplace(std::string(text), names_.size());
@@ -155,9 +156,9 @@ class Builder {
         if (!std::binary_search(repeated.begin(), repeated.end(), hashes_[row])) continue;
         auto [it, added] = first.try_emplace(dataset_.identity(row), row);
         if (!added)
-          fail(name_, line_of(row),
-               fmt::format("duplicate path '{}' (first at line {})", dataset_.identity(row),
-                           line_of(it->second)));
+          fail_at(name_, line_of(row),
+                  fmt::format("duplicate path '{}' (first at line {})", dataset_.identity(row),
+                              line_of(it->second)));
       }
     }
     hashes_ = {};
@@ -226,7 +227,7 @@ Dataset parse_csv(std::string_view text, char delimiter, const std::string& name
   if (delimiter == '\t') csv_set_space_func(parser.get(), tsv_space);
   if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
 
-  Builder builder(name, std::move(root), options, classes);
+  ManifestBuilder builder(name, std::move(root), options, classes);
   builder.dataset().reserve(count_lines(text), 0);
   CsvState state;
   std::vector<std::string> header;
@@ -239,7 +240,7 @@ Dataset parse_csv(std::string_view text, char delimiter, const std::string& name
                           const char* what) -> std::optional<std::size_t> {
     const auto it = std::find(header.begin(), header.end(), wanted);
     if (it != header.end()) return static_cast<std::size_t>(it - header.begin());
-    if (what) fail(name, line, fmt::format("no {} column '{}' in the header", what, wanted));
+    if (what) fail_at(name, line, fmt::format("no {} column '{}' in the header", what, wanted));
     return std::nullopt;
   };
   const auto record = [&](std::size_t line) {
@@ -252,7 +253,7 @@ Dataset parse_csv(std::string_view text, char delimiter, const std::string& name
     if (header.empty()) {
       for (const auto f : fields) {
         if (std::find(header.begin(), header.end(), f) != header.end())
-          fail(name, line, fmt::format("column '{}' named twice in the header", f));
+          fail_at(name, line, fmt::format("column '{}' named twice in the header", f));
         header.emplace_back(f);
       }
       path_at = *column(options.path_column, line, "path");
@@ -262,9 +263,9 @@ Dataset parse_csv(std::string_view text, char delimiter, const std::string& name
       builder.expect_first_row_at(line + 1);
     } else {
       if (fields.size() != header.size())
-        fail(name, line,
-             fmt::format("{} fields, where the header names {} columns", fields.size(),
-                         header.size()));
+        fail_at(name, line,
+                fmt::format("{} fields, where the header names {} columns", fields.size(),
+                            header.size()));
       for (std::size_t m = 0; m < meta_at.size(); ++m) meta[m] = fields[meta_at[m]];
       builder.row(line, fields[path_at], label_at ? &fields[*label_at] : nullptr, meta);
     }
@@ -277,23 +278,23 @@ Dataset parse_csv(std::string_view text, char delimiter, const std::string& name
   std::size_t record_line = 1, last_line = 1;
   for_each_line(text, [&](std::size_t line, std::string_view bytes) {
     last_line = line;
-    if (at_boundary && trim(bytes).empty()) return;  // a blank line
+    if (at_boundary && trim_blank(bytes).empty()) return;  // a blank line
     if (at_boundary) record_line = line;
     at_boundary = false;
     if (csv_parse(parser.get(), bytes.data(), bytes.size(), csv_field, csv_record, &state) !=
         bytes.size())
-      fail(name, line,
-           fmt::format("malformed {}: {}", delimiter == '\t' ? "TSV" : "CSV",
-                       csv_strerror(csv_error(parser.get()))));
+      fail_at(name, line,
+              fmt::format("malformed {}: {}", delimiter == '\t' ? "TSV" : "CSV",
+                          csv_strerror(csv_error(parser.get()))));
     if (state.record_done) {
       record(record_line);
       at_boundary = true;
     }
   });
   if (csv_fini(parser.get(), csv_field, csv_record, &state) != 0)
-    fail(name, last_line, "malformed quoting: a quoted field is not closed");
+    fail_at(name, last_line, "malformed quoting: a quoted field is not closed");
   if (state.record_done) record(record_line);
-  if (header.empty()) fail(name, last_line, "empty manifest: no header");
+  if (header.empty()) fail_at(name, last_line, "empty manifest: no header");
   return builder.finish(last_line);
 }
 
@@ -305,7 +306,7 @@ Dataset parse_jsonl(std::string_view text, const std::string& name, std::string 
   // The DOM parser: it picks the CPU's fastest kernels at run time (On Demand's are
   // chosen when compiling, without -march the portable fallback).
   namespace dom = simdjson::dom;
-  Builder builder(name, std::move(root), options, classes);
+  ManifestBuilder builder(name, std::move(root), options, classes);
   builder.dataset().reserve(count_lines(text), 0);
   dom::parser parser;
   std::string padded;
@@ -327,14 +328,14 @@ Dataset parse_jsonl(std::string_view text, const std::string& name, std::string 
 
   for_each_line(text, [&](std::size_t line, std::string_view bytes) {
     last_line = line;
-    if (trim(bytes).empty()) return;
+    if (trim_blank(bytes).empty()) return;
     padded.assign(bytes);
     padded.resize(bytes.size() + simdjson::SIMDJSON_PADDING);
     dom::element doc;
     if (auto e = parser.parse(padded.data(), bytes.size(), false).get(doc))
-      fail(name, line, fmt::format("malformed JSON: {}", simdjson::error_message(e)));
+      fail_at(name, line, fmt::format("malformed JSON: {}", simdjson::error_message(e)));
     dom::object object;
-    if (doc.get(object)) fail(name, line, "expected a JSON object");
+    if (doc.get(object)) fail_at(name, line, "expected a JSON object");
     std::optional<std::string_view> path;
     std::optional<std::string_view> label;
     std::fill(seen_meta.begin(), seen_meta.end(), 0);
@@ -343,36 +344,37 @@ Dataset parse_jsonl(std::string_view text, const std::string& name, std::string 
       const auto value = field.value;
       const bool is_label = label_column ? key == *label_column : first && key == "label";
       if (key == options.path_column) {
-        if (path) fail(name, line, fmt::format("key '{}' given twice", key));
-        if (!value.is_string()) fail(name, line, fmt::format("path '{}': expected a string", key));
+        if (path) fail_at(name, line, fmt::format("key '{}' given twice", key));
+        if (!value.is_string())
+          fail_at(name, line, fmt::format("path '{}': expected a string", key));
         path = std::string_view(value);
       } else if (is_label) {
-        if (label) fail(name, line, fmt::format("key '{}' given twice", key));
+        if (label) fail_at(name, line, fmt::format("key '{}' given twice", key));
         if (value.is_string()) {
           label = std::string_view(value);
         } else if (value.is_int64()) {
           label_text = std::to_string(std::int64_t(value));
           label = label_text;
         } else {
-          fail(name, line,
-               fmt::format("label {}: expected an integer >= 0 or a class name",
-                           simdjson::minify(value)));
+          fail_at(name, line,
+                  fmt::format("label {}: expected an integer >= 0 or a class name",
+                              simdjson::minify(value)));
         }
       }
       for (std::size_t m = 0; m < options.meta.size(); ++m) {
         if (key != options.meta[m]) continue;
-        if (seen_meta[m]) fail(name, line, fmt::format("key '{}' given twice", key));
+        if (seen_meta[m]) fail_at(name, line, fmt::format("key '{}' given twice", key));
         seen_meta[m] = 1;
         meta[m] = text_of(value, meta_text[m]);
       }
     }
     if (first && !label_column && label) label_column = "label";
     first = false;
-    if (!path) fail(name, line, fmt::format("no path column '{}'", options.path_column));
+    if (!path) fail_at(name, line, fmt::format("no path column '{}'", options.path_column));
     if (label_column && !label)
-      fail(name, line, fmt::format("no label column '{}'", *label_column));
+      fail_at(name, line, fmt::format("no label column '{}'", *label_column));
     for (std::size_t m = 0; m < meta.size(); ++m) {
-      if (!seen_meta[m]) fail(name, line, fmt::format("no meta column '{}'", options.meta[m]));
+      if (!seen_meta[m]) fail_at(name, line, fmt::format("no meta column '{}'", options.meta[m]));
     }
     builder.row(line, *path, label ? &*label : nullptr, meta);
   });
@@ -421,7 +423,7 @@ std::vector<std::string> read_classes(const std::string& file) {
   std::vector<std::string> names;
   std::string line;
   for (std::size_t n = 1; std::getline(in, line); ++n) {
-    const auto name = trim(line);
+    const auto name = trim_blank(line);
     if (name.empty()) {
       throw ConfigError(fmt::format("classes {}:{}: blank line (one class name per line)", file, n),
                         "classes");
