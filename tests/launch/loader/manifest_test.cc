@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "launch/loader/job_config.h"
+#include "launch/loader/job_settings.h"
+#include "launch/loader/sources.h"
 #include "tests/transport/wire/mutations.h"
 
 namespace brigade::launch {
@@ -194,6 +196,46 @@ TEST(Manifest, ReadsAFileByExtensionRootedAtItsFolder) {
     EXPECT_NE(std::string(e.what()).find("dup.txt:2: blank line"), std::string::npos);
   }
   fs::remove_all(dir);
+}
+
+TEST(Manifest, KeysFromTomlAndFlagsReachTheListing) {
+  RunConfig c;
+  apply_toml(c, R"(
+manifest = "lists/train.tsv"
+manifest_format = "tsv"
+path_column = "file"
+label_column = "cls"
+classes = "classes.txt"
+meta = ["caption", "width"]
+)",
+             "/jobs/run.toml");
+  EXPECT_EQ(c.manifest, "/jobs/lists/train.tsv");  // relative to the TOML's folder
+  EXPECT_EQ(c.classes, "/jobs/classes.txt");
+  const auto o = manifest_options(c);
+  EXPECT_EQ(o.format, ManifestFormat::tsv);
+  EXPECT_EQ(o.path_column, "file");
+  EXPECT_EQ(o.label_column, "cls");
+  EXPECT_EQ(o.meta, (std::vector<std::string>{"caption", "width"}));
+  apply_setting(c, "meta", "a, b", "--meta");
+  EXPECT_EQ(c.meta, (std::vector<std::string>{"a", "b"}));
+  EXPECT_THROW(apply_setting(c, "meta", "a,a", "--meta"), ConfigError);
+  EXPECT_THROW(apply_setting(c, "manifest_format", "xml", "--manifest-format"), ConfigError);
+  c.data = "images";
+  try {
+    resolve(c, [](const char*) -> const char* { return nullptr; });
+    ADD_FAILURE() << "manifest and data were both accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "manifest");
+  }
+  RunConfig folder;
+  folder.data = "images";
+  folder.meta = {"caption"};
+  try {
+    open_dataset(folder, false);
+    ADD_FAILURE() << "meta without a manifest was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "meta");
+  }
 }
 
 // Random and mutated manifests: each parses into a dataset or throws ConfigError,
