@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "launch/loader/demo_dataset.h"
+#include "launch/loader/manifest.h"
 
 namespace brigade::launch {
 
@@ -63,6 +64,9 @@ Dataset read_list(const std::string& list_file) {
 }
 
 Dataset open_dataset(const RunConfig& c, bool demo_allowed) {
+  if (!c.manifest.empty()) return read_manifest(c.manifest, manifest_options(c));
+  if (!c.meta.empty())
+    throw ConfigError("meta: only a manifest has metadata columns (give manifest=FILE)", "meta");
   if (!c.list.empty()) return read_list(c.list);
   if (!c.data.empty()) return list_folder(c.data, c.kind);
   if (!demo_allowed) {
