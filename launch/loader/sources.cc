@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "launch/loader/demo_dataset.h"
+#include "launch/loader/manifest.h"
 
 namespace brigade::launch {
 
@@ -215,15 +216,17 @@ Dataset read_list(const std::string& list_file) {
 
 Dataset open_dataset(const RunConfig& c, bool demo_allowed) {
   const bool by_folder = c.labels == Labels::folder;
-  if (!c.list.empty()) {
-    if (by_folder) {
-      throw ConfigError(
-          "labels: folder takes the classes from the data folder's subfolders; a list has none "
-          "(give data=DIR instead of list=FILE)",
-          "labels");
-    }
-    return read_list(c.list);
+  if (by_folder && (!c.list.empty() || !c.manifest.empty())) {
+    throw ConfigError(
+        "labels: folder takes the classes from the data folder's subfolders; a list or a "
+        "manifest has none (give data=DIR instead; a manifest's labels come from its "
+        "label_column)",
+        "labels");
   }
+  if (!c.manifest.empty()) return read_manifest(c.manifest, manifest_options(c));
+  if (!c.meta.empty())
+    throw ConfigError("meta: only a manifest has metadata columns (give manifest=FILE)", "meta");
+  if (!c.list.empty()) return read_list(c.list);
   if (!c.data.empty())
     return by_folder ? list_class_folders(c.data, c.kind) : list_folder(c.data, c.kind);
   if (!demo_allowed) {

@@ -143,6 +143,11 @@ def test_class_folder_errors_name_the_folder_and_the_classes(tmp_path):
     with pytest.raises(brigade.ConfigError, match="labels: folder") as e:
         brigade.Loader(list=str(listing), labels="folder", environment=NO_LAUNCHER)
     assert e.value.key == "labels"
+    manifest = tmp_path / "samples.csv"
+    manifest.write_text("path,label\nsome/full/x.jpg,0\n")
+    with pytest.raises(brigade.ConfigError, match="labels: folder") as e:
+        brigade.Loader(manifest=str(manifest), labels="folder", environment=NO_LAUNCHER)
+    assert e.value.key == "labels"
     with pytest.raises(brigade.ConfigError, match="labels"):
         make_loader(str(tmp_path / "some"), labels="folders")
 
