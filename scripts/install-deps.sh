@@ -15,10 +15,14 @@ pkgs=(
   libfuse3-dev fuse3
   openssl iproute2  # the TLS test makes certificates; the netns test makes hosts
   libcurl4-openssl-dev  # transport/storage/: HTTP(S) to object stores
+  python3-boto3  # storage_tests: fills the S3 server's bucket
   # The Python front end (python/) and its tests: Debian's Python 3.11, torch 1.13.
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch python3-setuptools
   python3-pip
 )
+# npm for storage_tests' s3rver (below): Debian's, unless an npm is there already (a
+# NodeSource nodejs carries its own and conflicts with Debian's npm package).
+command -v npm >/dev/null || pkgs+=(npm)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -31,11 +35,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# storage_tests' S3 server: moto's server with IAM authentication on (it verifies SigV4
-# signatures), populated with boto3. Debian 12 packages boto3 (1.26) but not moto, so both
-# come from PyPI for the python3 the tests run (or $BRIGADE_TEST_PYTHON).
-test_python="${BRIGADE_TEST_PYTHON:-python3}"
-if ! "$test_python" -c 'import moto.server, boto3' 2>/dev/null; then
-  echo "install-deps: installing moto[server] and boto3 for $test_python (storage_tests)" >&2
-  PIP_BREAK_SYSTEM_PACKAGES=1 "$test_python" -m pip install -q 'moto[server]>=5.1,<6' boto3
+# storage_tests' S3 server: s3rver from npm (Debian 12 packages no S3 server that runs
+# alone: radosgw needs a Ceph cluster; no moto, no minio), pinned, into a fixed prefix under
+# Brigade's cache, only when missing. The tests find it there (or at $BRIGADE_S3RVER) and
+# download nothing; without it they skip saying so. Buckets are filled with Debian's boto3.
+s3rver_prefix="${XDG_CACHE_HOME:-$HOME/.cache}/brigade/npm"
+if [ ! -x "$s3rver_prefix/node_modules/.bin/s3rver" ] ||
+  ! grep -q '"version": "3.7.1"' "$s3rver_prefix/node_modules/s3rver/package.json"; then
+  echo "install-deps: installing s3rver@3.7.1 under $s3rver_prefix (storage_tests)" >&2
+  mkdir -p "$s3rver_prefix"
+  npm install --prefix "$s3rver_prefix" --no-audit --no-fund s3rver@3.7.1 >/dev/null
 fi

@@ -1,5 +1,12 @@
-// ObjectStore against a real S3-compatible server (moto, verifying signatures) started
-// by s3_fixture.py on 127.0.0.1, directly and through its fault-injecting proxy.
+// ObjectStore against a real S3-compatible server (s3rver from npm) started by
+// s3_fixture.py on 127.0.0.1, directly and through its fault-injecting proxy.
+//
+// s3rver 3.7 refuses an unknown access key id, a malformed Authorization header, a missing
+// x-amz-content-sha256 and a date off by more than 15 minutes, but it does not verify SigV4
+// signatures (a wrong secret is accepted) and no S3 server from Debian or npm that runs here
+// does. So no test here shows a wrong signature refused: the signature is proven right by
+// sigv4_test.cc (the AWS SigV4 test-suite vectors, SigV4Suite.*, and the S3 documentation's
+// examples); this server proves the protocol (listing pages, ranges, errors, retries).
 #include "transport/storage/object_store.h"
 
 #include <gtest/gtest.h>
@@ -23,7 +30,7 @@ namespace {
 // The fixture process: its "name=value" lines, and fault commands over its stdin.
 class S3Server {
  public:
-  S3Server(const std::filesystem::path& mirror, bool open) {
+  explicit S3Server(const std::filesystem::path& mirror) {
     int to_child[2], from_child[2];
     if (pipe(to_child) != 0 || pipe(from_child) != 0) return;
     posix_spawn_file_actions_t actions;
@@ -32,11 +39,11 @@ class S3Server {
     posix_spawn_file_actions_adddup2(&actions, from_child[1], 1);
     posix_spawn_file_actions_addclose(&actions, to_child[1]);
     posix_spawn_file_actions_addclose(&actions, from_child[0]);
-    const char* python =
-        std::getenv("BRIGADE_TEST_PYTHON") ? std::getenv("BRIGADE_TEST_PYTHON") : "python3";
-    std::string script = BRIGADE_S3_FIXTURE, dir = mirror.string(), flag = open ? "--open" : "";
-    char* argv[] = {const_cast<char*>(python), script.data(), dir.data(),
-                    open ? flag.data() : nullptr, nullptr};
+    // Debian's python3, where python3-boto3 installs boto3.
+    const char* python = std::getenv("BRIGADE_TEST_PYTHON") ? std::getenv("BRIGADE_TEST_PYTHON")
+                                                            : "/usr/bin/python3";
+    std::string script = BRIGADE_S3_FIXTURE, dir = mirror.string();
+    char* argv[] = {const_cast<char*>(python), script.data(), dir.data(), nullptr};
     bool spawned = posix_spawnp(&pid_, python, &actions, nullptr, argv, environ) == 0;
     posix_spawn_file_actions_destroy(&actions);
     close(to_child[0]);
@@ -57,6 +64,12 @@ class S3Server {
     if (pid_ > 0) waitpid(pid_, nullptr, 0);
   }
   bool ready() const { return ready_; }
+  // Why the server is not ready: the fixture's "missing=" line, or a generic reason.
+  std::string why_not() const {
+    auto missing = values_.find("missing");
+    return missing != values_.end() ? missing->second
+                                    : "s3_fixture.py failed to start (its stderr says why)";
+  }
   std::string operator[](const std::string& name) const { return values_.at(name); }
   // Arms a fault in the proxy ("fail 2"); returns once the fixture has armed it.
   void arm(const std::string& command) {
@@ -90,16 +103,14 @@ std::vector<std::byte> file_bytes(const std::filesystem::path& path, std::uint64
   return out;
 }
 
-// One server per suite: kOpen false, authentication on; true, off (--open).
-template <bool kOpen>
-class ServerTest : public testing::Test {
+// One server for the suite.
+class ObjectStoreTest : public testing::Test {
  protected:
   static void SetUpTestSuite() {
-    mirror_ = new std::filesystem::path(
-        std::filesystem::temp_directory_path() /
-        ("brigade-s3-" + std::to_string(::getpid()) + (kOpen ? "-open" : "")));
+    mirror_ = new std::filesystem::path(std::filesystem::temp_directory_path() /
+                                        ("brigade-s3-" + std::to_string(::getpid())));
     std::filesystem::create_directories(*mirror_);
-    server_ = new S3Server(*mirror_, kOpen);
+    server_ = new S3Server(*mirror_);
   }
   static void TearDownTestSuite() {
     delete server_;
@@ -108,9 +119,7 @@ class ServerTest : public testing::Test {
   }
   void SetUp() override {
     if (!server_->ready()) {
-      GTEST_SKIP()
-          << "the S3 test server could not be started (s3_fixture.py needs moto[server] and "
-             "boto3 for python3 or $BRIGADE_TEST_PYTHON: scripts/install-deps.sh)";
+      GTEST_SKIP() << "the S3 test server could not be started: " << server_->why_not();
     }
   }
   static StoreOptions options(const std::string& endpoint_name = "endpoint") {
@@ -129,17 +138,11 @@ class ServerTest : public testing::Test {
   static inline S3Server* server_ = nullptr;
 };
 
-// The prefix "train" rather than "train/": moto 5.2 checks signatures against the query
-// as it decoded it, so a '/' in a prefix (sent as %2F, as AWS requires) fails its check
-// for boto3 as well as for us (SignatureDoesNotMatch); sigv4_test.cc covers the encoding.
-using ObjectStoreTest = ServerTest<false>;
-using OpenObjectStoreTest = ServerTest<true>;
-
 TEST_F(ObjectStoreTest, ListsEveryPageSortedByKey) {
   StoreOptions paged = options();
   paged.list_page_size = 4;
   ObjectStore store(paged);
-  std::vector<ObjectEntry> entries = store.list(url("train"));
+  std::vector<ObjectEntry> entries = store.list(url("train/"));
   std::vector<std::string> expected;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(local("train"))) {
     if (entry.is_regular_file())
@@ -153,14 +156,16 @@ TEST_F(ObjectStoreTest, ListsEveryPageSortedByKey) {
     EXPECT_EQ(entries[i].size, std::filesystem::file_size(local(expected[i])));
     EXPECT_FALSE(entries[i].etag.empty());
   }
-  EXPECT_EQ(store.stats().requests, 7u);  // 26 keys, 4 a page
+  EXPECT_EQ(store.stats().requests, 7u);            // 26 keys, 4 a page
+  EXPECT_EQ(store.list(url("train")).size(), 26u);  // a prefix, not a folder
+  EXPECT_TRUE(store.list(url("train/class_c/")).empty());
 }
 
 TEST_F(ObjectStoreTest, RangeReadsAreByteIdenticalToTheFile) {
   ObjectStore store(options());
   const std::uint64_t size = std::filesystem::file_size(local("big.bin"));
   for (auto [offset, length] : std::vector<std::pair<std::uint64_t, std::uint64_t>>{
-           {0, 1}, {12345, 100000}, {size - 1000, 1000}, {size - 1, 1}, {0, size}}) {
+           {0, 2}, {1, 1}, {12345, 100000}, {size - 1000, 1000}, {size - 1, 1}, {0, size}}) {
     EXPECT_EQ(store.get(url("big.bin"), offset, length),
               file_bytes(local("big.bin"), offset, length))
         << offset << "+" << length;
@@ -185,6 +190,21 @@ TEST_F(ObjectStoreTest, RangeBeyondTheEndIsOutOfRange) {
       EXPECT_EQ(error.url(), url("big.bin"));
     }
   }
+}
+
+// s3rver 3.7 answers "Range: bytes=0-0" with the whole object (it reads the range's end
+// as `end || Infinity`) and a Content-Range saying so: the client refuses an answer that
+// is not the range it asked for rather than cutting it.
+TEST_F(ObjectStoreTest, AnswerOtherThanTheRangeAskedIsRefused) {
+  ObjectStore store(options());
+  try {
+    store.get(url("big.bin"), 0, 1);
+    FAIL() << "no error";
+  } catch (const StorageError& error) {
+    EXPECT_EQ(error.code(), StorageErrc::out_of_range) << error.what();
+    EXPECT_NE(std::string(error.what()).find("bytes 0-0"), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(store.stats().retries, 0u);
 }
 
 TEST_F(ObjectStoreTest, MissingObjectIsNotFoundNamedWithItsUrl) {
@@ -222,21 +242,6 @@ TEST_F(ObjectStoreTest, UnknownAccessKeyIsAccessDeniedWithoutTheSecret) {
   }
 }
 
-// The server verifies signatures: the right key id with a wrong secret is refused.
-TEST_F(ObjectStoreTest, WrongSecretIsRefused) {
-  StoreOptions wrong = options();
-  wrong.credentials->secret_access_key[0] ^= 1;
-  ObjectStore store(wrong);
-  try {
-    store.head(url("big.bin"));
-    FAIL() << "no error";
-  } catch (const StorageError& error) {
-    EXPECT_EQ(error.code(), StorageErrc::access_denied);
-    EXPECT_EQ(std::string(error.what()).find(wrong.credentials->secret_access_key),
-              std::string::npos);
-  }
-}
-
 TEST_F(ObjectStoreTest, HttpsCannotBeListed) {
   ObjectStore store(options());
   try {
@@ -244,17 +249,6 @@ TEST_F(ObjectStoreTest, HttpsCannotBeListed) {
     FAIL() << "no error";
   } catch (const StorageError& error) {
     EXPECT_EQ(error.code(), StorageErrc::unsupported);
-  }
-}
-
-TEST_F(ObjectStoreTest, PlainHttpUrlReadsThePathAsGiven) {
-  // Path-style on the server itself, unsigned: moto refuses it (auth is on), named.
-  ObjectStore store(options());
-  try {
-    store.get((*server_)["endpoint"] + "/" + (*server_)["bucket"] + "/big.bin", 0, 10);
-    FAIL() << "no error";
-  } catch (const StorageError& error) {
-    EXPECT_EQ(error.code(), StorageErrc::access_denied) << error.what();
   }
 }
 
@@ -348,7 +342,7 @@ TEST_F(ObjectStoreTest, ConcurrentRangeReadsFromManyThreads) {
       EXPECT_EQ(mismatches.load(), 0);
       std::cout << "[ figures  ] " << threads << " thread(s), " << latency_ms
                 << " ms added: " << threads * kReadsPerThread / seconds
-                << " range reads/s of 64 KiB (moto on 127.0.0.1, 8 per host)\n";
+                << " range reads/s of 64 KiB (s3rver on 127.0.0.1, 8 per host)\n";
     }
   }
   server_->arm("latency 0");
@@ -387,23 +381,28 @@ TEST_F(ObjectStoreTest, TakesKeysAndEndpointFromTheEnvironment) {
 }
 
 // Keys with spaces, '+', '=', '&', '%', UTF-8 and parentheses, each segment encoded once:
-// listed under a '/'-ending prefix and read back byte for byte, unsigned (anonymous).
-TEST_F(OpenObjectStoreTest, ReadsKeysThatNeedEncodingAnonymously) {
-  StoreOptions anonymous = options();
-  anonymous.anonymous = true;
-  anonymous.list_page_size = 2;
-  ObjectStore store(anonymous);
-  std::vector<ObjectEntry> entries = store.list(url("odd/"));
-  std::vector<std::string> keys;
-  for (const auto& entry : entries) keys.push_back(entry.key);
-  EXPECT_EQ(keys, (std::vector<std::string>{"odd/%41.bin", "odd/a b+c=d&e.bin",
-                                            "odd/\xc3\xa9t\xc3\xa9 2013/(1)~x_y-z.bin"}));
-  for (const auto& key : keys) EXPECT_EQ(store.get(url(key)), file_bytes(local(key))) << key;
-  EXPECT_EQ(store.list(url("train/")).size(), 26u);
+// listed under a '/'-ending prefix and read back byte for byte, signed and unsigned
+// (anonymous: s3rver lets unsigned requests read, as a public bucket does).
+TEST_F(ObjectStoreTest, ReadsKeysThatNeedEncoding) {
+  const std::vector<std::string> expected{"odd/%41.bin", "odd/a b+c=d&e.bin",
+                                          "odd/\xc3\xa9t\xc3\xa9 2013/(1)~x_y-z.bin"};
+  for (bool anonymous : {false, true}) {
+    StoreOptions paged = options();
+    paged.anonymous = anonymous;
+    paged.list_page_size = 2;
+    ObjectStore store(paged);
+    std::vector<std::string> keys;
+    for (const auto& entry : store.list(url("odd/"))) keys.push_back(entry.key);
+    EXPECT_EQ(keys, expected) << "anonymous " << anonymous;
+    for (const auto& key : keys) EXPECT_EQ(store.get(url(key)), file_bytes(local(key))) << key;
+    EXPECT_EQ(store.list(url("odd/\xc3\xa9t\xc3\xa9 2013/")).size(), 1u);
+    EXPECT_EQ(store.stats().requests, 2u + 3u + 1u);  // 3 keys 2 a page, 3 gets, 1 list
+  }
 }
 
-// An http:// URL is sent as given (unsigned), and a redirect is followed.
-TEST_F(OpenObjectStoreTest, ReadsPlainUrlsFollowingRedirects) {
+// An unsigned http:// URL is sent as given (path-style on the server), and a redirect is
+// followed.
+TEST_F(ObjectStoreTest, ReadsPlainUrlsFollowingRedirects) {
   ObjectStore store(options());
   const std::string path = "/" + (*server_)["bucket"] + "/big.bin";
   EXPECT_EQ(store.get((*server_)["endpoint"] + path, 10, 1000),

@@ -1,12 +1,16 @@
-"""A real S3-compatible server for storage_tests: moto's server on 127.0.0.1 with IAM
-authentication on (it verifies SigV4 signatures: a wrong secret is refused with
-SignatureDoesNotMatch), one user allowed s3:*, a bucket populated with boto3, and a
-fault-injecting HTTP proxy in front of it.
+"""A real S3-compatible server for storage_tests: s3rver 3.7 (npm, installed by
+scripts/install-deps.sh under ${XDG_CACHE_HOME:-~/.cache}/brigade/npm; $BRIGADE_S3RVER names
+another s3rver executable) on 127.0.0.1 with its data in a temporary directory, a bucket
+populated with boto3 (path-style, s3rver's built-in key S3RVER/S3RVER), and a
+fault-injecting HTTP proxy in front of it. Nothing is downloaded here: without s3rver or
+boto3 the fixture prints "missing=REASON" and exits, and the tests skip with that reason.
 
-Usage: s3_fixture.py MIRROR_DIR [--open]. --open: authentication off (any or no
-signature accepted), and keys that need URI encoding added (moto 5.2 checks signatures
-against the path and query as it decoded them, so such keys fail its check, boto3's
-requests as well as ours). Writes every object also under MIRROR_DIR (the bytes to
+What s3rver checks of a signed request: the access key id (an unknown one is refused,
+InvalidAccessKeyId), the Authorization header's form, x-amz-content-sha256 and the date
+(within 15 minutes). What it does not: the SigV4 signature itself (a wrong secret is
+accepted), and permissions (unsigned requests read everything, as from a public bucket).
+
+Usage: s3_fixture.py MIRROR_DIR. Writes every object also under MIRROR_DIR (the bytes to
 compare with), prints "name=value" lines and "ready", then reads commands from stdin, one
 a line, answering "ok" when the fault is armed:
   fail N     the proxy's next N requests are answered 503 SlowDown
@@ -16,20 +20,17 @@ a line, answering "ok" when the fault is armed:
   redirect N the next N requests are answered 302 to the same path on the server itself
   latency MS every request from now on waits MS milliseconds before it is forwarded
 End of input stops everything."""
-import json
 import os
 import random
+import shutil
 import socket
+import subprocess
 import sys
+import tempfile
 import threading
 
-OPEN = "--open" in sys.argv
-if not OPEN:
-    os.environ["INITIAL_NO_AUTH_ACTION_COUNT"] = "3"  # create_user, put_user_policy, create_access_key
-from moto.server import ThreadedMotoServer  # noqa: E402
-import boto3  # noqa: E402
-
 BUCKET = "brigade-data"
+KEY_ID = SECRET = "S3RVER"  # s3rver's built-in account
 faults = []  # pending fault names, oldest first
 faults_lock = threading.Lock()
 stop = threading.Event()
@@ -122,37 +123,66 @@ def proxy(listener, backend):
         threading.Thread(target=serve_client, args=(conn, backend), daemon=True).start()
 
 
+def find_s3rver():
+    if os.environ.get("BRIGADE_S3RVER"):
+        return os.environ["BRIGADE_S3RVER"]
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "brigade", "npm", "node_modules", ".bin", "s3rver")
+
+
+def missing(reason):
+    print(f"missing={reason}", flush=True)
+    sys.exit(0)
+
+
 def main():
     mirror = sys.argv[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
+    s3rver = find_s3rver()
+    if not os.access(s3rver, os.X_OK):
+        missing(f"no s3rver at {s3rver} (scripts/install-deps.sh installs s3rver@3.7.1 with npm)")
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError:
+        missing(f"no boto3 for {sys.executable} (Debian's python3-boto3: scripts/install-deps.sh)")
+    data = tempfile.mkdtemp(prefix="brigade-s3rver-")
+    # s3rver 3.7 makes ListObjectsV2 continuation tokens with DES, which OpenSSL 3 keeps in
+    # its legacy provider: without it every truncated listing is a 500 InternalError.
+    env = dict(os.environ)
+    env["NODE_OPTIONS"] = (env.get("NODE_OPTIONS", "") + " --openssl-legacy-provider").strip()
+    server = subprocess.Popen([s3rver, "-d", data, "-a", "127.0.0.1", "-p", "0", "-s",
+                               "--configure-bucket", BUCKET], env=env,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+    try:
+        serve(mirror, server, boto3, Config)
+    finally:
+        server.terminate()
+        server.wait()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def serve(mirror, server, boto3, Config):
+    port = None
+    for line in server.stdout:  # "S3rver listening on 127.0.0.1:PORT" once it listens
+        if line.startswith("S3rver listening on "):
+            port = int(line.rsplit(":", 1)[1])
+            break
+    if port is None:
+        missing(f"s3rver exited ({server.wait()}) before it listened")
+    threading.Thread(target=server.stdout.read, daemon=True).start()  # drain the rest
     endpoint = f"http://127.0.0.1:{port}"
-    plain = dict(endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="setup",
-                 aws_secret_access_key="setup")
-    if OPEN:
-        key = {"AccessKeyId": "open", "SecretAccessKey": "open"}
-    else:
-        iam = boto3.client("iam", **plain)
-        iam.create_user(UserName="brigade")
-        iam.put_user_policy(UserName="brigade", PolicyName="s3", PolicyDocument=json.dumps({
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
-        key = iam.create_access_key(UserName="brigade")["AccessKey"]
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                      aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"])
-    s3.create_bucket(Bucket=BUCKET)
+                      aws_access_key_id=KEY_ID, aws_secret_access_key=SECRET,
+                      config=Config(s3={"addressing_style": "path"}))
     rng = random.Random(25)
     objects = {f"train/class_{c}/{i:03d}.bin": rng.randbytes(rng.randrange(1, 3000))
                for c in "ab" for i in range(13)}
     objects["big.bin"] = rng.randbytes(3 << 20)
-    if OPEN:
-        for name in ["odd/a b+c=d&e.bin", "odd/\u00e9t\u00e9 2013/(1)~x_y-z.bin", "odd/%41.bin"]:
-            objects[name] = rng.randbytes(100)
+    for name in ["odd/a b+c=d&e.bin", "odd/\u00e9t\u00e9 2013/(1)~x_y-z.bin", "odd/%41.bin"]:
+        objects[name] = rng.randbytes(100)
     objects["manifest.jsonl"] = b"{\"path\": \"train/class_a/000.bin\"}\n"
     for name, data in objects.items():
-        extra = {"ACL": "public-read"} if OPEN else {}  # anonymous reads (a public bucket)
-        s3.put_object(Bucket=BUCKET, Key=name, Body=data, **extra)
+        s3.put_object(Bucket=BUCKET, Key=name, Body=data)
         path = os.path.join(mirror, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as f:
@@ -167,8 +197,8 @@ def main():
     print(f"endpoint={endpoint}")
     print(f"proxy=http://127.0.0.1:{listener.getsockname()[1]}")
     print(f"bucket={BUCKET}")
-    print(f"key_id={key['AccessKeyId']}")
-    print(f"secret={key['SecretAccessKey']}")
+    print(f"key_id={KEY_ID}")
+    print(f"secret={SECRET}")
     print("ready", flush=True)
     for line in sys.stdin:
         name, count = line.split()
@@ -180,7 +210,6 @@ def main():
         print("ok", flush=True)
     stop.set()
     listener.close()
-    server.stop()
 
 
 if __name__ == "__main__":
