@@ -9,6 +9,11 @@ What s3rver checks of a signed request: the access key id (an unknown one is ref
 InvalidAccessKeyId), the Authorization header's form, x-amz-content-sha256 and the date
 (within 15 minutes). What it does not: the SigV4 signature itself (a wrong secret is
 accepted), and permissions (unsigned requests read everything, as from a public bucket).
+So the proxy checks signatures instead: it recomputes each signed request's SigV4
+signature with botocore's signer (Debian's python3-botocore, an implementation
+independent of ours) from the method, path and query as decoded and canonically
+re-encoded, the signed headers and the secret, and answers a mismatch 403
+SignatureDoesNotMatch, as S3 does; "checked" lines count the requests it verified.
 
 Usage: s3_fixture.py MIRROR_DIR. Writes every object also under MIRROR_DIR (the bytes to
 compare with), prints "name=value" lines and "ready", then reads commands from stdin, one
@@ -19,6 +24,7 @@ a line, answering "ok" when the fault is armed:
   short N    the next N answers lose their last 10 bytes, Content-Length lowered to match
   redirect N the next N requests are answered 302 to the same path on the server itself
   latency MS every request from now on waits MS milliseconds before it is forwarded
+  checked 0  answers "checked=N": how many signatures the proxy has verified so far
 End of input stops everything."""
 import os
 import random
@@ -28,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from urllib.parse import quote, unquote, urlsplit
 
 BUCKET = "brigade-data"
 KEY_ID = SECRET = "S3RVER"  # s3rver's built-in account
@@ -35,6 +42,38 @@ faults = []  # pending fault names, oldest first
 faults_lock = threading.Lock()
 stop = threading.Event()
 latency = [0.0]  # seconds added before each forwarded request
+checked = [0]  # signatures the proxy verified
+botocore = {}  # AWSRequest, Credentials, S3SigV4Auth, once imported
+
+
+def signature_error(request_line, headers):
+    """None when the request is unsigned or its SigV4 signature is right, else the error
+    code S3 answers: recomputed by botocore from the request as S3 canonicalizes it."""
+    auth = next((v for k, v in headers if k.lower() == "authorization"), "")
+    if not auth.startswith("AWS4-HMAC-SHA256 "):
+        return None
+    fields = dict(part.strip().split("=", 1) for part in auth.split(" ", 1)[1].split(","))
+    key_id, _, region, service, _ = fields["Credential"].split("/")
+    if key_id != KEY_ID:
+        return None  # s3rver itself refuses it: InvalidAccessKeyId
+    values = {k.lower(): v for k, v in headers}
+    signed = fields["SignedHeaders"].split(";")
+    if "host" not in signed or any(h not in values for h in signed):
+        return "SignatureDoesNotMatch"
+    method, target, _ = request_line.split(" ")
+    parts = urlsplit(target)
+    params = [tuple(unquote(x) for x in pair.partition("=")[::2])
+              for pair in parts.query.split("&") if pair]
+    request = botocore["AWSRequest"](
+        method=method, url=f"http://{values['host']}{quote(unquote(parts.path), safe='/~')}",
+        headers={h: values[h] for h in signed}, params=params)
+    request.context["timestamp"] = values["x-amz-date"]
+    signer = botocore["S3SigV4Auth"](botocore["Credentials"](KEY_ID, SECRET), service, region)
+    expected = signer.signature(signer.string_to_sign(request, signer.canonical_request(request)),
+                                request)
+    with faults_lock:
+        checked[0] += 1
+    return None if expected == fields["Signature"] else "SignatureDoesNotMatch"
 
 
 def next_fault():
@@ -102,6 +141,13 @@ def serve_client(conn, backend):
                 target = f"http://{backend[0]}:{backend[1]}{request[0].split(' ')[1]}"
                 send(conn, "HTTP/1.1 302 Found", [("Location", target)], b"", 0)
                 continue
+            code = signature_error(*request[:2])
+            if code:
+                body = (f"<Error><Code>{code}</Code><Message>The request signature we calculated "
+                        "does not match the signature you provided.</Message></Error>").encode()
+                send(conn, "HTTP/1.1 403 Forbidden", [("Content-Type", "application/xml")],
+                     body, len(body))
+                continue
             if latency[0]:
                 stop.wait(latency[0])
             status, headers, body, length = forward(backend, *request)
@@ -142,7 +188,11 @@ def main():
         missing(f"no s3rver at {s3rver} (scripts/install-deps.sh installs s3rver@3.7.1 with npm)")
     try:
         import boto3
+        from botocore.auth import S3SigV4Auth
+        from botocore.awsrequest import AWSRequest
         from botocore.config import Config
+        from botocore.credentials import Credentials
+        botocore.update(AWSRequest=AWSRequest, Credentials=Credentials, S3SigV4Auth=S3SigV4Auth)
     except ImportError:
         missing(f"no boto3 for {sys.executable} (Debian's python3-boto3: scripts/install-deps.sh)")
     data = tempfile.mkdtemp(prefix="brigade-s3rver-")
@@ -203,7 +253,9 @@ def serve(mirror, server, boto3, Config):
     for line in sys.stdin:
         name, count = line.split()
         with faults_lock:
-            if name == "latency":
+            if name == "checked":
+                print(f"checked={checked[0]}", flush=True)
+            elif name == "latency":
                 latency[0] = int(count) / 1000
             else:
                 faults.extend([name] * int(count))
