@@ -34,6 +34,8 @@
 #include "launch/process.h"
 #include "launch/profile.h"
 #include "launch/progress.h"
+#include "launch/run_statistics.h"
+#include "launch/stats_output.h"
 #include "transport/checkpoint/checkpoint.h"
 #include "transport/remote/remote.h"
 
@@ -196,9 +198,11 @@ int run(const launch::RunCommand& config) {
                config.epochs,
                config.shuffle ? fmt::format("shuffled with seed {}", config.seed) : "in order");
   launch::ProgressReporter progress(config.progress && isatty(STDERR_FILENO));
+  launch::RunStatistics statistics(config);
   const launch::JobHooks hooks{
       .on_batch =
           [&](const launch::JobBatch& batch) {
+            statistics.on_batch(batch);
             if (digests) {
               digests << batch.epoch << ' ' << fmt::format("{:016x}", fnv1a(batch.data));
               for (auto id : batch.ids) digests << ' ' << id;
@@ -216,8 +220,10 @@ int run(const launch::RunCommand& config) {
             digests.flush();
           },
       .origin = origin,
-      .stop_after_batches = config.stop_after_batches};
+      .stop_after_batches = config.stop_after_batches,
+      .on_job = [&](std::shared_ptr<const launch::Job> job) { statistics.on_job(std::move(job)); }};
   const auto summary = launch::run_job(config, dataset, hooks);
+  statistics.stop();
   progress.finish();
   ids.flush();
   if (summary.end != launch::JobEnd::already_complete) {
@@ -260,6 +266,29 @@ int run(const launch::RunCommand& config) {
     _exit(code);
   }
   return code;
+}
+
+// `brigade stats FILE [-o OUT]`: the HTML page of a --stats-out file (stats_output.h).
+int stats(const std::string& file, const std::string& out) {
+  try {
+    std::ifstream in(file);
+    if (!in) throw launch::ConfigError(fmt::format("{}: cannot read the file", file));
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto page = launch::render_stats_html(
+        text,
+        fmt::format("Brigade statistics: {}", std::filesystem::path(file).filename().string()));
+    if (out.empty()) {
+      std::fwrite(page.data(), 1, page.size(), stdout);
+      return 0;
+    }
+    std::ofstream o(out, std::ios::trunc);
+    o << page;
+    if (!o.flush()) throw launch::ConfigError(fmt::format("{}: cannot write the file", out));
+    return 0;
+  } catch (const launch::ConfigError& e) {
+    spdlog::error("brigade stats: {}: {}", file, e.what());
+    return 2;
+  }
 }
 
 // `brigade worker`: serves the built-in decode operations until SIGINT/SIGTERM. The
@@ -411,6 +440,14 @@ int main(int argc, char** argv) {
   profile_cmd->add_option("--concurrency", profile_levels,
                           "concurrencies to try, e.g. 1,2,4 (default: powers of two up to the "
                           "cores)");
+  std::string stats_file, stats_html;
+  auto* stats_cmd = app.add_subcommand(
+      "stats",
+      "render a --stats-out JSON lines file (one rank's, or several concatenated) into one "
+      "self-contained HTML page: per-rank samples/s and exposed data wait over time, "
+      "per-stage occupancy, the analyzer's events marked");
+  stats_cmd->add_option("file", stats_file, "the JSON lines file")->required();
+  stats_cmd->add_option("-o,--out", stats_html, "the HTML file to write (default: stdout)");
   WorkerArgs wa;
   auto* worker_cmd = app.add_subcommand(
       "worker",
@@ -438,6 +475,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  if (stats_cmd->parsed()) return stats(stats_file, stats_html);
   if (worker_cmd->parsed()) {
     try {
       return worker(wa);

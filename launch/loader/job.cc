@@ -822,6 +822,7 @@ JobSummary run_job(const RunConfig& config, const Dataset& dataset, const JobHoo
         config.resume_from, config.epochs);
     return {.end = JobEnd::already_complete};
   }
+  if (hooks.on_job) hooks.on_job(job);
   auto summary = Runner(*job, hooks).run();
   // Join the pipeline, but never wait long for a stage blocked outside the process (a
   // FIFO, a hung network file system): everything the consumer owns is written by now.

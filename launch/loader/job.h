@@ -293,6 +293,10 @@ struct JobHooks {
   /// Stop once this process delivered this many batches (across epochs); < 0: run to
   /// the end (`brigade run --stop-after-batches`).
   std::int64_t stop_after_batches = -1;
+  /// Called once with the job before its first epoch, for a reader of its figures on
+  /// another thread (stats() and remote_summary() may be called from any thread; the
+  /// pointer keeps the job alive): `brigade run`'s statistics reporter.
+  std::function<void(std::shared_ptr<const Job>)> on_job{};
 };
 
 enum class JobEnd { finished, stopped, interrupted, already_complete, failed };

@@ -297,6 +297,44 @@ const std::vector<Key>& keys() {
        nullptr,
        0,
        true},
+      // Statistics (issue 24; launch/config.h RunOutput, launch/stats_output.h): front
+      // end keys of `brigade run`.
+      {"stats_interval",
+       "--stats-interval",
+       Type::real,
+       "seconds between two statistics reports (default 10; at least 0.2)",
+       {},
+       nullptr,
+       86400,
+       false,
+       "SECONDS"},
+      {"stats_out",
+       "--stats-out",
+       Type::path,
+       "append one JSON object per statistics interval (schema: README, Statistics)",
+       {},
+       nullptr,
+       0,
+       false,
+       "FILE"},
+      {"metrics_port",
+       "--metrics-port",
+       Type::non_negative,
+       "serve Prometheus metrics at http://ADDRESS:PORT/metrics (0: off, the default)",
+       {},
+       nullptr,
+       65535,
+       false,
+       "PORT"},
+      {"metrics_address",
+       "--metrics-address",
+       Type::text,
+       "the metrics endpoint's IPv4 address (default 127.0.0.1)",
+       {},
+       nullptr,
+       0,
+       false,
+       "ADDRESS"},
       {"layout", "--layout", Type::choice, "batch tensor layout (default nhwc)", names(kLayouts),
        [](RunConfig& c, const Value& v) { c.layout = pick(v, kLayouts); }},
       {"checkpoint_dir",
@@ -826,6 +864,7 @@ void hand_over(const Key& key, const Value& value, const FrontEndSetting& front_
   if (auto* i = std::get_if<std::int64_t>(&value)) return front_end(key.name, SettingValue(*i));
   if (auto* b = std::get_if<bool>(&value))
     return front_end(key.name, SettingValue(std::in_place_type<bool>, *b));
+  if (auto* d = std::get_if<double>(&value)) return front_end(key.name, fmt::format("{}", *d));
   front_end(key.name, as_text(value));
 }
 
