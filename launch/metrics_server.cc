@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -12,8 +13,6 @@
 #include <string_view>
 #include <system_error>
 #include <thread>
-
-#include <fmt/format.h>
 
 namespace brigade::launch {
 namespace {
@@ -77,8 +76,7 @@ struct MetricsServer::Impl {
   }
 
   void serve(int fd) {
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(kClientMs);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kClientMs);
     std::string head;
     char buffer[2048];
     std::string out;

@@ -54,11 +54,13 @@ void RunStatistics::on_job(std::shared_ptr<const Job> job) {
 
 void RunStatistics::on_batch(const JobBatch& batch) {
   samples_.fetch_add(batch.ids.size(), std::memory_order_relaxed);
+  batches_.fetch_add(1, std::memory_order_relaxed);
   if (!batch.ids.empty()) last_id_.store(batch.ids.back(), std::memory_order_relaxed);
 }
 
 RankSample RunStatistics::sample() {
-  RankSample s{.samples = samples_.load(), .last_sample_id = last_id_.load()};
+  RankSample s{
+      .samples = samples_.load(), .batches = batches_.load(), .last_sample_id = last_id_.load()};
   std::lock_guard lock(mutex_);
   if (job_) s.stats = job_->stats();
   return s;
@@ -71,7 +73,7 @@ void RunStatistics::deliver(const RankReport& report) {
     own.rank = 0;  // the analyzer's world is this process
     analyzer_->add(own);
     events = analyzer_->close_interval();
-    for (const auto& e : events) spdlog::warn("brigade: {}", e.message);
+    for (const auto& e : events) spdlog::warn("brigade: {}", event_log_line(e));
   }
   const ClusterFigures* figures = analyzer_ ? &analyzer_->figures() : nullptr;
   if (out_.is_open()) {

@@ -5,8 +5,8 @@
 // the JSON lines file (stats_out), the Prometheus endpoint (metrics_port,
 // metrics_address; launch/metrics_server.h) and, for a single process (world size 1),
 // the analyzer (launch/loader/cluster_stats.h) over its own reports: its figures in
-// both outputs and one log line (warning) per event it raises, its message as
-// ClusterEvent::message words it. Nothing runs when neither output is asked for.
+// both outputs and one log line (warning) per event it raises (stats_output.h
+// event_log_line). Nothing runs when neither output is asked for.
 //
 // THREADING. Built and stopped by the thread that runs the job; on_batch() is called
 // by it; reports are written on the reporter's thread, the endpoint answers on its own.
@@ -46,7 +46,7 @@ class RunStatistics {
 
   std::mutex mutex_;  // job_
   std::shared_ptr<const Job> job_;
-  std::atomic<std::uint64_t> samples_{0}, last_id_{0};
+  std::atomic<std::uint64_t> samples_{0}, batches_{0}, last_id_{0};
   std::ofstream out_;
   std::optional<ClusterAnalyzer> analyzer_;  // a single process
   std::mutex metrics_mutex_;

@@ -50,11 +50,20 @@ std::string html(std::string_view text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -77,7 +86,7 @@ constexpr const char* kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", 
 
 std::string chart(std::string_view title, std::string_view unit, const std::vector<Series>& series,
                   const std::vector<Mark>& marks, std::optional<double> y_max) {
-  constexpr double W = 760, H = 240, L = 60, R = 170, T = 30, B = 30;
+  constexpr double W = 760, H = 240, L = 70, R = 170, T = 30, B = 30;
   double t0 = 0, t1 = 1, y1 = y_max.value_or(0);
   bool first = true;
   for (const auto& s : series) {
@@ -104,8 +113,8 @@ std::string chart(std::string_view title, std::string_view unit, const std::vect
       "<text x=\"{}\" y=\"{}\" class=\"tick\">{:.1f} s</text>"
       "<text x=\"{}\" y=\"{}\" class=\"tick\" text-anchor=\"end\">{:.1f} s</text>"
       "<text x=\"8\" y=\"{}\" class=\"tick\">{}</text>",
-      W, H, W, H, html(title), L, html(title), L, T, L, H - B, L, H - B, W - R, H - B, L - 4,
-      T + 4, y1, L - 4, H - B, L, H - B + 16, t0, W - R, H - B + 16, t1, T - 4, html(unit));
+      W, H, W, H, html(title), L, html(title), L, T, L, H - B, L, H - B, W - R, H - B, L - 4, T + 4,
+      y1, L - 4, H - B, L, H - B + 16, t0, W - R, H - B + 16, t1, T - 14, html(unit));
   for (std::size_t i = 0; i < series.size(); ++i) {
     const char* colour = kColours[i % std::size(kColours)];
     std::string points;
@@ -208,21 +217,27 @@ std::string prometheus_text(const RankReport& r) {
     for (const auto& s : stages)
       out += fmt::format("{}{{{},stage=\"{}\"}} {}\n", name, who, esc(s.name), value(s));
   };
-  per_stage("brigade_stage_tasks_total", "counter", "Tasks finished by the stage this epoch",
-            [](const auto& s) { return s.tasks; }, r.stage_totals);
-  per_stage("brigade_stage_failures_total", "counter", "Tasks failed by the stage this epoch",
-            [](const auto& s) { return s.failures; }, r.stage_totals);
-  per_stage("brigade_stage_task_ms", "gauge", "Mean task time of the stage, last interval",
-            [](const auto& s) { return s.mean_ms; }, r.stages);
-  per_stage("brigade_stage_occupancy_ratio", "gauge",
-            "Time-averaged share of the stage's capacity in use, last interval",
-            [](const auto& s) { return s.occupancy; }, r.stages);
-  per_stage("brigade_stage_starved_seconds", "gauge",
-            "Time with an idle worker and no input queued, last interval",
-            [](const auto& s) { return s.starved_s; }, r.stages);
-  per_stage("brigade_stage_backpressured_seconds", "gauge",
-            "Time with finished items waiting for downstream credit, last interval",
-            [](const auto& s) { return s.backpressured_s; }, r.stages);
+  per_stage(
+      "brigade_stage_tasks_total", "counter", "Tasks finished by the stage this epoch",
+      [](const auto& s) { return s.tasks; }, r.stage_totals);
+  per_stage(
+      "brigade_stage_failures_total", "counter", "Tasks failed by the stage this epoch",
+      [](const auto& s) { return s.failures; }, r.stage_totals);
+  per_stage(
+      "brigade_stage_task_ms", "gauge", "Mean task time of the stage, last interval",
+      [](const auto& s) { return s.mean_ms; }, r.stages);
+  per_stage(
+      "brigade_stage_occupancy_ratio", "gauge",
+      "Time-averaged share of the stage's capacity in use, last interval",
+      [](const auto& s) { return s.occupancy; }, r.stages);
+  per_stage(
+      "brigade_stage_starved_seconds", "gauge",
+      "Time with an idle worker and no input queued, last interval",
+      [](const auto& s) { return s.starved_s; }, r.stages);
+  per_stage(
+      "brigade_stage_backpressured_seconds", "gauge",
+      "Time with finished items waiting for downstream credit, last interval",
+      [](const auto& s) { return s.backpressured_s; }, r.stages);
   if (!r.workers.empty()) {
     const auto per_worker = [&](const char* name, const char* help, auto value) {
       out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, help, name);
@@ -231,10 +246,20 @@ std::string prometheus_text(const RankReport& r) {
     };
     per_worker("brigade_worker_samples", "Samples the worker decoded for this rank, last interval",
                [](const WorkerReport& w) { return w.samples; });
-    per_worker("brigade_worker_busy_seconds", "The worker's time on this rank's tasks, last interval",
+    per_worker("brigade_worker_busy_seconds",
+               "The worker's time on this rank's tasks, last interval",
                [](const WorkerReport& w) { return w.busy_s; });
   }
   return out;
+}
+
+std::string event_log_line(const ClusterEvent& e) {
+  const auto or_dash = [](const std::string& v) { return v.empty() ? std::string("-") : v; };
+  return fmt::format(
+      "statistics: {} rank={} host={} stage={} worker={} score={:.2f} wait_share={:.2f} "
+      "last_sample={}: {}",
+      to_string(e.kind), e.rank ? std::to_string(*e.rank) : "-", or_dash(e.host), or_dash(e.stage),
+      or_dash(e.worker), e.score, e.wait_share, e.last_sample_id, e.message);
 }
 
 std::string render_stats_html(std::string_view text, std::string_view title) {
@@ -299,17 +324,17 @@ std::string render_stats_html(std::string_view text, std::string_view title) {
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
       "<title>{0}</title><style>"
       "body{{font-family:sans-serif;margin:1.5em;color:#222}}"
-      "svg{{background:#fff;border:1px solid #ddd}}"
+      "figure{{margin:0 0 1em 0}}svg{{background:#fff;border:1px solid #ddd}}"
       ".title{{font-size:14px;font-weight:bold}}.tick,.legend{{font-size:11px}}"
       ".axis{{stroke:#888}}.event line{{stroke:#c00;stroke-dasharray:4 3}}"
       ".event text{{fill:#c00;font-size:11px}}li{{margin:.2em 0}}"
-      "</style></head><body>\n<h1>{0}</h1>\n<p>{1} intervals from {2} ranks; {3} events.</p>\n",
+      "</style></head><body>\n<h1>{0}</h1>\n<p>{1} reports from {2} ranks; {3} event(s).</p>\n",
       html(title), objects, rate.size(), marks.size());
   page += chart("Samples per second, per rank", "samples/s", values(rate), marks, std::nullopt);
   page += chart("Exposed data wait (share of each interval the consumer waited)", "share",
                 values(wait), marks, 1.0);
-  page += chart("Stage occupancy (share of capacity in use)", "share", values(occupancy), marks,
-                1.0);
+  page +=
+      chart("Stage occupancy (share of capacity in use)", "share", values(occupancy), marks, 1.0);
   page += "<h2>Events</h2>\n<ul id=\"events\">\n";
   if (messages.empty()) page += "<li>none</li>\n";
   for (const auto& m : messages) page += fmt::format("<li>{}</li>\n", html(m));

@@ -59,6 +59,12 @@ std::string stats_json_line(const RankReport& report, const ClusterFigures* clus
 /// The latest report in Prometheus' text exposition format (PROMETHEUS).
 std::string prometheus_text(const RankReport& report);
 
+/// The log line of an analyzer's event, fixed fields first (greppable), its message last:
+///   "statistics: straggler rank=2 host=node-2 stage=decode worker=- score=0.25
+///    wait_share=0.70 last_sample=0: rank 2 (node-2) straggling: …"
+/// ("-" where a field is unknown or does not apply; rank "-" for slowest_keeps_changing).
+std::string event_log_line(const ClusterEvent& event);
+
 /// The HTML page of a JSON lines file's text. Throws ConfigError naming the line for a
 /// line that is not such an object.
 std::string render_stats_html(std::string_view json_lines, std::string_view title);

@@ -24,9 +24,10 @@ actors::StageStats stage_delta(const actors::StageStats& b, const actors::StageS
   const double task_ms = a.mean_ms * double(a.tasks) - b.mean_ms * double(b.tasks);
   d.mean_ms = d.tasks ? std::max(0.0, task_ms / double(d.tasks)) : 0;
   const double span = a.elapsed_s - b.elapsed_s;
-  d.occupancy = span > 0 ? std::clamp((a.occupancy * a.elapsed_s - b.occupancy * b.elapsed_s) / span,
-                                      0.0, 1.0)
-                         : a.occupancy;
+  d.occupancy =
+      span > 0
+          ? std::clamp((a.occupancy * a.elapsed_s - b.occupancy * b.elapsed_s) / span, 0.0, 1.0)
+          : a.occupancy;
   d.elapsed_s = interval_s;
   d.items_per_s = interval_s > 0 ? double(d.outputs) / interval_s : 0;
   return d;
@@ -42,16 +43,17 @@ RankReport report_between(const RankSample& before, const RankSample& after, dou
   RankReport r;
   r.interval_s = interval_s;
   r.samples = after.samples - std::min(after.samples, before.samples);
-  r.batches = a.sink.delivered - std::min(a.sink.delivered, b.sink.delivered);
+  r.batches = after.batches - std::min(after.batches, before.batches);
   r.exposed_wait_s = std::clamp(a.sink.consumer_wait_s - b.sink.consumer_wait_s, 0.0, interval_s);
   const auto requests = a.sink.requests - b.sink.requests;
-  r.readiness = requests ? double(a.sink.ready - std::min(a.sink.ready, b.sink.ready)) / double(requests)
-                         : 1.0;
+  r.readiness = requests
+                    ? double(a.sink.ready - std::min(a.sink.ready, b.sink.ready)) / double(requests)
+                    : 1.0;
   r.since_last_request_s = since_last_request_s;
   r.last_sample_id = after.last_sample_id;
   for (std::size_t i = 0; i < a.stages.size(); ++i) {
-    r.stages.push_back(
-        stage_delta(i < b.stages.size() ? b.stages[i] : actors::StageStats{}, a.stages[i], interval_s));
+    r.stages.push_back(stage_delta(i < b.stages.size() ? b.stages[i] : actors::StageStats{},
+                                   a.stages[i], interval_s));
   }
   r.pipeline_full = !r.stages.empty() && r.stages.back().backpressured_s >= 0.5 * interval_s;
   r.stage_totals = a.stages;

@@ -10,7 +10,8 @@
 //   reporter.start();  …  reporter.stop();   // stop() reports the interval in progress
 //
 // WHAT A REPORT SAYS (against the previous sample):
-//   - samples, batches: delivered to the consumer in the interval;
+//   - samples, batches: delivered to the consumer in the interval (the consumer's
+//     counts, exact across epochs);
 //   - exposed_wait_s: the growth of the sink's consumer_wait_s, the time the consumer
 //     spent blocked in next() with no batch waiting (actors/detail/handoff_queue.cc
 //     times only that wait, not the work a prefetch hides); readiness: the interval's
@@ -55,6 +56,7 @@ namespace brigade::launch {
 struct RankSample {
   actors::PipelineStats stats{};
   std::uint64_t samples = 0;  // delivered to the consumer since the job started
+  std::uint64_t batches = 0;  // … in batches
   std::uint64_t last_sample_id = 0;
   std::vector<WorkerReport> workers{};  // figures of the interval, if any
 };

@@ -2,11 +2,10 @@
 // schema, the Prometheus text, the endpoint against good and bad requests and scraped by
 // a real Prometheus server, and `brigade stats`'s page opened in headless Chromium.
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <filesystem>
@@ -15,8 +14,8 @@
 #include <random>
 #include <string>
 
-#include "launch/metrics_server.h"
 #include "launch/loader/job_config.h"
+#include "launch/metrics_server.h"
 #include "launch/stats_output.h"
 #include "tests/launch/process.h"
 
@@ -80,7 +79,8 @@ std::string http(std::uint16_t port, const std::string& request, bool close_writ
   if (close_write) ::shutdown(fd, SHUT_WR);
   std::string out;
   char buffer[4096];
-  for (ssize_t n; (n = ::recv(fd, buffer, sizeof buffer, 0)) > 0;) out.append(buffer, std::size_t(n));
+  for (ssize_t n; (n = ::recv(fd, buffer, sizeof buffer, 0)) > 0;)
+    out.append(buffer, std::size_t(n));
   ::close(fd);
   return out;
 }
@@ -115,6 +115,32 @@ TEST(StatsOutput, TheJsonLineFollowsTheSchema) {
   EXPECT_EQ(o["cluster"]["ranks"][0]["score"], 1.0);
   EXPECT_TRUE(o["cluster"]["events"].is_array());
   EXPECT_FALSE(json::parse(stats_json_line(r)).contains("cluster"));
+}
+
+TEST(StatsOutput, AnEventIsOneLogLineOfFixedFields) {
+  ClusterAnalyzer analyzer(4);
+  std::vector<ClusterEvent> events;
+  for (std::uint64_t k = 1; k <= 4 && events.empty(); ++k) {
+    for (std::uint32_t rank = 0; rank < 4; ++rank) analyzer.add(report(rank, k));
+    events = analyzer.close_interval();
+  }
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(event_log_line(events[0]),
+            "statistics: straggler rank=2 host=node-2 stage=decode worker=- score=0.25 "
+            "wait_share=0.70 last_sample=0: " +
+                events[0].message);
+  const ClusterEvent hung{.kind = ClusterEventKind::not_consuming,
+                          .rank = 1,
+                          .host = "node-1",
+                          .last_sample_id = 4242,
+                          .message = "rank 1 (node-1) not consuming"};
+  EXPECT_EQ(event_log_line(hung),
+            "statistics: not_consuming rank=1 host=node-1 stage=- worker=- score=0.00 "
+            "wait_share=0.00 last_sample=4242: rank 1 (node-1) not consuming");
+  const ClusterEvent changing{.kind = ClusterEventKind::slowest_keeps_changing, .message = "m"};
+  EXPECT_EQ(event_log_line(changing),
+            "statistics: slowest_keeps_changing rank=- host=- stage=- worker=- score=0.00 "
+            "wait_share=0.00 last_sample=0: m");
 }
 
 TEST(StatsOutput, PrometheusTextHasStableNamesAndLabels) {
@@ -166,9 +192,20 @@ TEST(MetricsServer, AnswersMetricsAndRefusesBadRequests) {
   http(port, "");
   http(port, "GET /metr", /*close_write=*/true);
   EXPECT_TRUE(http(port, "GET /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200 OK"));
+  // A client that connects and sends nothing, holding its connection: dropped after its
+  // 2 s, the next is answered.
+  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_port = htons(port);
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(silent, reinterpret_cast<sockaddr*>(&at), sizeof at), 0);
+  EXPECT_TRUE(http(port, "GET /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200 OK"));
+  char byte;
+  EXPECT_EQ(::recv(silent, &byte, 1, 0), 0);  // closed without an answer
+  ::close(silent);
   EXPECT_THROW(MetricsServer("127.0.0.1", port, [] { return std::string(); }), std::system_error);
-  EXPECT_THROW(MetricsServer("not-an-address", 0, [] { return std::string(); }),
-               std::system_error);
+  EXPECT_THROW(MetricsServer("not-an-address", 0, [] { return std::string(); }), std::system_error);
 }
 
 // A free TCP port on loopback (bound then closed).
@@ -179,7 +216,8 @@ std::uint16_t free_port() {
 
 TEST(Prometheus, ARealServerScrapesTheEndpoint) {
   const fs::path binary = "/usr/bin/prometheus";
-  if (!fs::exists(binary)) GTEST_SKIP() << "no Prometheus server (" << binary << "): apt-get install prometheus";
+  if (!fs::exists(binary))
+    GTEST_SKIP() << "no Prometheus server (" << binary << "): apt-get install prometheus";
   const auto r = report(1, 3);
   MetricsServer server("127.0.0.1", 0, [&] { return prometheus_text(r); });
   const auto dir = fs::temp_directory_path() / ("brigade-prom-" + std::to_string(::getpid()));
@@ -258,7 +296,8 @@ TEST(StatsPage, NamesTheStragglerOnItsCharts) {
 
 TEST(StatsPage, RendersInHeadlessChromium) {
   const fs::path chromium = "/usr/bin/chromium";
-  if (!fs::exists(chromium)) GTEST_SKIP() << "no Chromium (" << chromium << "): apt-get install chromium";
+  if (!fs::exists(chromium))
+    GTEST_SKIP() << "no Chromium (" << chromium << "): apt-get install chromium";
   const auto dir = fs::temp_directory_path() / ("brigade-page-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -266,11 +305,11 @@ TEST(StatsPage, RendersInHeadlessChromium) {
   const std::string command = "'" BRIGADE_BINARY "' stats '" + (dir / "stats.jsonl").string() +
                               "' -o '" + (dir / "stats.html").string() + "'";
   ASSERT_EQ(std::system(command.c_str()), 0);
-  test::Subprocess browser({chromium.string(), "--headless", "--no-sandbox", "--disable-gpu",
-                            "--no-first-run", "--enable-logging=stderr", "--v=0",
-                            "--user-data-dir=" + (dir / "profile").string(), "--dump-dom",
-                            "file://" + (dir / "stats.html").string()},
-                           {}, dir / "dom", dir / "log");
+  test::Subprocess browser(
+      {chromium.string(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+       "--enable-logging=stderr", "--v=0", "--user-data-dir=" + (dir / "profile").string(),
+       "--dump-dom", "file://" + (dir / "stats.html").string()},
+      {}, dir / "dom", dir / "log");
   ASSERT_EQ(browser.wait_for(120s), 0) << test::read_text(dir / "log");
   const auto dom = test::read_text(dir / "dom");
   const auto log = test::read_text(dir / "log");

@@ -1,13 +1,14 @@
 // A rank's statistics report: the reporter's figures from the engine's (on a manual
 // clock, interval by interval) and the codec against valid, mutated and hostile bytes
 // (run under AddressSanitizer by scripts/test.sh).
+#include "launch/loader/stats_report.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <random>
 
-#include "launch/loader/stats_report.h"
 #include "launch/loader/stats_reporter.h"
 #include "tests/transport/wire/mutations.h"
 #include "transport/remote/remote.h"
@@ -185,7 +186,10 @@ struct Fixture {
 
 TEST(StatsReporter, ReportsEachIntervalWithItsDeltas) {
   Fixture f;
-  f.script.now = {.stats = engine(1, 10, 4, 0.5, 10, 5, 0.5), .samples = 320, .last_sample_id = 9};
+  f.script.now = {.stats = engine(1, 10, 4, 0.5, 10, 5, 0.5),
+                  .samples = 320,
+                  .batches = 10,
+                  .last_sample_id = 9};
   f.clock->advance(1999ms);
   EXPECT_FALSE(f.reporter.poll());  // not an interval yet
   f.clock->advance(1ms);
@@ -199,7 +203,10 @@ TEST(StatsReporter, ReportsEachIntervalWithItsDeltas) {
 
   // The second: tasks 10 → 30 at a mean of 4 ms then 10 ms over the 30 → the interval's
   // 20 took 13 ms each; occupancy 0.5 over 1 s then 0.8 over 3 s → 0.95 over those 2 s.
-  f.script.now = {.stats = engine(3, 30, 10, 0.8, 26, 21, 1.25), .samples = 832, .last_sample_id = 40};
+  f.script.now = {.stats = engine(3, 30, 10, 0.8, 26, 21, 1.25),
+                  .samples = 832,
+                  .batches = 26,
+                  .last_sample_id = 40};
   f.clock->advance(2500ms);
   ASSERT_TRUE(f.reporter.poll());
   const auto& r = f.reports.at(1);
@@ -226,16 +233,16 @@ TEST(StatsReporter, ReportsEachIntervalWithItsDeltas) {
 
 TEST(StatsReporter, ANewEpochRestartsTheDeltas) {
   Fixture f;
-  f.script.now = {.stats = engine(8, 80, 5, 0.5, 40, 40, 1), .samples = 1000};
+  f.script.now = {.stats = engine(8, 80, 5, 0.5, 40, 40, 1), .samples = 1000, .batches = 40};
   f.clock->advance(2s);
   ASSERT_TRUE(f.reporter.poll());
   // The engine's figures restart: the next interval counts the new run's from zero.
-  f.script.now = {.stats = engine(1, 6, 5, 0.5, 3, 1, 0.25), .samples = 1100};
+  f.script.now = {.stats = engine(1, 6, 5, 0.5, 3, 1, 0.25), .samples = 1100, .batches = 44};
   f.clock->advance(2s);
   ASSERT_TRUE(f.reporter.poll());
   const auto& r = f.reports.at(1);
   EXPECT_EQ(r.stages.at(1).tasks, 6u);
-  EXPECT_EQ(r.batches, 3u);
+  EXPECT_EQ(r.batches, 4u);  // the consumer's count: the last epoch's end included
   EXPECT_DOUBLE_EQ(r.exposed_wait_s, 0.25);
   EXPECT_NEAR(r.readiness, 1.0 / 3, 1e-12);
   EXPECT_EQ(r.samples, 100u);
