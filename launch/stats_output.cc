@@ -13,7 +13,7 @@
 namespace brigade::launch {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // keys in the documented order
 
 json figures_of(const actors::StageStats& s) {
   json o = json::object();
