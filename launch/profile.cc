@@ -89,8 +89,8 @@ ProfileReport profile_job(const RunConfig& c, const Dataset& dataset,
   auto levels = options.concurrency.empty() ? default_levels() : options.concurrency;
   for (const int l : levels) {
     if (l < 1 || l > kMaxConcurrency)
-      throw ConfigError(fmt::format("profile: concurrency {}: expected 1 to {}", l,
-                                    kMaxConcurrency));
+      throw ConfigError(
+          fmt::format("profile: concurrency {}: expected 1 to {}", l, kMaxConcurrency));
   }
   std::sort(levels.begin(), levels.end());
   levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
@@ -119,8 +119,7 @@ ProfileReport profile_job(const RunConfig& c, const Dataset& dataset,
       measure(levels.front(), actors::Executor::io, samples, samples, 1, read_one), samples);
   StageProfile reads{.name = "read"};
   for (const int l : levels) {
-    reads.runs.push_back(
-        measure(l, actors::Executor::io, samples, samples, read_rounds, read_one));
+    reads.runs.push_back(measure(l, actors::Executor::io, samples, samples, read_rounds, read_one));
   }
   reads.recommended = recommend(reads.runs);
 
@@ -142,8 +141,9 @@ ProfileReport profile_job(const RunConfig& c, const Dataset& dataset,
   }
   decodes.recommended = recommend(decodes.runs);
 
-  report.toml = fmt::format("[stages.read]\nconcurrency = {}\n\n[stages.decode]\nconcurrency = {}\n",
-                            reads.recommended, decodes.recommended);
+  report.toml =
+      fmt::format("[stages.read]\nconcurrency = {}\n\n[stages.decode]\nconcurrency = {}\n",
+                  reads.recommended, decodes.recommended);
   if (decodes.recommended > *c.threads)
     report.toml = fmt::format("threads = {}\n\n", decodes.recommended) + report.toml;
   report.stages = {std::move(reads), std::move(decodes)};

@@ -91,9 +91,9 @@ TEST_F(Profile, TheCommandPrintsJsonWithTheTomlToPaste) {
   EXPECT_EQ(j["profile"]["stages"][1]["runs"].size(), 2u);
   EXPECT_NE(j["profile"]["toml"].get<std::string>().find("[stages.decode]"), std::string::npos);
 
-  test::Subprocess bad({BRIGADE_BINARY, "profile", "--data", (root_ / "data").string(),
-                        "--concurrency", "1,x"},
-                       {}, out, err);
+  test::Subprocess bad(
+      {BRIGADE_BINARY, "profile", "--data", (root_ / "data").string(), "--concurrency", "1,x"}, {},
+      out, err);
   EXPECT_EQ(bad.wait_for(std::chrono::minutes(1)), 2);
   EXPECT_NE(test::read_text(err).find("--concurrency"), std::string::npos);
 }
