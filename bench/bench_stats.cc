@@ -15,10 +15,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
-#include <optional>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -82,7 +82,8 @@ void aggregator(std::uint32_t ranks, int stages, int workers, int intervals) {
   for (int k = 1; k <= intervals; ++k) {
     std::vector<std::vector<char>> wire;
     for (std::uint32_t r = 0; r < ranks; ++r)
-      wire.push_back(launch::write_stats_report(generated(r, std::uint64_t(k), stages, workers, random)));
+      wire.push_back(
+          launch::write_stats_report(generated(r, std::uint64_t(k), stages, workers, random)));
     bytes_per_report = wire[0].size();
     const double t0 = cpu_s();
     std::vector<launch::RankReport> reports;
@@ -112,17 +113,16 @@ double thread_cpu_s() {
 // The CPU of one report, sampling a real engine pipeline while it runs (the sampling
 // thread's own CPU time); the pipeline and its threads are gone when it returns.
 double report_cpu_s(std::size_t& bytes) {
-  auto pipeline =
-      actors::PipelineBuilder()
-          .add_source([i = 0]() mutable -> std::optional<int> {
-            if (i >= 400'000) return std::nullopt;
-            return i++;
-          })
-          .pipe([](int x) { return x + 1; }, {.concurrency = 2, .name = "read"})
-          .pipe([](int x) { return x * 2; }, {.concurrency = 2, .name = "decode"})
-          .pipe([](int x) { return x - 1; }, {.name = "batch"})
-          .add_sink(8)
-          .build({.num_threads = 2});
+  auto pipeline = actors::PipelineBuilder()
+                      .add_source([i = 0]() mutable -> std::optional<int> {
+                        if (i >= 400'000) return std::nullopt;
+                        return i++;
+                      })
+                      .pipe([](int x) { return x + 1; }, {.concurrency = 2, .name = "read"})
+                      .pipe([](int x) { return x * 2; }, {.concurrency = 2, .name = "decode"})
+                      .pipe([](int x) { return x - 1; }, {.name = "batch"})
+                      .add_sink(8)
+                      .build({.num_threads = 2});
   std::atomic<std::uint64_t> seen{0};
   std::thread consumer([&] {
     for (auto& item : pipeline) {

@@ -13,18 +13,19 @@ namespace brigade::launch {
 namespace {
 
 using transport::RemoteError;
-using Reader = transport::wire::Reader<RemoteError>;
+using ReportReader = transport::wire::Reader<RemoteError>;
 
-constexpr std::size_t kMaxText = 256;
+constexpr std::size_t kMaxReportText = 256;
 constexpr unsigned kMaxStages = 64;
 constexpr unsigned kMaxWorkers = 4096;
 
-std::string text(capnp::Text::Reader t, const char* what) {
-  if (t.size() > kMaxText) throw RemoteError(fmt::format("malformed message: {} too long", what));
+std::string report_text(capnp::Text::Reader t, const char* what) {
+  if (t.size() > kMaxReportText)
+    throw RemoteError(fmt::format("malformed message: {} too long", what));
   return t;
 }
 
-double time(double v, const char* what) {
+double report_time(double v, const char* what) {
   if (!(std::isfinite(v) && v >= 0))
     throw RemoteError(fmt::format("malformed message: {} is {}", what, v));
   return v;
@@ -52,8 +53,8 @@ void write_stage(const actors::StageStats& s, wire::StageFigures::Builder out) {
 }
 
 actors::StageStats read_stage(wire::StageFigures::Reader s) {
-  return {.name = text(s.getName(), "stage name"),
-          .kind = text(s.getKind(), "stage kind"),
+  return {.name = report_text(s.getName(), "stage name"),
+          .kind = report_text(s.getKind(), "stage kind"),
           .concurrency = s.getConcurrency(),
           .capacity = s.getCapacity(),
           .tasks = s.getTasks(),
@@ -61,15 +62,15 @@ actors::StageStats read_stage(wire::StageFigures::Reader s) {
           .filtered = s.getFiltered(),
           .retries = s.getRetries(),
           .outputs = s.getOutputs(),
-          .mean_ms = time(s.getMeanMs(), "mean_ms"),
-          .p50_ms = time(s.getP50Ms(), "p50_ms"),
-          .p90_ms = time(s.getP90Ms(), "p90_ms"),
-          .p99_ms = time(s.getP99Ms(), "p99_ms"),
-          .starved_s = time(s.getStarvedS(), "starved_s"),
-          .backpressured_s = time(s.getBackpressuredS(), "backpressured_s"),
-          .occupancy = time(s.getOccupancy(), "occupancy"),
-          .items_per_s = time(s.getItemsPerS(), "items_per_s"),
-          .elapsed_s = time(s.getElapsedS(), "elapsed_s")};
+          .mean_ms = report_time(s.getMeanMs(), "mean_ms"),
+          .p50_ms = report_time(s.getP50Ms(), "p50_ms"),
+          .p90_ms = report_time(s.getP90Ms(), "p90_ms"),
+          .p99_ms = report_time(s.getP99Ms(), "p99_ms"),
+          .starved_s = report_time(s.getStarvedS(), "starved_s"),
+          .backpressured_s = report_time(s.getBackpressuredS(), "backpressured_s"),
+          .occupancy = report_time(s.getOccupancy(), "occupancy"),
+          .items_per_s = report_time(s.getItemsPerS(), "items_per_s"),
+          .elapsed_s = report_time(s.getElapsedS(), "elapsed_s")};
 }
 
 template <class List>
@@ -116,36 +117,37 @@ std::vector<char> write_stats_report(const RankReport& r) {
 }
 
 RankReport read_stats_report(std::span<const char> bytes) {
-  Reader reader(bytes);
+  ReportReader reader(bytes);
   const auto r = reader.root<wire::StatsReport>();
   return transport::wire::checked_read<RemoteError>([&] {
-    RankReport out{.rank = r.getRank(),
-                   .host = text(r.getHost(), "host"),
-                   .sequence = r.getSequence(),
-                   .interval_s = time(r.getIntervalS(), "interval_s"),
-                   .at_s = time(r.getAtS(), "at_s"),
-                   .samples = r.getSamples(),
-                   .samples_total = r.getSamplesTotal(),
-                   .batches = r.getBatches(),
-                   .exposed_wait_s = time(r.getExposedWaitS(), "exposed_wait_s"),
-                   .exposed_wait_total_s = time(r.getExposedWaitTotalS(), "exposed_wait_total_s"),
-                   .readiness = time(r.getReadiness(), "readiness"),
-                   .since_last_request_s = time(r.getSinceLastRequestS(), "since_last_request_s"),
-                   .pipeline_full = r.getPipelineFull(),
-                   .last_sample_id = r.getLastSampleId(),
-                   .stages = read_stages(r.getStages()),
-                   .stage_totals = read_stages(r.getStageTotals()),
-                   .workers = {}};
+    RankReport out{
+        .rank = r.getRank(),
+        .host = report_text(r.getHost(), "host"),
+        .sequence = r.getSequence(),
+        .interval_s = report_time(r.getIntervalS(), "interval_s"),
+        .at_s = report_time(r.getAtS(), "at_s"),
+        .samples = r.getSamples(),
+        .samples_total = r.getSamplesTotal(),
+        .batches = r.getBatches(),
+        .exposed_wait_s = report_time(r.getExposedWaitS(), "exposed_wait_s"),
+        .exposed_wait_total_s = report_time(r.getExposedWaitTotalS(), "exposed_wait_total_s"),
+        .readiness = report_time(r.getReadiness(), "readiness"),
+        .since_last_request_s = report_time(r.getSinceLastRequestS(), "since_last_request_s"),
+        .pipeline_full = r.getPipelineFull(),
+        .last_sample_id = r.getLastSampleId(),
+        .stages = read_stages(r.getStages()),
+        .stage_totals = read_stages(r.getStageTotals()),
+        .workers = {}};
     const auto workers = r.getWorkers();
     if (workers.size() > kMaxWorkers) {
       throw RemoteError(
           fmt::format("a report of {} workers (at most {})", workers.size(), kMaxWorkers));
     }
     for (auto w : workers) {
-      out.workers.push_back({.name = text(w.getName(), "worker name"),
+      out.workers.push_back({.name = report_text(w.getName(), "worker name"),
                              .samples = w.getSamples(),
-                             .busy_s = time(w.getBusyS(), "busy_s"),
-                             .waited_s = time(w.getWaitedS(), "waited_s")});
+                             .busy_s = report_time(w.getBusyS(), "busy_s"),
+                             .waited_s = report_time(w.getWaitedS(), "waited_s")});
     }
     return out;
   });
