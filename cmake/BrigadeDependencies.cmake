@@ -77,6 +77,10 @@ pkg_check_modules(TURBOJPEG REQUIRED IMPORTED_TARGET libturbojpeg)
 # libjpeg-turbo's libjpeg API: region-of-interest decoding (TurboJPEG 2.1 cannot crop).
 pkg_check_modules(LIBJPEG REQUIRED IMPORTED_TARGET libjpeg)
 find_package(ZLIB REQUIRED)
+# Tar shards (launch/loader/shards.h): libarchive reads their headers (ustar, pax, GNU);
+# nlohmann-json their .json members (header-only).
+pkg_check_modules(LIBARCHIVE REQUIRED IMPORTED_TARGET libarchive)
+find_package(nlohmann_json CONFIG REQUIRED)
 if(BRIGADE_BUILD_TESTS)
   find_package(GTest CONFIG REQUIRED)
   include(GoogleTest)

@@ -98,6 +98,12 @@ SampleLocation Dataset::location(std::size_t i) const {
   return {.path = path(i), .offset = member_offset_[i], .size = member_size_[i]};
 }
 
+std::uint32_t Dataset::container_of(std::size_t i) const {
+  if (member_container_.empty())
+    throw std::logic_error("Dataset::container_of: the samples are files, not members");
+  return member_container_[i];
+}
+
 std::int64_t Dataset::label(std::size_t i) const {
   if (!labelled()) throw std::logic_error("Dataset::label: the dataset has no labels");
   return labels_[i];
@@ -118,7 +124,8 @@ std::uint64_t Dataset::identity_hash() const {
   h.add("labels");
   for (const auto label : labels_) {
     char bytes[8];
-    for (int b = 0; b < 8; ++b) bytes[b] = static_cast<char>(static_cast<std::uint64_t>(label) >> (8 * b));
+    for (int b = 0; b < 8; ++b)
+      bytes[b] = static_cast<char>(static_cast<std::uint64_t>(label) >> (8 * b));
     h.add(std::string_view(bytes, 8));
   }
   return h.value();

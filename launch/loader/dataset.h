@@ -106,6 +106,8 @@ class Dataset {
 
   /// The containers' paths as given to add_container (containers().size() of them).
   const std::vector<std::string>& containers() const { return containers_; }
+  /// The container of member i (a dataset of members only, else std::logic_error).
+  std::uint32_t container_of(std::size_t i) const;
 
   /// A hash of the identities in id order (actors::hash_sample_identities of them), and
   /// of the classes and labels when labelled: DatasetFingerprint::identity_hash.
@@ -115,13 +117,13 @@ class Dataset {
   std::string resolve(std::string_view path) const;
 
   std::string root_;
-  std::string identities_;                  // packed
+  std::string identities_;                   // packed
   std::vector<std::uint64_t> identity_end_;  // identity i ends here
   std::vector<std::int64_t> labels_;
   std::vector<std::string> classes_;
   std::vector<std::string> meta_names_;
-  std::vector<std::string> meta_values_;                // per column, packed
-  std::vector<std::vector<std::uint64_t>> meta_end_;   // per column
+  std::vector<std::string> meta_values_;              // per column, packed
+  std::vector<std::vector<std::uint64_t>> meta_end_;  // per column
   std::vector<std::string> containers_;
   std::vector<std::uint32_t> member_container_;  // empty, or one per sample (all members)
   std::vector<std::uint64_t> member_offset_, member_size_;

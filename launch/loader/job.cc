@@ -409,7 +409,7 @@ struct Job::Impl {
     // retry it (kReadRetry's backoff), and fails the sample on the last attempt; any
     // other failure (a corrupt, missing or unreadable file) fails the sample at once.
     auto read = [dataset, reader = read_file](actors::SampleId s, actors::TaskContext& task) {
-      EncodedSample e{.id = s.id, .path = dataset->path(s.id)};
+      EncodedSample e = encoded_sample(s.id, dataset->location(s.id));
       read_sample(e, reader);
       if (!e.failed()) return e;
       if (task.may_retry() && actors::is_transient(e.failure->code)) {
@@ -511,7 +511,7 @@ struct Job::Impl {
                       std::vector<actors::SampleId> ids, actors::TaskContext& task) {
       std::vector<EncodedSample> samples;
       samples.reserve(ids.size());
-      for (const auto& s : ids) samples.push_back({.id = s.id, .path = dataset->path(s.id)});
+      for (const auto& s : ids) samples.push_back(encoded_sample(s.id, dataset->location(s.id)));
       const auto s = spec();
       RemoteDecodeFigures figures;
       auto decoded = remote_decode_batch(

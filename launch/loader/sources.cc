@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "launch/loader/demo_dataset.h"
+#include "launch/loader/shards.h"
 
 namespace brigade::launch {
 
@@ -58,12 +59,12 @@ Dataset read_list(const std::string& list_file) {
     const auto last = line.find_last_not_of(" \t\r");
     d.add({.identity = std::string_view(line).substr(first, last - first + 1)});
   }
-  if (d.empty())
-    throw ConfigError(fmt::format("list {}: no paths in the file", list_file), "list");
+  if (d.empty()) throw ConfigError(fmt::format("list {}: no paths in the file", list_file), "list");
   return d;
 }
 
 Dataset open_dataset(const RunConfig& c, bool demo_allowed) {
+  if (!c.shards.empty()) return open_shards(expand_shard_spec(c.shards), shard_options(c));
   if (!c.list.empty()) return read_list(c.list);
   if (!c.data.empty()) return list_folder(c.data, c.kind);
   if (!demo_allowed) {

@@ -22,7 +22,8 @@ Dataset list_folder(const std::string& dir, MediaKind kind);
 /// Throws ConfigError if it cannot be read or has no entry.
 Dataset read_list(const std::string& list_file);
 
-/// The dataset `config` names: its `list`, else its `data` folder, else (with
+/// The dataset `config` names: its `shards` (launch/loader/shards.h), else its `list`,
+/// else its `data` folder, else (with
 /// `demo_allowed`) the demo dataset of its kind (generated on first use: demo_folder()).
 /// Throws ConfigError naming the key (no data without `demo_allowed`, a listing's error).
 Dataset open_dataset(const RunConfig& config, bool demo_allowed = true);
