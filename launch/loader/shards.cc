@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
+#include <unordered_set>
 
 #include "actors/sampler.h"
 #include "transport/files/files.h"
@@ -56,13 +57,13 @@ void expand_one(const std::string& item, std::vector<std::string>& out) {
       return !s.empty() && ec == std::errc() && end == s.data() + s.size();
     };
     if (!num(a, lo) || !num(b, hi) || hi < lo)
-      throw ShardError(fmt::format("shards: {}: {{{}}} is not a range of numbers LOW..HIGH", item,
-                                   body));
+      throw ShardError(
+          fmt::format("shards: {}: {{{}}} is not a range of numbers LOW..HIGH", item, body));
     if (hi - lo >= kMaxShards) throw ShardError(fmt::format("shards: {}: too many files", item));
     for (std::uint64_t v = lo; v <= hi; ++v) choices.push_back(fmt::format("{:0{}}", v, a.size()));
   } else {
     std::size_t start = 0;
-    for (auto comma = body.find(','); ; comma = body.find(',', start)) {
+    for (auto comma = body.find(',');; comma = body.find(',', start)) {
       choices.push_back(body.substr(start, comma - start));
       if (comma == std::string::npos) break;
       start = comma + 1;
@@ -143,10 +144,10 @@ std::vector<ShardMember> index_fd(int fd, const std::string& shard, std::uint64_
     const int r = archive_read_next_header(a.get(), &e);
     if (r == ARCHIVE_EOF) break;
     if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
-      throw ShardError(fmt::format("shard {}: {} after member {} ({})", shard,
-                                   members.empty() && last.front() == '(' ? "not a tar file"
-                                                                          : "truncated or corrupt",
-                                   last, archive_cause(a.get())));
+      throw ShardError(fmt::format(
+          "shard {}: {} after member {} ({})", shard,
+          members.empty() && last.front() == '(' ? "not a tar file" : "truncated or corrupt", last,
+          archive_cause(a.get())));
     }
     const char* raw = archive_entry_pathname(e);
     std::string name = raw ? raw : "";
@@ -155,17 +156,19 @@ std::vector<ShardMember> index_fd(int fd, const std::string& shard, std::uint64_
     const auto type = archive_entry_filetype(e);
     if (type == AE_IFDIR) continue;
     if (type != AE_IFREG || archive_entry_hardlink(e) != nullptr) {
-      throw ShardError(fmt::format("shard {}: member {}: not a regular file (a link or special "
-                                   "file); shards hold regular files",
-                                   shard, name));
+      throw ShardError(
+          fmt::format("shard {}: member {}: not a regular file (a link or special "
+                      "file); shards hold regular files",
+                      shard, name));
     }
     ShardMember m{.name = std::move(name),
                   .offset = static_cast<std::uint64_t>(archive_filter_bytes(a.get(), 0)),
                   .size = static_cast<std::uint64_t>(archive_entry_size(e))};
     if (m.offset > file_size || m.size > file_size - m.offset) {
-      throw ShardError(fmt::format("shard {}: member {} is cut off: {} bytes at offset {} in a "
-                                   "file of {} bytes",
-                                   shard, m.name, m.size, m.offset, file_size));
+      throw ShardError(
+          fmt::format("shard {}: member {} is cut off: {} bytes at offset {} in a "
+                      "file of {} bytes",
+                      shard, m.name, m.size, m.offset, file_size));
     }
     const auto ext = lower(split_name(m.name).ext);
     if ((ext == "cls" || ext == "json") && m.size <= kMaxInlineBytes) {
@@ -328,8 +331,8 @@ std::string json_scalar(const nlohmann::json& v) {
 std::int64_t parse_label(std::string_view text, const std::string& where) {
   const auto first = text.find_first_not_of(" \t\r\n");
   const auto last = text.find_last_not_of(" \t\r\n");
-  const auto t = first == std::string_view::npos ? std::string_view()
-                                                 : text.substr(first, last - first + 1);
+  const auto t =
+      first == std::string_view::npos ? std::string_view() : text.substr(first, last - first + 1);
   std::int64_t v = 0;
   auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
   if (t.empty() || ec != std::errc() || end != t.data() + t.size() || v < 0)
@@ -366,8 +369,8 @@ void add_sample(Dataset& d, std::uint32_t container, const std::string& shard,
     const auto ext = lower(split_name(m->name).ext);
     if (std::find(media.begin(), media.end(), ext) != media.end()) {
       if (item)
-        throw ShardError(fmt::format("shard {}: key {}: two media members, {} and {}", shard,
-                                     g.key, item->name, m->name));
+        throw ShardError(fmt::format("shard {}: key {}: two media members, {} and {}", shard, g.key,
+                                     item->name, m->name));
       item = m;
     } else if (ext == "cls") {
       cls = m;
@@ -391,8 +394,8 @@ void add_sample(Dataset& d, std::uint32_t container, const std::string& shard,
     try {
       doc = nlohmann::json::parse(json->inline_bytes);
     } catch (const nlohmann::json::exception& e) {
-      throw ShardError(fmt::format("shard {}: member {}: not JSON ({})", shard, json->name,
-                                   e.what()));
+      throw ShardError(
+          fmt::format("shard {}: member {}: not JSON ({})", shard, json->name, e.what()));
     }
     if (!doc.is_object())
       throw ShardError(fmt::format("shard {}: member {}: not a JSON object", shard, json->name));
@@ -400,13 +403,14 @@ void add_sample(Dataset& d, std::uint32_t container, const std::string& shard,
   std::optional<std::int64_t> label;
   if (!o.label_field.empty()) {
     if (!json || !doc.contains(o.label_field))
-      throw ShardError(fmt::format("shard {}: key {}: no label: {} has no field '{}'", shard,
-                                   g.key, json ? json->name : g.key + ".json", o.label_field));
+      throw ShardError(fmt::format("shard {}: key {}: no label: {} has no field '{}'", shard, g.key,
+                                   json ? json->name : g.key + ".json", o.label_field));
     const auto& v = doc[o.label_field];
     if (!v.is_number_integer() || v.get<std::int64_t>() < 0)
-      throw ShardError(fmt::format("shard {}: member {}: field '{}' is {}, not a non-negative "
-                                   "integer",
-                                   shard, json->name, o.label_field, v.dump()));
+      throw ShardError(
+          fmt::format("shard {}: member {}: field '{}' is {}, not a non-negative "
+                      "integer",
+                      shard, json->name, o.label_field, v.dump()));
     label = v.get<std::int64_t>();
   } else if (cls) {
     label = parse_label(cls->inline_bytes, fmt::format("shard {}: member {}", shard, cls->name));
@@ -417,10 +421,11 @@ void add_sample(Dataset& d, std::uint32_t container, const std::string& shard,
   std::vector<std::string_view> views(values.begin(), values.end());
   const std::string identity = name + "/" + item->name;
   try {
-    d.add({.identity = identity,
-           .label = label,
-           .member = MemberRange{.container = container, .offset = item->offset, .size = item->size},
-           .meta = views});
+    d.add(
+        {.identity = identity,
+         .label = label,
+         .member = MemberRange{.container = container, .offset = item->offset, .size = item->size},
+         .meta = views});
   } catch (const std::invalid_argument& e) {
     throw ShardError(fmt::format("shard {}: key {}: {}", shard, g.key, e.what()));
   }
@@ -479,8 +484,8 @@ Dataset open_shards(const std::vector<std::string>& shards, const ShardOptions& 
       }
     }
   };
-  const auto n = std::clamp<std::size_t>(static_cast<std::size_t>(std::max(o.threads, 1)), 1,
-                                         shards.size());
+  const auto n =
+      std::clamp<std::size_t>(static_cast<std::size_t>(std::max(o.threads, 1)), 1, shards.size());
   std::vector<std::jthread> threads;
   for (std::size_t t = 1; t < n; ++t) threads.emplace_back(work);
   work();
@@ -495,12 +500,16 @@ Dataset open_shards(const std::vector<std::string>& shards, const ShardOptions& 
   d.reserve(members, 0);
   for (std::size_t s = 0; s < shards.size(); ++s) {
     const auto container = d.add_container(shards[s]);
-    std::vector<std::string> seen;  // keys of this shard, to catch one that comes back
+    std::unordered_set<std::string> seen;  // keys of this shard: one may not come back
     Group g;
     auto flush = [&] {
       if (g.members.empty()) return;
+      if (!seen.insert(g.key).second)
+        throw ShardError(
+            fmt::format("shard {}: key {}: its members are not consecutive (the "
+                        "key comes back after other keys, at member {})",
+                        shards[s], g.key, g.members.front()->name));
       add_sample(d, container, shards[s], names[s], g, media, o);
-      seen.push_back(g.key);
       g = {};
     };
     for (const auto& m : index[s]) {
@@ -513,11 +522,6 @@ Dataset open_shards(const std::vector<std::string>& shards, const ShardOptions& 
       g.members.push_back(&m);
     }
     flush();
-    std::sort(seen.begin(), seen.end());
-    if (auto dup = std::adjacent_find(seen.begin(), seen.end()); dup != seen.end())
-      throw ShardError(fmt::format("shard {}: key {}: its members are not consecutive (the key "
-                                   "comes back after other keys)",
-                                   shards[s], *dup));
   }
   if (d.empty()) throw ShardError("shards: no samples in the shards given");
   return d;
