@@ -17,6 +17,7 @@
 #include "launch/loader/decode.h"
 #include "launch/loader/detail/batch.h"
 #include "launch/loader/remote_ops.h"
+#include "launch/loader/shards.h"
 #include "transport/checkpoint/checkpoint.h"
 #include "transport/device/device.h"
 #include "transport/device/device_pool.h"
@@ -25,6 +26,16 @@ namespace brigade::launch {
 
 std::unique_ptr<actors::DistributedSampler> make_sampler(const RunConfig& c, const Dataset& d) {
   const auto hash = d.identity_hash();
+  if (c.shuffle && c.shuffle_window > 0 && !d.containers().empty()) {
+    return std::make_unique<actors::DistributedBlockSampler>(
+        d.size(), actors::BlockOptions{.rank = *c.rank,
+                                       .world_size = *c.world_size,
+                                       .seed = c.seed,
+                                       .boundaries = container_boundaries(d),
+                                       .window = c.shuffle_window,
+                                       .tail = c.tail,
+                                       .identity_hash = hash});
+  }
   if (c.shuffle) {
     return std::make_unique<actors::DistributedRandomSampler>(
         d.size(), actors::RandomOptions{.rank = *c.rank,

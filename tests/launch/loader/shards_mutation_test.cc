@@ -29,7 +29,8 @@ class ShardMutations : public ::testing::Test {
     std::vector<std::string> names;
     for (int i = 0; i < 6; ++i) {
       const std::string key = (i % 2 ? long_dir + "/" : std::string()) + "k" + std::to_string(i);
-      std::ofstream(src / (key + ".jpg"), std::ios::binary) << std::string(300 + 97 * i, char('a' + i));
+      std::ofstream(src / (key + ".jpg"), std::ios::binary)
+          << std::string(300 + 97 * i, char('a' + i));
       std::ofstream(src / (key + ".cls")) << i;
       std::ofstream(src / (key + ".json")) << "{\"y\": " << i << ", \"m\": \"v" << i << "\"}";
       for (const auto* ext : {".jpg", ".cls", ".json"}) names.push_back(key + ext);
@@ -48,7 +49,8 @@ class ShardMutations : public ::testing::Test {
     return {std::istreambuf_iterator<char>(in), {}};
   }
   static void write(const fs::path& p, const std::vector<char>& bytes) {
-    std::ofstream(p, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(bytes.size()));
+    std::ofstream(p, std::ios::binary | std::ios::trunc)
+        .write(bytes.data(), std::streamsize(bytes.size()));
   }
   fs::path root_;
 };
@@ -62,10 +64,9 @@ TEST_F(ShardMutations, AMutatedShardGivesAnIndexOrAShardError) {
     for (int round = 0; round < 600; ++round) {
       write(target, transport::test::mutated(valid, round, random));
       try {
-        const auto d = open_shards({target.string()},
-                                   {.label_field = round % 3 == 0 ? "y" : "",
-                                    .meta_fields = {"m"},
-                                    .use_cache = false});
+        const auto d = open_shards(
+            {target.string()},
+            {.label_field = round % 3 == 0 ? "y" : "", .meta_fields = {"m"}, .use_cache = false});
         // What it returns lies inside the file.
         for (std::size_t i = 0; i < d.size(); ++i) {
           const auto l = d.location(i);

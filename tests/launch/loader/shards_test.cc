@@ -53,7 +53,8 @@ void tar(const fs::path& out, const fs::path& dir, const std::vector<std::string
 class Shards : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() / ("brigade-shards-" + std::to_string(std::random_device{}()));
+    root_ =
+        fs::temp_directory_path() / ("brigade-shards-" + std::to_string(std::random_device{}()));
     fs::create_directories(root_ / "src");
   }
   void TearDown() override { fs::remove_all(root_); }
@@ -181,8 +182,12 @@ TEST_F(Shards, EveryBadInputIsAnErrorNamingTheShardAndMember) {
   };
   const std::vector<Case> cases{
       {"nomedia.tar", {{"0.jpg", "J"}, {"1.cls", "1"}}, "key 1: no media member"},
-      {"twomedia.tar", {{"0.jpg", "J"}, {"0.png", "P"}}, "key 0: two media members, 0.jpg and 0.png"},
-      {"apart.tar", {{"0.jpg", "J"}, {"1.jpg", "J"}, {"0.cls", "1"}}, "key 0: its members are not consecutive"},
+      {"twomedia.tar",
+       {{"0.jpg", "J"}, {"0.png", "P"}},
+       "key 0: two media members, 0.jpg and 0.png"},
+      {"apart.tar",
+       {{"0.jpg", "J"}, {"1.jpg", "J"}, {"0.cls", "1"}},
+       "key 0: its members are not consecutive"},
       {"badcls.tar", {{"0.jpg", "J"}, {"0.cls", "cat"}}, "member 0.cls: label 'cat'"},
       {"mixed.tar", {{"0.jpg", "J"}, {"0.cls", "1"}, {"1.jpg", "J"}}, "key 1: no label"},
   };
@@ -332,9 +337,8 @@ TEST_F(ShardBatches, AJobOverShardsDeliversTheLooseFilesBatchesByteForByte) {
 
 TEST_F(ShardBatches, ARemoteWorkerReadsTheSameByteRanges) {
   const transport::Security security{.token = "shards test"};
-  const auto d = open_shards(expand_shard_spec(std::vector<std::string>{
-                                 (root_ / "sh-{0..2}.tar").string()}),
-                             options());
+  const auto d = open_shards(
+      expand_shard_spec(std::vector<std::string>{(root_ / "sh-{0..2}.tar").string()}), options());
   std::vector<EncodedSample> samples;
   for (std::size_t i = 0; i < d.size(); ++i) samples.push_back(encoded_sample(i, d.location(i)));
   const DecodeSpec spec{.transform = {.kind = media::TransformKind::train, .seed = 4}};
@@ -383,6 +387,33 @@ TEST_F(ShardBatches, AShardTruncatedAfterIndexingFailsItsSamplesNamingTheShard) 
   EXPECT_NE(s.failure->cause.find("truncated or changed since it was indexed"), std::string::npos)
       << s.failure->cause;
   EXPECT_EQ(error_code_name(s.failure->code), "io");
+}
+
+TEST_F(ShardBatches, ShuffleWindowReadsTheShardsAWindowAtATime) {
+  RunConfig c;
+  c.shards = {(root_ / "sh-{0..2}.tar").string()};
+  c.shuffle_window = 1;
+  c.batch_size = 2;
+  c.threads = 2;
+  c.epochs = 2;
+  resolve(c, [](const char*) -> const char* { return nullptr; });
+  const auto d = open_dataset(c, false);
+  const auto sampler = make_sampler(c, d);
+  EXPECT_EQ(sampler->fingerprint().kind, actors::SamplerKind::blocks);
+  std::vector<std::uint64_t> ids;
+  run_job(c, d, {.on_batch = [&](const JobBatch& b) {
+            ids.insert(ids.end(), b.ids.begin(), b.ids.end());
+          }});
+  ASSERT_EQ(ids.size(), 26u);  // 13 good samples, twice
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::vector<std::uint64_t> e(ids.begin() + 13 * epoch, ids.begin() + 13 * (epoch + 1));
+    // One shard at a time: the shard of consecutive samples changes twice.
+    int changes = 0;
+    for (std::size_t i = 1; i < e.size(); ++i) changes += e[i] / 5 != e[i - 1] / 5;
+    EXPECT_EQ(changes, 2) << "epoch " << epoch;
+    std::sort(e.begin(), e.end());
+    EXPECT_EQ(std::adjacent_find(e.begin(), e.end()), e.end());
+  }
 }
 
 TEST(ShardKeys, TheKeyTableTakesShardsAsAnArrayOrOneString) {
