@@ -495,9 +495,18 @@ Dataset open_shards(const std::vector<std::string>& shards, const ShardOptions& 
   const auto names = shard_names(shards);
   Dataset d;
   d.set_meta_columns(o.meta_fields);
-  std::size_t members = 0;
-  for (const auto& m : index) members += m.size();
-  d.reserve(members, 0);
+  // Room for the samples and their identities (the media members), so the packed
+  // buffers do not grow by doubling.
+  std::size_t samples = 0, bytes = 0;
+  for (std::size_t s = 0; s < index.size(); ++s) {
+    for (const auto& m : index[s]) {
+      const auto ext = lower(split_name(m.name).ext);
+      if (std::find(media.begin(), media.end(), ext) == media.end()) continue;
+      ++samples;
+      bytes += names[s].size() + 1 + m.name.size();
+    }
+  }
+  d.reserve(samples, bytes);
   for (std::size_t s = 0; s < shards.size(); ++s) {
     const auto container = d.add_container(shards[s]);
     std::unordered_set<std::string> seen;  // keys of this shard: one may not come back
