@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -31,6 +32,7 @@
 #include "launch/loader/remote_ops.h"
 #include "launch/loader/sources.h"
 #include "launch/process.h"
+#include "launch/profile.h"
 #include "launch/progress.h"
 #include "transport/checkpoint/checkpoint.h"
 #include "transport/remote/remote.h"
@@ -87,7 +89,9 @@ const char* end_name(launch::JobEnd end) {
 
 // The --json line. Figures start at the program's start; cpu_seconds and peak_rss_mb
 // exclude what happened before the job (the demo dataset's generation).
-std::string summary_json(const launch::JobSummary& s, double cpu0) {
+// `class_counts`: samples delivered per class of a labelled dataset (else empty).
+std::string summary_json(const launch::JobSummary& s, double cpu0,
+                         const std::vector<std::pair<std::string, std::uint64_t>>& class_counts) {
   // The statistics as actors/stats.h describes them (the keys of the Python Loader's).
   const auto object = [](const auto& record, auto figures) {
     nlohmann::json o = nlohmann::json::object();
@@ -110,6 +114,11 @@ std::string summary_json(const launch::JobSummary& s, double cpu0) {
                    {"peak_rss_mb", launch::peak_rss_mb()},
                    {"stages", stages},
                    {"sink", object(s.stats.sink, actors::sink_figures())}};
+  if (!class_counts.empty()) {
+    nlohmann::json classes = nlohmann::json::object();
+    for (const auto& [name, count] : class_counts) classes[name] = count;
+    j["classes"] = classes;
+  }
   if (!s.failure.empty()) j["failure"] = s.failure;
   if (!s.checkpoint.empty()) j["checkpoint"] = s.checkpoint;
   if (s.remote) {
@@ -141,6 +150,44 @@ std::uint64_t fnv1a(const media::Tensor& t) {
   const auto* p = static_cast<const unsigned char*>(t.data());
   for (std::size_t i = 0, n = p ? t.nbytes() : 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
   return h;
+}
+
+// The number of label values of a labelled dataset: its classes, else the largest
+// label + 1.
+std::size_t label_count(const launch::Dataset& d) {
+  if (!d.classes().empty()) return d.classes().size();
+  std::int64_t top = -1;
+  for (std::size_t i = 0; i < d.size(); ++i) top = std::max(top, d.label(i));
+  return static_cast<std::size_t>(top + 1);
+}
+
+// ", 10 classes (cat, dog, …)" for the info line (at most 8 names), "" unlabelled.
+std::string classes_text(const launch::Dataset& d) {
+  if (!d.labelled()) return {};
+  const auto& classes = d.classes();
+  if (classes.empty()) return fmt::format(", labelled ({} label values)", label_count(d));
+  std::string names;
+  for (std::size_t i = 0; i < classes.size() && i < 8; ++i) names += (i ? ", " : "") + classes[i];
+  if (classes.size() > 8) names += ", …";
+  return fmt::format(", {} classes ({})", classes.size(), names);
+}
+
+std::string class_name(const launch::Dataset& d, std::size_t label) {
+  return label < d.classes().size() ? d.classes()[label] : std::to_string(label);
+}
+
+// "samples per class: cat 120, dog 80" (up to 20 classes; beyond, the extremes).
+std::string class_counts_text(const launch::Dataset& d, const std::vector<std::uint64_t>& counts) {
+  if (counts.size() <= 20) {
+    std::string text = "samples per class:";
+    for (std::size_t l = 0; l < counts.size(); ++l)
+      text += fmt::format("{} {} {}", l ? "," : "", class_name(d, l), counts[l]);
+    return text;
+  }
+  const auto [lo, hi] = std::minmax_element(counts.begin(), counts.end());
+  return fmt::format("samples per class ({} classes): fewest {} ({}), most {} ({})", counts.size(),
+                     *lo, class_name(d, static_cast<std::size_t>(lo - counts.begin())), *hi,
+                     class_name(d, static_cast<std::size_t>(hi - counts.begin())));
 }
 
 // `generation`: the time spent generating the demo dataset (zero when it existed).
@@ -189,17 +236,24 @@ int run(const launch::RunCommand& config) {
     if (!ids)
       throw launch::ConfigError(fmt::format("ids_out {}: cannot create the file", config.ids_out));
   }
-  spdlog::info("brigade: {} {}s, rank {} of {}, batch {}, {} epoch(s), {}", dataset.size(),
-               launch::to_string(config.kind), *config.rank, *config.world_size, *config.batch_size,
-               config.epochs,
+  spdlog::info("brigade: {} {}s{}, rank {} of {}, batch {}, {} epoch(s), {}", dataset.size(),
+               launch::to_string(config.kind), classes_text(dataset), *config.rank,
+               *config.world_size, *config.batch_size, config.epochs,
                config.shuffle ? fmt::format("shuffled with seed {}", config.seed) : "in order");
+  // Samples delivered per label (a labelled dataset's), for the JSON summary.
+  std::vector<std::uint64_t> per_label(dataset.labelled() ? label_count(dataset) : 0);
   launch::ProgressReporter progress(config.progress && isatty(STDERR_FILENO));
   const launch::JobHooks hooks{
       .on_batch =
           [&](const launch::JobBatch& batch) {
+            for (auto label : batch.labels) ++per_label[static_cast<std::size_t>(label)];
             if (digests) {
               digests << batch.epoch << ' ' << fmt::format("{:016x}", fnv1a(batch.data));
               for (auto id : batch.ids) digests << ' ' << id;
+              if (dataset.labelled()) {
+                digests << " labels";
+                for (auto label : batch.labels) digests << ' ' << label;
+              }
               digests << '\n';
             }
             if (!ids) return;
@@ -229,6 +283,7 @@ int run(const launch::RunCommand& config) {
         "(first batch at {:.3f} s), {} failed",
         summary.counts.samples, summary.counts.batches, summary.samples_per_s,
         summary.time_to_first_batch_s, summary.counts.failed);
+    if (!per_label.empty()) spdlog::info("brigade: {}", class_counts_text(dataset, per_label));
     if (!summary.checkpoint.empty())
       spdlog::info("brigade: checkpoint written to {}", summary.checkpoint);
     if (summary.remote) {
@@ -246,7 +301,12 @@ int run(const launch::RunCommand& config) {
       }
     }
   }
-  if (config.json) std::printf("%s\n", summary_json(summary, cpu0).c_str());
+  if (config.json) {
+    std::vector<std::pair<std::string, std::uint64_t>> class_counts;
+    for (std::size_t l = 0; l < per_label.size(); ++l)
+      class_counts.emplace_back(class_name(dataset, l), per_label[l]);
+    std::printf("%s\n", summary_json(summary, cpu0, class_counts).c_str());
+  }
   std::fflush(stdout);
   const int code = summary.end == launch::JobEnd::interrupted ? 128 + g_signal.load()
                    : summary.end == launch::JobEnd::failed    ? 1
@@ -268,6 +328,7 @@ struct WorkerArgs {
   std::vector<std::string> shards;  // WebDataset tar shards (brace ranges expanded)
   std::string image_key, video_key, label_key;
   std::string kind = "image";
+  std::string labels = "none";
   int threads = 0;
   int window = 0;
 };
@@ -298,16 +359,19 @@ int worker(const WorkerArgs& a) {
     throw launch::ConfigError("--data, --list and --shards: give one of them");
   if (!a.data.empty() || !a.list.empty() || !a.shards.empty()) {
     if (a.kind != "image" && a.kind != "video") throw launch::ConfigError("--kind: image or video");
-    // The same listing as the trainer's open_dataset(), from the same keys.
-    launch::RunConfig c;
-    c.kind = a.kind == "video" ? launch::MediaKind::video : launch::MediaKind::image;
-    c.data = a.data;
-    c.list = a.list;
-    c.shards = a.shards;
-    if (!a.image_key.empty()) c.image_key = a.image_key;
-    if (!a.video_key.empty()) c.video_key = a.video_key;
-    c.label_key = a.label_key;
-    auto d = launch::open_dataset(c, false);
+    if (a.labels != "none" && a.labels != "folder")
+      throw launch::ConfigError("--labels: none or folder");
+    // The trainer's listing (open_dataset), so that ids and the fingerprint agree.
+    launch::RunConfig listing;
+    listing.data = a.data;
+    listing.list = a.list;
+    listing.kind = a.kind == "video" ? launch::MediaKind::video : launch::MediaKind::image;
+    listing.labels = a.labels == "folder" ? launch::Labels::folder : launch::Labels::none;
+    listing.shards = a.shards;
+    if (!a.image_key.empty()) listing.image_key = a.image_key;
+    if (!a.video_key.empty()) listing.video_key = a.video_key;
+    listing.label_key = a.label_key;
+    auto d = launch::open_dataset(listing, false);
     o.fingerprint = d.identity_hash();
     files.reserve(d.size());
     for (std::size_t i = 0; i < d.size(); ++i) files.push_back(d.location(i));
@@ -342,6 +406,31 @@ int worker(const WorkerArgs& a) {
 
 }  // namespace
 
+// `brigade profile`: the job's stages one at a time (launch/profile.h).
+int profile(const launch::RunCommand& config, launch::ProfileOptions options,
+            const std::string& levels) {
+  for (std::size_t at = 0; at < levels.size();) {
+    const auto comma = std::min(levels.find(',', at), levels.size());
+    const auto item = levels.substr(at, comma - at);
+    int value = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (ec != std::errc() || end != item.data() + item.size())
+      throw launch::ConfigError(
+          fmt::format("--concurrency: expected numbers separated by commas, got '{}'", levels));
+    options.concurrency.push_back(value);
+    at = comma + 1;
+  }
+  std::chrono::steady_clock::duration generation{};
+  const auto dataset = load_dataset(config, generation);
+  const auto report = launch::profile_job(config, dataset, options);
+  if (config.json) {
+    std::printf("%s\n", launch::profile_json(report).c_str());
+  } else {
+    std::printf("%s", launch::format_profile(report).c_str());
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   g_program_start = std::chrono::steady_clock::now();
   launch::mark_program_start();
@@ -358,26 +447,44 @@ int main(int argc, char** argv) {
       "concurrency) and flags, which override it. Exit codes: 0 success, 1 pipeline "
       "failure, 2 usage or config error, 130/143 interrupted.");
   std::string config_file;
-  run_cmd->add_option("config", config_file, "TOML config file");
   std::vector<std::pair<std::string, std::string>> given;  // flags in the order CLI11 reports them
-  for (const auto& f : launch::run_flags()) {
-    const std::string flag(f.flag);
-    if (f.takes_value) {
-      run_cmd
-          ->add_option_function<std::string>(
-              flag, [&given, flag](const std::string& v) { given.emplace_back(flag, v); },
-              std::string(f.help))
-          ->type_name(f.metavar);
-      continue;
+  // `run` and `profile` take the job's description: a TOML file and the key table's flags.
+  const auto add_job_flags = [&config_file, &given](CLI::App* cmd) {
+    cmd->add_option("config", config_file, "TOML config file");
+    for (const auto& f : launch::run_flags()) {
+      const std::string flag(f.flag);
+      if (f.takes_value) {
+        cmd->add_option_function<std::string>(
+               flag, [&given, flag](const std::string& v) { given.emplace_back(flag, v); },
+               std::string(f.help))
+            ->type_name(f.metavar);
+        continue;
+      }
+      cmd->add_flag_callback(
+          flag, [&given, flag] { given.emplace_back(flag, ""); }, std::string(f.help));
+      if (f.negatable) {
+        const std::string off = "--no-" + flag.substr(2);
+        cmd->add_flag_callback(
+            off, [&given, off] { given.emplace_back(off, ""); }, "turn " + flag + " off");
+      }
     }
-    run_cmd->add_flag_callback(
-        flag, [&given, flag] { given.emplace_back(flag, ""); }, std::string(f.help));
-    if (f.negatable) {
-      const std::string off = "--no-" + flag.substr(2);
-      run_cmd->add_flag_callback(
-          off, [&given, off] { given.emplace_back(off, ""); }, "turn " + flag + " off");
-    }
-  }
+  };
+  add_job_flags(run_cmd);
+  auto* profile_cmd = app.add_subcommand(
+      "profile",
+      "run the job's local stages (read, decode) one at a time at concurrency 1, 2, 4, ... "
+      "on a bounded sample of its data, print each stage's samples/s and CPU per sample, "
+      "and the recommended concurrency as TOML lines (JSON with --json). Takes `run`'s "
+      "config and flags.");
+  add_job_flags(profile_cmd);
+  launch::ProfileOptions profile_options;
+  std::string profile_levels;
+  profile_cmd->add_option("--samples", profile_options.samples,
+                          "samples to profile (default: batch size x 8 x the largest "
+                          "concurrency, at most 4096)");
+  profile_cmd->add_option("--concurrency", profile_levels,
+                          "concurrencies to try, e.g. 1,2,4 (default: powers of two up to the "
+                          "cores)");
   WorkerArgs wa;
   auto* worker_cmd = app.add_subcommand(
       "worker",
@@ -407,6 +514,11 @@ int main(int argc, char** argv) {
   worker_cmd->add_option("--label-key", wa.label_key, "with --shards: as `brigade run`");
   worker_cmd->add_option("--kind", wa.kind, "image|video (with --data or --shards)")
       ->capture_default_str();
+  worker_cmd
+      ->add_option("--labels", wa.labels,
+                   "none|folder: as the trainer's --labels (with --data: the order of "
+                   "the samples, and the fingerprint, depend on it)")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -428,6 +540,7 @@ int main(int argc, char** argv) {
     if (!config_file.empty()) launch::apply_toml_file(config, config_file);
     for (const auto& [flag, value] : given) launch::apply_flag(config, flag, value);
     launch::resolve(config, [](const char* name) { return std::getenv(name); });
+    if (profile_cmd->parsed()) return profile(config, profile_options, profile_levels);
     return run(config);
   } catch (const launch::ConfigError& e) {
     spdlog::error("brigade: {}", e.what());

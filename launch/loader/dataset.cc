@@ -79,6 +79,27 @@ void Dataset::reserve(std::size_t samples, std::size_t bytes) {
   identities_.reserve(bytes);
 }
 
+void Dataset::shrink_to_fit() {
+  identities_.shrink_to_fit();
+  identity_end_.shrink_to_fit();
+  labels_.shrink_to_fit();
+  for (auto& v : meta_values_) v.shrink_to_fit();
+  for (auto& e : meta_end_) e.shrink_to_fit();
+}
+
+void Dataset::remap_labels(std::span<const std::int64_t> map, std::vector<std::string> classes) {
+  for (auto& label : labels_) {
+    if (static_cast<std::uint64_t>(label) >= map.size())
+      throw std::invalid_argument("label " + std::to_string(label) + " has no mapping");
+    const auto to = map[static_cast<std::size_t>(label)];
+    if (to < 0 || static_cast<std::uint64_t>(to) >= classes.size())
+      throw std::invalid_argument("label " + std::to_string(to) + " is not a class of " +
+                                  std::to_string(classes.size()));
+    label = to;
+  }
+  classes_ = std::move(classes);
+}
+
 std::string_view Dataset::identity(std::size_t i) const {
   return slice(identities_, identity_end_, i);
 }

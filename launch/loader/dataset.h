@@ -86,6 +86,12 @@ class Dataset {
   std::uint64_t add(const SampleEntry& entry);
   /// Room for `samples` samples and `bytes` bytes of identities.
   void reserve(std::size_t samples, std::size_t bytes);
+  /// Gives back the buffers' unused room (after the last add()).
+  void shrink_to_fit();
+  /// Replaces every label l by map[l] and names the classes (a listing that learns its
+  /// class names only at the end: a manifest's sorted names). Throws
+  /// std::invalid_argument for a label outside `map` or a mapped one outside `classes`.
+  void remap_labels(std::span<const std::int64_t> map, std::vector<std::string> classes);
 
   std::size_t size() const { return identity_end_.size(); }
   bool empty() const { return size() == 0; }

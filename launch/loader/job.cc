@@ -460,8 +460,13 @@ struct Job::Impl {
     return finish(std::move(decoded), build);
   }
 
-  // The batch with its samples' labels (a labelled dataset's).
+  // The batch with its samples' labels (a labelled dataset's) and metadata (`meta`).
   JobBatch label(JobBatch b) const {
+    b.meta.resize(d.meta_columns().size());
+    for (std::size_t m = 0; m < b.meta.size(); ++m) {
+      b.meta[m].reserve(b.ids.size());
+      for (const auto id : b.ids) b.meta[m].emplace_back(d.meta(id, m));
+    }
     if (!d.labelled()) return b;
     b.labels.resize(b.ids.size());
     for (std::size_t i = 0; i < b.ids.size(); ++i) b.labels[i] = d.label(b.ids[i]);
@@ -491,8 +496,12 @@ struct Job::Impl {
   // stage function would drop the batch: actors/pipeline.h THREADING).
   std::function<JobBatch(JobBatch, actors::TaskContext&)> user_stage() const {
     return [run = stage.run](JobBatch b, actors::TaskContext&) {
-      JobBatch out{
-          .epoch = b.epoch, .ids = b.ids, .labels = b.labels, .data = {}, .failed = b.failed};
+      JobBatch out{.epoch = b.epoch,
+                   .ids = b.ids,
+                   .labels = b.labels,
+                   .meta = b.meta,
+                   .data = {},
+                   .failed = b.failed};
       try {
         out.staged = run(std::move(b));
       } catch (...) {

@@ -117,6 +117,10 @@ struct JobBatch {
   // labels[i] is sample ids[i]'s label (Dataset::label) when the dataset is labelled;
   // else empty
   std::vector<std::int64_t> labels{};
+  // With `meta` (RunConfig::meta, a manifest's columns): meta[c][i] is sample ids[i]'s
+  // text in column config.meta[c] (Dataset::meta), copied; else empty. Only what was
+  // asked for travels: no column, no cost.
+  std::vector<std::vector<std::string>> meta{};
   // [ids.size(), ...] uint8 (float32 with normalize and no device); empty with a device
   media::Tensor data;
   std::vector<std::uint64_t> failed{};  // samples of this batch that failed (not in data)

@@ -29,6 +29,9 @@ using media::Layout;  // media/tensor.h: the one layout type
 enum class Normalize { none, imagenet };
 /// on_no_workers: with no live remote worker, decode here or wait and fail.
 enum class OnNoWorkers { local, fail };
+/// labels: none, or folder (the data folder's subfolders are the classes, ImageFolder's
+/// listing: launch/loader/sources.h list_class_folders).
+enum class Labels { none, folder };
 
 /// The largest batch_size accepted. A batch's memory is allocated for the samples it
 /// really holds (never more than exist), so a large value on a small dataset works;
@@ -61,6 +64,17 @@ struct RunConfig {
   std::string data{};  // folder searched recursively; empty (and no list): the demo
   std::string list{};  // file of paths, one per non-blank line
   MediaKind kind = MediaKind::image;
+  // Where the samples' labels come from: none (an unlabelled dataset) or folder (with
+  // `data`: the class folders, in ImageFolder's order; see launch/loader/sources.h).
+  Labels labels = Labels::none;
+  // -- Manifests (launch/loader/manifest.h): a table of samples instead of data/list --
+  std::string manifest{};         // CSV, TSV or JSON Lines file
+  std::string manifest_format{};  // "" (by extension), csv, tsv or jsonl
+  std::string path_column = "path";
+  std::string label_column{};  // "": "label" when the manifest has one
+  std::string classes{};       // file of class names, one per line (label = line index)
+  // Metadata columns kept per sample (Dataset::meta) and delivered in JobBatch::meta.
+  std::vector<std::string> meta{};
   std::optional<int> batch_size{};  // default 32 (image) or 8 (video)
   std::uint64_t epochs = 1;         // total epochs of the job (a resume continues toward it)
   // How the ranks' shares of an epoch are evened (actors/sampler.h, THE EPOCH SEQUENCE):
@@ -165,5 +179,6 @@ bool hosts_directory(const RunConfig& config);
 std::string_view to_string(MediaKind kind);
 std::string_view to_string(Normalize normalize);
 std::string_view to_string(OnNoWorkers on_no_workers);
+std::string_view to_string(Labels labels);
 
 }  // namespace brigade::launch

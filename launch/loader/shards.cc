@@ -441,7 +441,7 @@ std::vector<std::string> expand_shard_spec(std::span<const std::string> spec) {
 }
 
 ShardOptions shard_options(const RunConfig& c) {
-  ShardOptions o{.label_field = c.label_key};
+  ShardOptions o{.label_field = c.label_key, .meta_fields = c.meta};
   std::string_view rest = c.kind == MediaKind::video ? c.video_key : c.image_key;
   for (auto semi = rest.find(';');; semi = rest.find(';')) {
     if (!rest.substr(0, semi).empty()) o.media_extensions.emplace_back(rest.substr(0, semi));

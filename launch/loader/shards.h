@@ -92,7 +92,7 @@ struct ShardOptions {
 };
 
 /// The options `config` gives: its kind's key (image_key or video_key, split at ';'),
-/// label_key.
+/// label_key, meta.
 ShardOptions shard_options(const RunConfig& config);
 
 /// The samples of `shards` (files, already expanded; relative paths against the
