@@ -212,8 +212,8 @@ void cold(const Args& a, const std::string& data) {
       std::fprintf(stderr,
                    "cold %-5s %-6s W=%llu: %9.1f/s  storage %8.0f B/sample  calls %8.0f "
                    "B/sample\n",
-                   reads_only ? "reads" : "job", shuffle, (unsigned long long)window,
-                   median(rates), median(storage), median(calls));
+                   reads_only ? "reads" : "job", shuffle, (unsigned long long)window, median(rates),
+                   median(storage), median(calls));
     }
   }
 }
@@ -294,12 +294,18 @@ int main(int argc, char** argv) {
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--mode") a.mode = v;
-    else if (k == "--data") a.data = v;
-    else if (k == "--work") a.work = v;
-    else if (k == "--threads") a.threads = std::stoi(v);
-    else if (k == "--rounds") a.rounds = std::stoi(v);
-    else if (k == "--window") a.window = std::stoull(v);
+    if (k == "--mode")
+      a.mode = v;
+    else if (k == "--data")
+      a.data = v;
+    else if (k == "--work")
+      a.work = v;
+    else if (k == "--threads")
+      a.threads = std::stoi(v);
+    else if (k == "--rounds")
+      a.rounds = std::stoi(v);
+    else if (k == "--window")
+      a.window = std::stoull(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
