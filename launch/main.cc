@@ -354,6 +354,8 @@ int stats(const std::string& file, const std::string& out) {
 struct WorkerArgs {
   std::string listen = "127.0.0.1:0";
   std::string join, advertise, token_file, tls_cert, tls_key, tls_ca, data, list;
+  std::vector<std::string> shards;  // WebDataset tar shards (brace ranges expanded)
+  std::string image_key, video_key, label_key;
   std::string kind = "image";
   std::string labels = "none";
   int threads = 0;
@@ -381,8 +383,10 @@ int worker(const WorkerArgs& a) {
   o.threads = a.threads;
   o.window = static_cast<std::uint32_t>(a.window);
   o.security = {launch::read_job_token(a.token_file, getenv), a.tls_cert, a.tls_key, a.tls_ca};
-  std::vector<std::string> files;
-  if (!a.data.empty() || !a.list.empty()) {
+  std::vector<launch::SampleLocation> files;
+  if (int(!a.data.empty()) + int(!a.list.empty()) + int(!a.shards.empty()) > 1)
+    throw launch::ConfigError("--data, --list and --shards: give one of them");
+  if (!a.data.empty() || !a.list.empty() || !a.shards.empty()) {
     if (a.kind != "image" && a.kind != "video") throw launch::ConfigError("--kind: image or video");
     if (a.labels != "none" && a.labels != "folder")
       throw launch::ConfigError("--labels: none or folder");
@@ -392,10 +396,14 @@ int worker(const WorkerArgs& a) {
     listing.list = a.list;
     listing.kind = a.kind == "video" ? launch::MediaKind::video : launch::MediaKind::image;
     listing.labels = a.labels == "folder" ? launch::Labels::folder : launch::Labels::none;
+    listing.shards = a.shards;
+    if (!a.image_key.empty()) listing.image_key = a.image_key;
+    if (!a.video_key.empty()) listing.video_key = a.video_key;
+    listing.label_key = a.label_key;
     auto d = launch::open_dataset(listing, false);
     o.fingerprint = d.identity_hash();
     files.reserve(d.size());
-    for (std::size_t i = 0; i < d.size(); ++i) files.push_back(d.path(i));
+    for (std::size_t i = 0; i < d.size(); ++i) files.push_back(d.location(i));
   }
   transport::OperationRegistry registry;
   const auto served = files.size();
@@ -410,7 +418,7 @@ int worker(const WorkerArgs& a) {
   std::fflush(stdout);
   spdlog::info("brigade worker: listening on {}{}{}", node->address().to_string(),
                o.join ? ", joining the directory at " + o.join->to_string() : "",
-               served ? fmt::format(", serving a dataset of {} files", served) : "");
+               served ? fmt::format(", serving a dataset of {} samples", served) : "");
   while (g_signal.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const auto st = node->stats();
   spdlog::info(
@@ -535,7 +543,14 @@ int main(int argc, char** argv) {
   worker_cmd->add_option("--tls-ca", wa.tls_ca, "PEM CA that signs every peer's certificate");
   worker_cmd->add_option("--data", wa.data, "the dataset's folder as this node sees it (optional)");
   worker_cmd->add_option("--list", wa.list, "the dataset's list as this node sees it (optional)");
-  worker_cmd->add_option("--kind", wa.kind, "image|video (with --data)")->capture_default_str();
+  worker_cmd->add_option("--shards", wa.shards,
+                         "the dataset's tar shards as this node sees them (optional; files or "
+                         "brace ranges, as `brigade run --shards`)");
+  worker_cmd->add_option("--image-key", wa.image_key, "with --shards: as `brigade run`");
+  worker_cmd->add_option("--video-key", wa.video_key, "with --shards: as `brigade run`");
+  worker_cmd->add_option("--label-key", wa.label_key, "with --shards: as `brigade run`");
+  worker_cmd->add_option("--kind", wa.kind, "image|video (with --data or --shards)")
+      ->capture_default_str();
   worker_cmd
       ->add_option("--labels", wa.labels,
                    "none|folder: as the trainer's --labels (with --data: the order of "

@@ -12,6 +12,7 @@ pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libcsv-dev libsimdjson-dev  # manifests: CSV/TSV and JSON Lines
+  libarchive-dev  # tar shards' headers (launch/loader/shards.h)
   libfuse3-dev fuse3
   openssl iproute2  # the TLS test makes certificates; the netns test makes hosts
   # The statistics' outputs (tests/launch/stats_test.cc): a real Prometheus server scrapes

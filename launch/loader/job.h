@@ -104,7 +104,8 @@ inline constexpr std::size_t kDeviceBatches = 4;
 inline constexpr std::uint64_t kUnlimitedEpochs = ~std::uint64_t{0};
 
 /// The job's sampler for `config` (resolved) over `dataset`: random with the seed when
-/// shuffling, else deterministic; rank and world size from the config; the dataset's
+/// shuffling (over tar shards with shuffle_window W > 0: actors::DistributedBlockSampler,
+/// W shards at a time), else deterministic; rank and world size from the config; the dataset's
 /// identity hash (identities, and labels when labelled) fingerprints it (checkpoints).
 std::unique_ptr<actors::DistributedSampler> make_sampler(const RunConfig& config,
                                                          const Dataset& dataset);
