@@ -34,6 +34,8 @@
 #include "launch/process.h"
 #include "launch/profile.h"
 #include "launch/progress.h"
+#include "launch/run_statistics.h"
+#include "launch/stats_output.h"
 #include "transport/checkpoint/checkpoint.h"
 #include "transport/remote/remote.h"
 
@@ -243,9 +245,11 @@ int run(const launch::RunCommand& config) {
   // Samples delivered per label (a labelled dataset's), for the JSON summary.
   std::vector<std::uint64_t> per_label(dataset.labelled() ? label_count(dataset) : 0);
   launch::ProgressReporter progress(config.progress && isatty(STDERR_FILENO));
+  launch::RunStatistics statistics(config);
   const launch::JobHooks hooks{
       .on_batch =
           [&](const launch::JobBatch& batch) {
+            statistics.on_batch(batch);
             for (auto label : batch.labels) ++per_label[static_cast<std::size_t>(label)];
             if (digests) {
               digests << batch.epoch << ' ' << fmt::format("{:016x}", fnv1a(batch.data));
@@ -268,8 +272,10 @@ int run(const launch::RunCommand& config) {
             digests.flush();
           },
       .origin = origin,
-      .stop_after_batches = config.stop_after_batches};
+      .stop_after_batches = config.stop_after_batches,
+      .on_job = [&](std::shared_ptr<const launch::Job> job) { statistics.on_job(std::move(job)); }};
   const auto summary = launch::run_job(config, dataset, hooks);
+  statistics.stop();
   progress.finish();
   ids.flush();
   if (summary.end != launch::JobEnd::already_complete) {
@@ -320,11 +326,36 @@ int run(const launch::RunCommand& config) {
   return code;
 }
 
+// `brigade stats FILE [-o OUT]`: the HTML page of a --stats-out file (stats_output.h).
+int stats(const std::string& file, const std::string& out) {
+  try {
+    std::ifstream in(file);
+    if (!in) throw launch::ConfigError(fmt::format("{}: cannot read the file", file));
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto page = launch::render_stats_html(
+        text,
+        fmt::format("Brigade statistics: {}", std::filesystem::path(file).filename().string()));
+    if (out.empty()) {
+      std::fwrite(page.data(), 1, page.size(), stdout);
+      return 0;
+    }
+    std::ofstream o(out, std::ios::trunc);
+    o << page;
+    if (!o.flush()) throw launch::ConfigError(fmt::format("{}: cannot write the file", out));
+    return 0;
+  } catch (const launch::ConfigError& e) {
+    spdlog::error("brigade stats: {}: {}", file, e.what());
+    return 2;
+  }
+}
+
 // `brigade worker`: serves the built-in decode operations until SIGINT/SIGTERM. The
 // first line on stdout is the address it listens on ("127.0.0.1:40123").
 struct WorkerArgs {
   std::string listen = "127.0.0.1:0";
   std::string join, advertise, token_file, tls_cert, tls_key, tls_ca, data, list;
+  std::vector<std::string> shards;  // WebDataset tar shards (brace ranges expanded)
+  std::string image_key, video_key, label_key;
   std::string kind = "image";
   std::string labels = "none";
   int threads = 0;
@@ -352,8 +383,10 @@ int worker(const WorkerArgs& a) {
   o.threads = a.threads;
   o.window = static_cast<std::uint32_t>(a.window);
   o.security = {launch::read_job_token(a.token_file, getenv), a.tls_cert, a.tls_key, a.tls_ca};
-  std::vector<std::string> files;
-  if (!a.data.empty() || !a.list.empty()) {
+  std::vector<launch::SampleLocation> files;
+  if (int(!a.data.empty()) + int(!a.list.empty()) + int(!a.shards.empty()) > 1)
+    throw launch::ConfigError("--data, --list and --shards: give one of them");
+  if (!a.data.empty() || !a.list.empty() || !a.shards.empty()) {
     if (a.kind != "image" && a.kind != "video") throw launch::ConfigError("--kind: image or video");
     if (a.labels != "none" && a.labels != "folder")
       throw launch::ConfigError("--labels: none or folder");
@@ -363,10 +396,14 @@ int worker(const WorkerArgs& a) {
     listing.list = a.list;
     listing.kind = a.kind == "video" ? launch::MediaKind::video : launch::MediaKind::image;
     listing.labels = a.labels == "folder" ? launch::Labels::folder : launch::Labels::none;
+    listing.shards = a.shards;
+    if (!a.image_key.empty()) listing.image_key = a.image_key;
+    if (!a.video_key.empty()) listing.video_key = a.video_key;
+    listing.label_key = a.label_key;
     auto d = launch::open_dataset(listing, false);
     o.fingerprint = d.identity_hash();
     files.reserve(d.size());
-    for (std::size_t i = 0; i < d.size(); ++i) files.push_back(d.path(i));
+    for (std::size_t i = 0; i < d.size(); ++i) files.push_back(d.location(i));
   }
   transport::OperationRegistry registry;
   const auto served = files.size();
@@ -381,7 +418,7 @@ int worker(const WorkerArgs& a) {
   std::fflush(stdout);
   spdlog::info("brigade worker: listening on {}{}{}", node->address().to_string(),
                o.join ? ", joining the directory at " + o.join->to_string() : "",
-               served ? fmt::format(", serving a dataset of {} files", served) : "");
+               served ? fmt::format(", serving a dataset of {} samples", served) : "");
   while (g_signal.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const auto st = node->stats();
   spdlog::info(
@@ -477,6 +514,14 @@ int main(int argc, char** argv) {
   profile_cmd->add_option("--concurrency", profile_levels,
                           "concurrencies to try, e.g. 1,2,4 (default: powers of two up to the "
                           "cores)");
+  std::string stats_file, stats_html;
+  auto* stats_cmd = app.add_subcommand(
+      "stats",
+      "render a --stats-out JSON lines file (one rank's, or several concatenated) into one "
+      "self-contained HTML page: per-rank samples/s and exposed data wait over time, "
+      "per-stage occupancy, the analyzer's events marked");
+  stats_cmd->add_option("file", stats_file, "the JSON lines file")->required();
+  stats_cmd->add_option("-o,--out", stats_html, "the HTML file to write (default: stdout)");
   WorkerArgs wa;
   auto* worker_cmd = app.add_subcommand(
       "worker",
@@ -498,7 +543,14 @@ int main(int argc, char** argv) {
   worker_cmd->add_option("--tls-ca", wa.tls_ca, "PEM CA that signs every peer's certificate");
   worker_cmd->add_option("--data", wa.data, "the dataset's folder as this node sees it (optional)");
   worker_cmd->add_option("--list", wa.list, "the dataset's list as this node sees it (optional)");
-  worker_cmd->add_option("--kind", wa.kind, "image|video (with --data)")->capture_default_str();
+  worker_cmd->add_option("--shards", wa.shards,
+                         "the dataset's tar shards as this node sees them (optional; files or "
+                         "brace ranges, as `brigade run --shards`)");
+  worker_cmd->add_option("--image-key", wa.image_key, "with --shards: as `brigade run`");
+  worker_cmd->add_option("--video-key", wa.video_key, "with --shards: as `brigade run`");
+  worker_cmd->add_option("--label-key", wa.label_key, "with --shards: as `brigade run`");
+  worker_cmd->add_option("--kind", wa.kind, "image|video (with --data or --shards)")
+      ->capture_default_str();
   worker_cmd
       ->add_option("--labels", wa.labels,
                    "none|folder: as the trainer's --labels (with --data: the order of "
@@ -509,6 +561,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  if (stats_cmd->parsed()) return stats(stats_file, stats_html);
   if (worker_cmd->parsed()) {
     try {
       return worker(wa);

@@ -12,10 +12,14 @@ pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libcsv-dev libsimdjson-dev  # manifests: CSV/TSV and JSON Lines
+  libarchive-dev  # tar shards' headers (launch/loader/shards.h)
   libfuse3-dev fuse3
   openssl iproute2  # the TLS test makes certificates; the netns test makes hosts
   libcurl4-openssl-dev  # transport/storage/: HTTP(S) to object stores
   python3-boto3  # storage_tests: fills the S3 server's bucket
+  # The statistics' outputs (tests/launch/stats_test.cc): a real Prometheus server scrapes
+  # the metrics endpoint, headless Chromium opens `brigade stats`'s page.
+  prometheus chromium
   # The Python front end (python/) and its tests: Debian's Python 3.11, torch 1.13.
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch python3-setuptools
   python3-pip
@@ -41,7 +45,7 @@ fi
 # download nothing; without it they skip saying so. Buckets are filled with Debian's boto3.
 s3rver_prefix="${XDG_CACHE_HOME:-$HOME/.cache}/brigade/npm"
 if [ ! -x "$s3rver_prefix/node_modules/.bin/s3rver" ] ||
-  ! grep -q '"version": "3.7.1"' "$s3rver_prefix/node_modules/s3rver/package.json"; then
+  ! grep -q '"version": "3.7.1"' "$s3rver_prefix/node_modules/s3rver/package.json" 2>/dev/null; then
   echo "install-deps: installing s3rver@3.7.1 under $s3rver_prefix (storage_tests)" >&2
   mkdir -p "$s3rver_prefix"
   npm install --prefix "$s3rver_prefix" --no-audit --no-fund s3rver@3.7.1 >/dev/null

@@ -158,6 +158,18 @@ struct RunConfig {
   // Whether epochs was given ("default" if not): the Python Loader runs without an
   // epoch limit unless one is given.
   std::string epochs_origin = "default";
+
+  // ---- WebDataset tar shards (launch/loader/shards.h) and the shard-block shuffle
+  // shards = ["train-{000000..000127}.tar", ...] ; --shards SPEC: files and brace ranges
+  // (expanded by open_dataset); relative to the TOML's folder like other paths.
+  std::vector<std::string> shards{};
+  std::string image_key = "jpg;jpeg;png;webp;ppm;pgm;pbm;pnm";  // media member extensions
+  std::string video_key = "mp4";
+  std::string label_key{};  // a .json field; "": the .cls member, if any
+  // With shards and shuffle: 0 shuffles every sample across the dataset; W > 0 reads W
+  // shards at a time (actors::DistributedBlockSampler: the shards' order shuffled per
+  // epoch, the samples within each window of W shards).
+  std::uint64_t shuffle_window = 0;
 };
 
 /// Whether this rank hosts the directory of remote workers: a resolved remote config

@@ -12,6 +12,7 @@
 
 #include "launch/loader/demo_dataset.h"
 #include "launch/loader/manifest.h"
+#include "launch/loader/shards.h"
 
 namespace brigade::launch {
 
@@ -223,9 +224,19 @@ Dataset open_dataset(const RunConfig& c, bool demo_allowed) {
         "label_column)",
         "labels");
   }
+  if (by_folder && !c.shards.empty()) {
+    throw ConfigError(
+        "labels: folder takes the classes from the data folder's subfolders; "
+        "shards have their own labels (.cls, or label_key)",
+        "labels");
+  }
+  if (!c.shards.empty()) return open_shards(expand_shard_spec(c.shards), shard_options(c));
   if (!c.manifest.empty()) return read_manifest(c.manifest, manifest_options(c));
   if (!c.meta.empty())
-    throw ConfigError("meta: only a manifest has metadata columns (give manifest=FILE)", "meta");
+    throw ConfigError(
+        "meta: only a manifest or shards' .json have metadata columns (give manifest=FILE "
+        "or shards=SPEC)",
+        "meta");
   if (!c.list.empty()) return read_list(c.list);
   if (!c.data.empty())
     return by_folder ? list_class_folders(c.data, c.kind) : list_folder(c.data, c.kind);

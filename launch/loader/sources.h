@@ -50,9 +50,10 @@ Dataset list_class_folders(const std::string& dir, MediaKind kind);
 /// Throws ConfigError if it cannot be read or has no entry.
 Dataset read_list(const std::string& list_file);
 
-/// The dataset `config` names: its `list`, else its `data` folder, else (with
-/// `demo_allowed`) the demo dataset of its kind (generated on first use: demo_folder());
-/// a folder is listed by list_class_folders with `labels` folder, else list_folder.
+/// The dataset `config` names: its `shards` (launch/loader/shards.h), else its
+/// `manifest`, else its `list`, else its `data` folder, else (with `demo_allowed`) the
+/// demo dataset of its kind (generated on first use: demo_folder()); a folder is listed
+/// by list_class_folders with `labels` folder, else list_folder.
 /// Throws ConfigError naming the key (no data without `demo_allowed`, `labels` folder
 /// with a list, a listing's error).
 Dataset open_dataset(const RunConfig& config, bool demo_allowed = true);

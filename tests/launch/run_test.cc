@@ -622,5 +622,39 @@ TEST_F(RunTest, AFreshRunRefusesAFolderOfAnotherRun) {
   EXPECT_EQ(other.code, 2) << other.err;
 }
 
+// --stats-out: one JSON object per interval (launch/stats_output.h), whose deltas add up
+// to what the run delivered, with the process's own analyzer figures.
+TEST_F(RunTest, StatsOutWritesOneObjectPerInterval) {
+  const auto file = dir_ / "stats.jsonl";
+  const auto r =
+      run(data() + " --epochs 3 --batch-size 8 --json --stats-interval 0.2 --stats-out '" +
+          file.string() + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto summary = nlohmann::json::parse(r.out);
+  std::istringstream lines(slurp(file));
+  std::uint64_t samples = 0, sequence = 0, batches = 0;
+  nlohmann::json last;
+  for (std::string line; std::getline(lines, line);) {
+    last = nlohmann::json::parse(line);
+    EXPECT_EQ(last["sequence"], ++sequence);
+    EXPECT_EQ(last["rank"], 0);
+    samples += last["samples"].get<std::uint64_t>();
+    batches += last["batches"].get<std::uint64_t>();
+    ASSERT_EQ(last["stages"].size(), summary["stages"].size());
+    for (std::size_t i = 0; i < last["stages"].size(); ++i)
+      EXPECT_EQ(last["stages"][i]["name"], summary["stages"][i]["name"]);
+    EXPECT_LE(last["exposed_wait_s"].get<double>(), last["interval_s"].get<double>());
+    ASSERT_TRUE(last.contains("cluster"));
+    EXPECT_TRUE(last["cluster"]["ranks"][0]["reported"].get<bool>());
+  }
+  ASSERT_GE(sequence, 1u);
+  EXPECT_EQ(samples, 180u);
+  EXPECT_EQ(last["totals"]["samples"], 180);
+  EXPECT_EQ(batches, summary["batches"].get<std::uint64_t>());
+  const auto tiny = run(data() + " --stats-interval 0.1 --stats-out '" + file.string() + "'");
+  EXPECT_EQ(tiny.code, 2);
+  EXPECT_NE(tiny.err.find("stats_interval: at least 0.2 seconds"), std::string::npos) << tiny.err;
+}
+
 }  // namespace
 }  // namespace brigade::launch::run_test
