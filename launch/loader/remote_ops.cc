@@ -49,7 +49,7 @@ struct Part {
   std::shared_ptr<const void> keep;       // owns the rows: the result read, or the tensor
 };
 
-Part check_result(std::vector<char> bytes, const DecodeSpec& spec,
+Part check_result(transport::SharedBytes bytes, const DecodeSpec& spec,
                   std::span<const EncodedSample> task) {
   auto r = read_decode_result(std::move(bytes));
   Part part;

@@ -23,7 +23,7 @@ DispatchTable::DispatchTable(PoolOptions options, DispatchNetwork& network)
 }
 
 void DispatchTable::finish(const std::shared_ptr<Call>& call, CallStatus status, std::string reason,
-                           std::vector<char> bytes) {
+                           SharedBytes bytes) {
   call->finished = true;
   call->result.status = status;
   call->result.reason = std::move(reason);
@@ -350,7 +350,7 @@ void DispatchTable::record_done(Link& l, const Call& call, std::size_t bytes) {
 }
 
 void DispatchTable::reply(std::optional<SessionRef> s, std::uint64_t id, CallStatus status,
-                          std::string reason, std::vector<char> bytes) {
+                          std::string reason, SharedBytes bytes) {
   auto* link = s ? session_in(*s, Link::Phase::live) : nullptr;
   if (!link || !link->outstanding.count(id)) {
     ++stats_.late_dropped;  // a lost attempt's late result, or a forgery

@@ -156,7 +156,7 @@ class DispatchTable {
   /// not known any more). Accepted only from the live session the attempt is
   /// outstanding on; anything else is late_dropped.
   void reply(std::optional<SessionRef> s, std::uint64_t id, CallStatus status, std::string reason,
-             std::vector<char> bytes);
+             SharedBytes bytes);
   void started(SessionRef s, std::uint64_t id);
   void freed(SessionRef s, std::uint64_t id);
   void heard(SessionRef s);  // a pong
@@ -185,7 +185,7 @@ class DispatchTable {
 
  private:
   void finish(const std::shared_ptr<Call>& call, CallStatus status, std::string reason,
-              std::vector<char> bytes = {});
+              SharedBytes bytes = {});
   Link* session_in(SessionRef s, Link::Phase phase);
   void lose(std::size_t index, const std::string& reason);
   void readmit(Link& l, const char* why);
