@@ -47,10 +47,13 @@
 // once, naming the worker and the reason, and whether the worker had started it
 // (CallResult::started: the worker says so when a thread takes a task): the caller
 // decides whether to try again and whether the loss counts against the task (RemotePool
-// never re-runs a task itself, so the caller's attempt count is exact). A worker whose
-// started task passed its deadline is suspect: it stays connected but gets no new task,
-// and does not count as live, until that task's thread is free (a read that never
-// returns keeps it out for good).
+// never re-runs a task itself, so the caller's attempt count is exact). A started task
+// that passed its deadline holds its thread (a read that never returns): the worker's
+// window shrinks by that thread's share (window × free threads / threads) until the
+// thread is free; with every thread held it is suspect — connected, but it gets no new
+// task and does not count as live. A worker whose task passed its deadline before it
+// started is suspect for one task_timeout (parole), then back once it answers a health
+// probe (a ping sent then), or as soon as a task of it starts.
 // A result is accepted only from the session and worker the attempt was sent to and
 // only while the attempt is outstanding: a late result of a lost attempt (a frozen
 // worker that wakes) and any duplicate is dropped and counted. Lost workers are

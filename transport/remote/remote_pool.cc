@@ -278,7 +278,7 @@ caf::behavior dispatcher_actor(Dispatcher* self, std::shared_ptr<Shared> shared)
         }
         sh.network.attach(*s, session, w.session_key);
         self->monitor(session);
-        sh.table.welcome(*s, w.window);
+        sh.table.welcome(*s, w.window, w.threads);
       },
       [self](refuse_atom, const std::string& tkey, const std::string& why) {
         auto& sh = *self->state.shared;
