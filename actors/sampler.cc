@@ -68,10 +68,17 @@ std::string describe_conflict(const DatasetFingerprint& saved, const DatasetFing
   return {};
 }
 
+IdentityHasher::IdentityHasher(std::uint64_t count)
+    : hash_(detail::hash_bytes(nullptr, 0, count)) {}
+
+void IdentityHasher::add(std::string_view identity) {
+  hash_ = detail::hash_bytes(identity.data(), identity.size(), hash_);
+}
+
 std::uint64_t hash_sample_identities(std::span<const std::string> identities) {
-  std::uint64_t h = detail::hash_bytes(nullptr, 0, identities.size());
-  for (const auto& s : identities) h = detail::hash_bytes(s.data(), s.size(), h);
-  return h;
+  IdentityHasher h(identities.size());
+  for (const auto& s : identities) h.add(s);
+  return h.value();
 }
 
 namespace {

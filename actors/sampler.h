@@ -86,6 +86,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "actors/positions.h"
@@ -138,6 +139,18 @@ std::string describe_conflict(const DatasetFingerprint& saved, const DatasetFing
 /// A hash of the sample identities (e.g. the file list, in dataset order) for
 /// DatasetFingerprint::identity_hash. Stable across platforms and versions.
 std::uint64_t hash_sample_identities(std::span<const std::string> identities);
+
+/// hash_sample_identities() one identity at a time (identities held in another form):
+/// IdentityHasher(n), add() each of the n identities in order, value().
+class IdentityHasher {
+ public:
+  explicit IdentityHasher(std::uint64_t count);
+  void add(std::string_view identity);
+  std::uint64_t value() const { return hash_; }
+
+ private:
+  std::uint64_t hash_;
+};
 
 /// A rank's share of an epoch it has not started, planned by an elastic re-partition
 /// (see STRADDLING SETS). Nothing of it is committed yet.

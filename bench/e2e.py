@@ -29,7 +29,9 @@ batch. One JSON line per configuration on stdout, a table on stderr.
 Data shaped like users' (instead of the demo set): --varied makes (once) JPEGs of
 random sides 300-1200 px and qscale 2-12 (bench/scaleout.py's set); --video-profile
 x264-default makes (once, with bench_decode --write) 2 s 640x360 30 fps clips encoded
-with x264's defaults (one keyframe per 250 frames, B-pyramid), --clips of them.
+with x264's defaults (one keyframe per 250 frames, B-pyramid), --clips of them; --photos
+makes (once) --photos-count photo-like JPEGs of ~0.19 Mpix at quality 90
+(bench/make_photos.py says how).
 
 Needs Debian's python3-torch python3-torchvision python3-pil python3-av; they are
 installed on first use (bench/ is not part of CI, so CI does not install them).
@@ -219,6 +221,9 @@ def main():
                          "video, whose 32 demo clips alone are over in a third of a second)")
     ap.add_argument("--varied", action="store_true", help="varied JPEGs (made once)")
     ap.add_argument("--varied-count", type=int, default=400)
+    ap.add_argument("--photos", action="store_true",
+                    help="photo-like ~0.19 Mpix q90 JPEGs (bench/make_photos.py, made once)")
+    ap.add_argument("--photos-count", type=int, default=2000)
     ap.add_argument("--video-profile", choices=["demo", "x264-default"], default="demo",
                     help="x264-default: clips encoded with x264's defaults (made once)")
     ap.add_argument("--clips", type=int, default=32, help="clips made for --video-profile")
@@ -245,6 +250,10 @@ def main():
         from scaleout import make_varied
         data = os.path.join(cache, "brigade", "scaleout", "varied")
         make_varied(data, args.varied_count)
+    if args.photos and not args.data:
+        data = os.path.join(cache, "brigade", f"photos-{args.photos_count}")
+        subprocess.run([PYTHON, os.path.join(os.path.dirname(os.path.abspath(__file__)), "make_photos.py"),
+                        data, "--count", str(args.photos_count)], check=True)
     if args.kind == "video" and args.video_profile != "demo" and not args.data:
         data = os.path.join(cache, "brigade", "e2e", f"{args.video_profile}-{args.clips}")
         if not os.path.isdir(data) or len(os.listdir(data)) < args.clips:

@@ -77,6 +77,14 @@ pkg_check_modules(TURBOJPEG REQUIRED IMPORTED_TARGET libturbojpeg)
 # libjpeg-turbo's libjpeg API: region-of-interest decoding (TurboJPEG 2.1 cannot crop).
 pkg_check_modules(LIBJPEG REQUIRED IMPORTED_TARGET libjpeg)
 find_package(ZLIB REQUIRED)
+# Manifests (launch/loader/manifest.cc): libcsv (CSV/TSV: quoting, embedded newlines) and
+# simdjson (JSON Lines). libcsv ships neither a .pc file nor a CMake config.
+find_path(CSV_INCLUDE_DIR csv.h REQUIRED)
+find_library(CSV_LIBRARY csv REQUIRED)
+add_library(csv::csv UNKNOWN IMPORTED)
+set_target_properties(csv::csv PROPERTIES IMPORTED_LOCATION ${CSV_LIBRARY}
+  INTERFACE_INCLUDE_DIRECTORIES ${CSV_INCLUDE_DIR})
+find_package(simdjson CONFIG REQUIRED)
 if(BRIGADE_BUILD_TESTS)
   find_package(GTest CONFIG REQUIRED)
   include(GoogleTest)

@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -29,7 +30,9 @@
 #include "launch/loader/demo_dataset.h"
 #include "launch/loader/job.h"
 #include "launch/loader/remote_ops.h"
+#include "launch/loader/sources.h"
 #include "launch/process.h"
+#include "launch/profile.h"
 #include "launch/progress.h"
 #include "transport/checkpoint/checkpoint.h"
 #include "transport/remote/remote.h"
@@ -145,14 +148,12 @@ std::uint64_t fnv1a(const media::Tensor& t) {
 // `generation`: the time spent generating the demo dataset (zero when it existed).
 launch::Dataset load_dataset(const launch::RunConfig& c,
                              std::chrono::steady_clock::duration& generation) {
-  if (!c.list.empty()) return launch::read_list(c.list);
-  std::string dir = c.data;
-  if (dir.empty()) {
+  if (c.list.empty() && c.data.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
-    dir = launch::demo_folder(c.kind).string();
+    launch::demo_folder(c.kind);
     generation = std::chrono::steady_clock::now() - t0;
   }
-  return launch::list_folder(dir, c.kind);
+  return launch::open_dataset(c);
 }
 
 // The first three descriptors must be open before anything else is: with stdout closed
@@ -190,7 +191,7 @@ int run(const launch::RunCommand& config) {
     if (!ids)
       throw launch::ConfigError(fmt::format("ids_out {}: cannot create the file", config.ids_out));
   }
-  spdlog::info("brigade: {} {}s, rank {} of {}, batch {}, {} epoch(s), {}", dataset.files.size(),
+  spdlog::info("brigade: {} {}s, rank {} of {}, batch {}, {} epoch(s), {}", dataset.size(),
                launch::to_string(config.kind), *config.rank, *config.world_size, *config.batch_size,
                config.epochs,
                config.shuffle ? fmt::format("shuffled with seed {}", config.seed) : "in order");
@@ -297,8 +298,9 @@ int worker(const WorkerArgs& a) {
     if (a.kind != "image" && a.kind != "video") throw launch::ConfigError("--kind: image or video");
     const auto kind = a.kind == "video" ? launch::MediaKind::video : launch::MediaKind::image;
     auto d = a.list.empty() ? launch::list_folder(a.data, kind) : launch::read_list(a.list);
-    o.fingerprint = actors::hash_sample_identities(d.identities);
-    files = std::move(d.files);
+    o.fingerprint = d.identity_hash();
+    files.reserve(d.size());
+    for (std::size_t i = 0; i < d.size(); ++i) files.push_back(d.path(i));
   }
   transport::OperationRegistry registry;
   const auto served = files.size();
@@ -330,6 +332,31 @@ int worker(const WorkerArgs& a) {
 
 }  // namespace
 
+// `brigade profile`: the job's stages one at a time (launch/profile.h).
+int profile(const launch::RunCommand& config, launch::ProfileOptions options,
+            const std::string& levels) {
+  for (std::size_t at = 0; at < levels.size();) {
+    const auto comma = std::min(levels.find(',', at), levels.size());
+    const auto item = levels.substr(at, comma - at);
+    int value = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (ec != std::errc() || end != item.data() + item.size())
+      throw launch::ConfigError(
+          fmt::format("--concurrency: expected numbers separated by commas, got '{}'", levels));
+    options.concurrency.push_back(value);
+    at = comma + 1;
+  }
+  std::chrono::steady_clock::duration generation{};
+  const auto dataset = load_dataset(config, generation);
+  const auto report = launch::profile_job(config, dataset, options);
+  if (config.json) {
+    std::printf("%s\n", launch::profile_json(report).c_str());
+  } else {
+    std::printf("%s", launch::format_profile(report).c_str());
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   g_program_start = std::chrono::steady_clock::now();
   launch::mark_program_start();
@@ -346,26 +373,44 @@ int main(int argc, char** argv) {
       "concurrency) and flags, which override it. Exit codes: 0 success, 1 pipeline "
       "failure, 2 usage or config error, 130/143 interrupted.");
   std::string config_file;
-  run_cmd->add_option("config", config_file, "TOML config file");
   std::vector<std::pair<std::string, std::string>> given;  // flags in the order CLI11 reports them
-  for (const auto& f : launch::run_flags()) {
-    const std::string flag(f.flag);
-    if (f.takes_value) {
-      run_cmd
-          ->add_option_function<std::string>(
-              flag, [&given, flag](const std::string& v) { given.emplace_back(flag, v); },
-              std::string(f.help))
-          ->type_name(f.metavar);
-      continue;
+  // `run` and `profile` take the job's description: a TOML file and the key table's flags.
+  const auto add_job_flags = [&config_file, &given](CLI::App* cmd) {
+    cmd->add_option("config", config_file, "TOML config file");
+    for (const auto& f : launch::run_flags()) {
+      const std::string flag(f.flag);
+      if (f.takes_value) {
+        cmd->add_option_function<std::string>(
+               flag, [&given, flag](const std::string& v) { given.emplace_back(flag, v); },
+               std::string(f.help))
+            ->type_name(f.metavar);
+        continue;
+      }
+      cmd->add_flag_callback(
+          flag, [&given, flag] { given.emplace_back(flag, ""); }, std::string(f.help));
+      if (f.negatable) {
+        const std::string off = "--no-" + flag.substr(2);
+        cmd->add_flag_callback(
+            off, [&given, off] { given.emplace_back(off, ""); }, "turn " + flag + " off");
+      }
     }
-    run_cmd->add_flag_callback(
-        flag, [&given, flag] { given.emplace_back(flag, ""); }, std::string(f.help));
-    if (f.negatable) {
-      const std::string off = "--no-" + flag.substr(2);
-      run_cmd->add_flag_callback(
-          off, [&given, off] { given.emplace_back(off, ""); }, "turn " + flag + " off");
-    }
-  }
+  };
+  add_job_flags(run_cmd);
+  auto* profile_cmd = app.add_subcommand(
+      "profile",
+      "run the job's local stages (read, decode) one at a time at concurrency 1, 2, 4, ... "
+      "on a bounded sample of its data, print each stage's samples/s and CPU per sample, "
+      "and the recommended concurrency as TOML lines (JSON with --json). Takes `run`'s "
+      "config and flags.");
+  add_job_flags(profile_cmd);
+  launch::ProfileOptions profile_options;
+  std::string profile_levels;
+  profile_cmd->add_option("--samples", profile_options.samples,
+                          "samples to profile (default: batch size x 8 x the largest "
+                          "concurrency, at most 4096)");
+  profile_cmd->add_option("--concurrency", profile_levels,
+                          "concurrencies to try, e.g. 1,2,4 (default: powers of two up to the "
+                          "cores)");
   WorkerArgs wa;
   auto* worker_cmd = app.add_subcommand(
       "worker",
@@ -409,6 +454,7 @@ int main(int argc, char** argv) {
     if (!config_file.empty()) launch::apply_toml_file(config, config_file);
     for (const auto& [flag, value] : given) launch::apply_flag(config, flag, value);
     launch::resolve(config, [](const char* name) { return std::getenv(name); });
+    if (profile_cmd->parsed()) return profile(config, profile_options, profile_levels);
     return run(config);
   } catch (const launch::ConfigError& e) {
     spdlog::error("brigade: {}", e.what());

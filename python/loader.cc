@@ -3,11 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <map>
 
-#include "launch/loader/demo_dataset.h"
 #include "launch/loader/job_settings.h"
+#include "launch/loader/sources.h"
 #include "python/tensor_export.h"
 
 namespace brigade::python {
@@ -54,24 +55,24 @@ launch::RunConfig read_settings(const LoaderSettings& s, std::vector<std::string
   return c;
 }
 
-launch::Dataset read_dataset(const launch::RunConfig& c, bool demo_allowed) {
-  if (!c.list.empty()) return launch::read_list(c.list);
-  if (!c.data.empty()) return launch::list_folder(c.data, c.kind);
-  if (!demo_allowed) {
-    throw ConfigError(
-        "data: no data given: pass data=DIR (a folder of media) or list=FILE (a file of paths), "
-        "or demo=True for Brigade's synthetic demo set",
-        "data");
-  }
-  return launch::list_folder(launch::demo_folder(c.kind).string(), c.kind);
-}
-
 // A vector of ids as an int64 tensor that owns it.
 media::Tensor id_tensor(const std::vector<std::uint64_t>& ids) {
   auto owned = std::make_shared<std::vector<std::int64_t>>(ids.begin(), ids.end());
   void* data = owned->data();
   return media::Tensor(media::DType::int64, {static_cast<std::int64_t>(owned->size())},
                        std::shared_ptr<void>(owned, data), data);
+}
+
+// Whether `text` is all of an integer (a real number).
+bool is_integer(std::string_view text) {
+  std::int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  return ec == std::errc() && end == text.data() + text.size() && !text.empty();
+}
+bool is_real(std::string_view text) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  return ec == std::errc() && end == text.data() + text.size() && !text.empty();
 }
 
 // A Python stage's result on its way through the engine: released with the GIL, on
@@ -105,8 +106,18 @@ Loader::Loader(const LoaderSettings& settings, py::object converter, py::object 
   }
   py::gil_scoped_release release;
   config_ = read_settings(settings, ignored_);
-  job_ = std::make_unique<launch::Job>(config_, read_dataset(config_, settings.demo),
+  job_ = std::make_unique<launch::Job>(config_, launch::open_dataset(config_, settings.demo),
                                        launch::JobOptions{.stage = stage_});
+  const auto& d = job_->dataset();
+  for (std::size_t m = 0; m < d.meta_columns().size(); ++m) {
+    bool integer = true, real = true;
+    for (std::size_t i = 0; i < d.size() && real; ++i) {
+      const auto v = d.meta(i, m);
+      integer = integer && is_integer(v);
+      real = integer || is_real(v);
+    }
+    meta_types_.push_back(integer ? MetaType::integer : real ? MetaType::real : MetaType::text);
+  }
 }
 
 std::shared_ptr<void> Loader::run_stage(launch::JobBatch batch) {
@@ -203,6 +214,31 @@ py::object Loader::to_python(launch::JobBatch batch, Held& held) {
   }
   out["ids"] = convert(id_tensor(batch.ids));
   if (!batch.failed.empty()) out["failed"] = convert(id_tensor(batch.failed));
+  if (!batch.meta.empty()) {
+    py::dict meta;
+    for (std::size_t m = 0; m < batch.meta.size(); ++m) {
+      py::list values;
+      for (const auto& v : batch.meta[m]) {
+        if (meta_types_[m] == MetaType::integer) {
+          std::int64_t n = 0;
+          std::from_chars(v.data(), v.data() + v.size(), n);
+          values.append(py::int_(n));
+        } else if (meta_types_[m] == MetaType::real) {
+          double x = 0;
+          std::from_chars(v.data(), v.data() + v.size(), x);
+          values.append(py::float_(x));
+        } else {
+          // Bytes that are not UTF-8 survive as lone surrogates (os.fsdecode's way).
+          auto text = py::reinterpret_steal<py::object>(
+              PyUnicode_DecodeUTF8(v.data(), static_cast<Py_ssize_t>(v.size()), "surrogateescape"));
+          if (!text) throw py::error_already_set();
+          values.append(text);
+        }
+      }
+      meta[py::str(config_.meta[m])] = values;
+    }
+    out["meta"] = meta;
+  }
   return out;
 }
 

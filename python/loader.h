@@ -15,7 +15,11 @@
 // (float32 with normalize) tensor, its ids and, when samples of the batch failed, their ids. Each
 // is a view holding the C++ buffer: the buffer goes back to the job's pool when the last holder
 // (the ExportedTensor, or the DLPack capsule a consumer took from it, and the torch or numpy array
-// made from that) is gone. Nothing is copied.
+// made from that) is gone. Nothing is copied. With `meta` (a manifest's columns),
+// "meta" is a dict, column name → list of the batch's values: ints when every value of
+// that column in the whole dataset is an integer, floats when every one is a number,
+// else str (decided once per column when the Loader is built, so a column's type is the
+// same in every batch).
 //
 // DEVICE. With `device` ("cuda:N", or "cpu": the same path with host memory standing in
 // for the GPU), the job copies each batch on its own stream from page-locked buffers
@@ -138,7 +142,9 @@ class Loader {
   std::optional<launch::JobBatch> next_job_batch();
   void abandon();  // leaves the epoch in progress (EPOCHS)
 
+  enum class MetaType : char { text, integer, real };
   launch::RunConfig config_{};
+  std::vector<MetaType> meta_types_{};  // per metadata column (BATCHES)
   std::vector<std::string> ignored_{};
   launch::BatchStage stage_{};  // the Python stage (none without a callable)
   std::unique_ptr<launch::Job> job_;

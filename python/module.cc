@@ -234,7 +234,13 @@ through DLPack without a copy (torch.from_dlpack, numpy.from_dlpack).)")
                              [](const python::Loader& l) { return *l.config().world_size; })
       .def_property_readonly("batch_size",
                              [](const python::Loader& l) { return *l.config().batch_size; })
-      .def_property_readonly("files", [](const python::Loader& l) { return l.dataset().files; });
+      .def_property_readonly("files", [](const python::Loader& l) {
+        const auto& d = l.dataset();
+        std::vector<std::string> files;
+        files.reserve(d.size());
+        for (std::size_t i = 0; i < d.size(); ++i) files.push_back(d.path(i));
+        return files;
+      });
 
   m.def(
       "cuda_devices", [] { return transport::cuda_availability().devices; },

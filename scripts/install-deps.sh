@@ -11,6 +11,7 @@ pkgs=(
   libturbojpeg0-dev libjpeg62-turbo-dev zlib1g-dev ffmpeg
   libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
+  libcsv-dev libsimdjson-dev  # manifests: CSV/TSV and JSON Lines
   libfuse3-dev fuse3
   openssl iproute2  # the TLS test makes certificates; the netns test makes hosts
   # The Python front end (python/) and its tests: Debian's Python 3.11, torch 1.13.

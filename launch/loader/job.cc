@@ -24,17 +24,17 @@
 namespace brigade::launch {
 
 std::unique_ptr<actors::DistributedSampler> make_sampler(const RunConfig& c, const Dataset& d) {
-  const auto hash = actors::hash_sample_identities(d.identities);
+  const auto hash = d.identity_hash();
   if (c.shuffle) {
     return std::make_unique<actors::DistributedRandomSampler>(
-        d.files.size(), actors::RandomOptions{.rank = *c.rank,
-                                              .world_size = *c.world_size,
-                                              .seed = c.seed,
-                                              .tail = c.tail,
-                                              .identity_hash = hash});
+        d.size(), actors::RandomOptions{.rank = *c.rank,
+                                        .world_size = *c.world_size,
+                                        .seed = c.seed,
+                                        .tail = c.tail,
+                                        .identity_hash = hash});
   }
   return std::make_unique<actors::DistributedDeterministicSampler>(
-      d.files.size(),
+      d.size(),
       actors::DeterministicOptions{
           .rank = *c.rank, .world_size = *c.world_size, .tail = c.tail, .identity_hash = hash});
 }
@@ -141,59 +141,6 @@ actors::FailureBudget job_budget(const RunConfig& c, std::uint64_t expected) {
 }
 
 }  // namespace
-
-Dataset list_folder(const std::string& dir, MediaKind kind) {
-  static const std::vector<std::string> kImages{".jpg", ".jpeg", ".png", ".webp", ".bmp"};
-  static const std::vector<std::string> kVideos{".mp4", ".mkv", ".webm", ".avi", ".mov"};
-  const auto& extensions = kind == MediaKind::video ? kVideos : kImages;
-  Dataset d;
-  std::error_code ec;
-  fs::recursive_directory_iterator it(dir, ec), end;
-  if (ec) throw ConfigError(fmt::format("data {}: {}", dir, ec.message()), "data");
-  for (; it != end; it.increment(ec)) {
-    if (ec) throw ConfigError(fmt::format("data {}: {}", dir, ec.message()), "data");
-    // symlink_status never follows a link, so a dangling link or a loop cannot throw
-    // here; what it points to is checked when the sample is read.
-    const auto type = it->symlink_status(ec).type();
-    if (ec || type == fs::file_type::directory) continue;
-    auto ext = it->path().extension().string();
-    std::transform(ext.begin(), ext.end(), ext.begin(),
-                   [](unsigned char ch) { return std::tolower(ch); });
-    if (std::find(extensions.begin(), extensions.end(), ext) != extensions.end()) {
-      d.files.push_back(it->path().string());
-    }
-  }
-  if (d.files.empty()) {
-    std::string names;
-    for (const auto& e : extensions) names += " " + e;
-    throw ConfigError(fmt::format("data {}: no {} files ({} ) found", dir, to_string(kind), names),
-                      "data");
-  }
-  std::sort(d.files.begin(), d.files.end());
-  for (const auto& f : d.files)
-    d.identities.push_back(fs::path(f).lexically_relative(dir).string());
-  return d;
-}
-
-Dataset read_list(const std::string& list_file) {
-  std::ifstream in(list_file);
-  if (!in) throw ConfigError(fmt::format("list {}: cannot read the file", list_file), "list");
-  const auto folder = fs::path(list_file).parent_path();
-  Dataset d;
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos) continue;
-    const auto last = line.find_last_not_of(" \t\r");
-    std::string entry = line.substr(first, last - first + 1);
-    fs::path p(entry);
-    d.files.push_back(p.is_relative() ? (folder / p).string() : entry);
-    d.identities.push_back(std::move(entry));
-  }
-  if (d.files.empty())
-    throw ConfigError(fmt::format("list {}: no paths in the file", list_file), "list");
-  return d;
-}
 
 namespace {
 
@@ -367,7 +314,7 @@ struct Job::Impl {
     o.host_directory = hosts_directory(c);
     o.security = {c.token, c.tls_cert, c.tls_key, c.tls_ca};
     o.operations = {c.kind == MediaKind::video ? kDecodeClips : kDecodeImages};
-    o.fingerprint = actors::hash_sample_identities(d.identities);
+    o.fingerprint = d.identity_hash();
     o.name = fmt::format("rank {} of {} (pid {})", *c.rank, *c.world_size, ::getpid());
     o.task_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(c.task_timeout * 1000));
     try {
@@ -454,15 +401,15 @@ struct Job::Impl {
   }
 
   actors::Pipeline<JobBatch> build_pipeline() {
-    const auto* files = &d.files;
+    const Dataset* dataset = &d;
     const actors::BuildOptions build{.num_threads = *c.threads,
                                      .max_failures = job_budget(c, expected),
                                      .log_stats_at_end = false};
     // A transient read error (EAGAIN, a timeout) is thrown while the engine may still
     // retry it (kReadRetry's backoff), and fails the sample on the last attempt; any
     // other failure (a corrupt, missing or unreadable file) fails the sample at once.
-    auto read = [files, reader = read_file](actors::SampleId s, actors::TaskContext& task) {
-      EncodedSample e{.id = s.id, .path = (*files)[s.id]};
+    auto read = [dataset, reader = read_file](actors::SampleId s, actors::TaskContext& task) {
+      EncodedSample e{.id = s.id, .path = dataset->path(s.id)};
       read_sample(e, reader);
       if (!e.failed()) return e;
       if (task.may_retry() && actors::is_transient(e.failure->code)) {
@@ -474,9 +421,10 @@ struct Job::Impl {
     auto decode = [this, allocator = batches->allocator()](std::vector<EncodedSample> samples,
                                                            actors::TaskContext& task) {
       if (pinned)
-        return decode_task(spec(), std::move(samples), pinned->allocator(task.stop_token()), task);
-      return normalize_on_cpu(c, decode_task(spec(), std::move(samples), allocator, task),
-                              allocator);
+        return label(
+            decode_task(spec(), std::move(samples), pinned->allocator(task.stop_token()), task));
+      return label(
+          normalize_on_cpu(c, decode_task(spec(), std::move(samples), allocator, task), allocator));
     };
     if (pool) return build_remote(build);
     auto decoded =
@@ -499,6 +447,19 @@ struct Job::Impl {
                            .name = "decode",
                            .queue_capacity = 1});
     return finish(std::move(decoded), build);
+  }
+
+  // The batch with its samples' labels (a labelled dataset's) and metadata (`meta`).
+  JobBatch label(JobBatch b) const {
+    b.meta.resize(d.meta_columns().size());
+    for (std::size_t m = 0; m < b.meta.size(); ++m) {
+      b.meta[m].reserve(b.ids.size());
+      for (const auto id : b.ids) b.meta[m].emplace_back(d.meta(id, m));
+    }
+    if (!d.labelled()) return b;
+    b.labels.resize(b.ids.size());
+    for (std::size_t i = 0; i < b.ids.size(); ++i) b.labels[i] = d.label(b.ids[i]);
+    return b;
   }
 
   // The tail of both builders: [the copy to the device →] [the consumer's stage →] the
@@ -524,7 +485,12 @@ struct Job::Impl {
   // stage function would drop the batch: actors/pipeline.h THREADING).
   std::function<JobBatch(JobBatch, actors::TaskContext&)> user_stage() const {
     return [run = stage.run](JobBatch b, actors::TaskContext&) {
-      JobBatch out{.epoch = b.epoch, .ids = b.ids, .data = {}, .failed = b.failed};
+      JobBatch out{.epoch = b.epoch,
+                   .ids = b.ids,
+                   .labels = b.labels,
+                   .meta = b.meta,
+                   .data = {},
+                   .failed = b.failed};
       try {
         out.staged = run(std::move(b));
       } catch (...) {
@@ -549,12 +515,12 @@ struct Job::Impl {
 
   // source → batch → remote decode (io: each task waits on a worker) → [to_device].
   actors::Pipeline<JobBatch> build_remote(const actors::BuildOptions& build) {
-    const auto* files = &d.files;
-    auto remote = [this, files, allocator = batches->allocator()](std::vector<actors::SampleId> ids,
-                                                                  actors::TaskContext& task) {
+    const Dataset* dataset = &d;
+    auto remote = [this, dataset, allocator = batches->allocator()](
+                      std::vector<actors::SampleId> ids, actors::TaskContext& task) {
       std::vector<EncodedSample> samples;
       samples.reserve(ids.size());
-      for (const auto& s : ids) samples.push_back({.id = s.id, .path = (*files)[s.id]});
+      for (const auto& s : ids) samples.push_back({.id = s.id, .path = dataset->path(s.id)});
       const auto s = spec();
       RemoteDecodeFigures figures;
       auto decoded = remote_decode_batch(
@@ -568,7 +534,7 @@ struct Job::Impl {
                    .ids = std::move(decoded->ids),
                    .data = std::move(decoded->data)};
       report_failures(*decoded, samples, {}, task, out);
-      return pinned ? out : normalize_on_cpu(c, std::move(out), allocator);
+      return label(pinned ? std::move(out) : normalize_on_cpu(c, std::move(out), allocator));
     };
     const int inflight = remote_tasks(c);
     auto quiet = build;  // the engine's threads only carry batches here

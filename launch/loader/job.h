@@ -87,6 +87,7 @@
 
 #include "actors/sampler.h"
 #include "actors/stats.h"
+#include "launch/loader/dataset.h"
 #include "launch/loader/decode.h"
 #include "launch/loader/job_config.h"
 #include "media/tensor.h"
@@ -102,26 +103,9 @@ inline constexpr std::size_t kDeviceBatches = 4;
 /// finished() is never true, and a rate budget counts over the epochs begun so far.
 inline constexpr std::uint64_t kUnlimitedEpochs = ~std::uint64_t{0};
 
-/// The dataset of a job: files[i] is sample i; `identities` (same length) are what
-/// checkpoints fingerprint (paths relative to the data folder, or the list's lines).
-struct Dataset {
-  std::vector<std::string> files;
-  std::vector<std::string> identities;
-};
-
-/// Files under `dir` (recursively) with an extension of `kind`, sorted by path.
-/// Symbolic links are listed whatever they point to — a dangling link, a loop or a
-/// link to a directory then fails as a sample with its cause (see read_sample), as a
-/// FIFO or device with a media extension does; nothing is skipped silently.
-/// Throws ConfigError if `dir` cannot be read or holds no such file.
-Dataset list_folder(const std::string& dir, MediaKind kind);
-/// The non-blank lines of `list_file`; relative paths resolve against its folder.
-/// Throws ConfigError if it cannot be read or has no entry.
-Dataset read_list(const std::string& list_file);
-
 /// The job's sampler for `config` (resolved) over `dataset`: random with the seed when
 /// shuffling, else deterministic; rank and world size from the config; the dataset's
-/// identities fingerprint it (checkpoints).
+/// identity hash (identities, and labels when labelled) fingerprints it (checkpoints).
 std::unique_ptr<actors::DistributedSampler> make_sampler(const RunConfig& config,
                                                          const Dataset& dataset);
 
@@ -129,6 +113,13 @@ std::unique_ptr<actors::DistributedSampler> make_sampler(const RunConfig& config
 struct JobBatch {
   std::uint64_t epoch = 0;
   std::vector<std::uint64_t> ids;  // ids[i] is the sample in data[i]
+  // labels[i] is sample ids[i]'s label (Dataset::label) when the dataset is labelled;
+  // else empty
+  std::vector<std::int64_t> labels{};
+  // With `meta` (RunConfig::meta, a manifest's columns): meta[c][i] is sample ids[i]'s
+  // text in column config.meta[c] (Dataset::meta), copied; else empty. Only what was
+  // asked for travels: no column, no cost.
+  std::vector<std::vector<std::string>> meta{};
   // [ids.size(), ...] uint8 (float32 with normalize and no device); empty with a device
   media::Tensor data;
   std::vector<std::uint64_t> failed{};  // samples of this batch that failed (not in data)

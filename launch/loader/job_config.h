@@ -61,6 +61,14 @@ struct RunConfig {
   std::string data{};  // folder searched recursively; empty (and no list): the demo
   std::string list{};  // file of paths, one per non-blank line
   MediaKind kind = MediaKind::image;
+  // -- Manifests (launch/loader/manifest.h): a table of samples instead of data/list --
+  std::string manifest{};         // CSV, TSV or JSON Lines file
+  std::string manifest_format{};  // "" (by extension), csv, tsv or jsonl
+  std::string path_column = "path";
+  std::string label_column{};  // "": "label" when the manifest has one
+  std::string classes{};       // file of class names, one per line (label = line index)
+  // Metadata columns kept per sample (Dataset::meta) and delivered in JobBatch::meta.
+  std::vector<std::string> meta{};
   std::optional<int> batch_size{};  // default 32 (image) or 8 (video)
   std::uint64_t epochs = 1;         // total epochs of the job (a resume continues toward it)
   // How the ranks' shares of an epoch are evened (actors/sampler.h, THE EPOCH SEQUENCE):

@@ -50,6 +50,7 @@ enum class Type {
   fraction,  // a number in [0, 1]
   range,     // two numbers MIN,MAX with 0 < MIN <= MAX (<= max when set)
   channels,  // three finite numbers, one per channel (max 1: each must be positive)
+  names,     // names: an array of strings, or one comma-separated string
 };
 
 using Endpoints = std::vector<transport::Endpoint>;
@@ -149,6 +150,58 @@ const std::vector<Key>& keys() {
        0,
        false,
        "FILE"},
+      // -- Manifests (launch/loader/manifest.h) --
+      {"manifest",
+       "--manifest",
+       Type::path,
+       "CSV, TSV or JSON Lines file of samples, one row each: a path column (relative to "
+       "the manifest's folder, or absolute), an optional label column, metadata columns; "
+       "a sample's id is its row's index",
+       {},
+       [](RunConfig& c, const Value& v) { c.manifest = as_text(v); },
+       0,
+       false,
+       "FILE"},
+      {"manifest_format",
+       "--manifest-format",
+       Type::choice,
+       "format of --manifest (default: by its extension .csv, .tsv, .jsonl, .ndjson)",
+       {"csv", "tsv", "jsonl", "ndjson"},
+       [](RunConfig& c, const Value& v) { c.manifest_format = as_text(v); }},
+      {"path_column",
+       "--path-column",
+       Type::text,
+       "the manifest's column of sample paths (default path)",
+       {},
+       [](RunConfig& c, const Value& v) { c.path_column = as_text(v); }},
+      {"label_column",
+       "--label-column",
+       Type::text,
+       "the manifest's column of labels: integers >= 0, or class names numbered in sorted "
+       "order (default: label, when the manifest has it)",
+       {},
+       [](RunConfig& c, const Value& v) { c.label_column = as_text(v); }},
+      {"classes",
+       "--classes",
+       Type::path,
+       "file of class names, one per line: a manifest's label is the line index of its "
+       "name (or an integer below the number of classes)",
+       {},
+       [](RunConfig& c, const Value& v) { c.classes = as_text(v); },
+       0,
+       false,
+       "FILE"},
+      {"meta",
+       "--meta",
+       Type::names,
+       "manifest columns delivered with each batch as metadata (comma-separated; default "
+       "none)",
+       {},
+       [](RunConfig& c, const Value& v) { c.meta = std::get<std::vector<std::string>>(v); },
+       0,
+       false,
+       "FIELD,..."},
+      // -- end of manifests --
       {"kind", "--kind", Type::choice, "image or video (8 evenly spaced 224x224 frames per clip)",
        names(kKinds), [](RunConfig& c, const Value& v) { c.kind = pick(v, kKinds); }},
       {"batch_size",
@@ -578,6 +631,8 @@ std::string expected(const Key& key) {
                          : "MIN,MAX with 0 < MIN <= MAX";
     case Type::channels:
       return key.max > 0 ? "three positive numbers R,G,B" : "three numbers R,G,B";
+    case Type::names:
+      return "names (an array of strings, or one comma-separated string)";
     case Type::choice: {
       std::string s = "one of ";
       for (std::size_t i = 0; i < key.choices.size(); ++i) {
@@ -715,6 +770,25 @@ Value check(const Key& key, Value value, std::string_view where, const std::stri
     }
     case Type::endpoints:
       return endpoints_of(key, value, where, got);
+    case Type::names: {
+      std::vector<std::string> out;
+      if (auto* list = std::get_if<std::vector<std::string>>(&value)) {
+        out = *list;
+      } else if (auto* s = std::get_if<std::string>(&value)) {
+        std::string_view rest = *s;
+        for (auto comma = rest.find(','); !rest.empty(); comma = rest.find(',')) {
+          out.emplace_back(trim(rest.substr(0, comma)));
+          rest.remove_prefix(comma == std::string_view::npos ? rest.size() : comma + 1);
+        }
+      } else {
+        bad_value(where, key, got);
+      }
+      for (const auto& name : out) {
+        if (name.empty() || std::count(out.begin(), out.end(), name) > 1)
+          bad_value(where, key, got);
+      }
+      return out;
+    }
     case Type::fraction: {
       const auto n = numbers_of(value);
       if (!n || n->size() != 1 || !((*n)[0] >= 0 && (*n)[0] <= 1)) bad_value(where, key, got);
@@ -995,6 +1069,11 @@ void resolve(RunConfig& config, const Getenv& getenv) {
   detail::resolve_launch(config, getenv);
   if (!config.data.empty() && !config.list.empty()) {
     throw ConfigError("data and list: give one of them, not both", "list");
+  }
+  if (!config.manifest.empty() && (!config.data.empty() || !config.list.empty())) {
+    throw ConfigError(fmt::format("manifest and {}: give one of them, not both",
+                                  config.data.empty() ? "list" : "data"),
+                      "manifest");
   }
   if (config.launch_id.empty()) {
     if (const char* id = getenv("TORCHELASTIC_RUN_ID"); id && *id) {

@@ -142,7 +142,10 @@ class Loader:
             ``os.environ``): torchrun's RANK/WORLD_SIZE, else Slurm's.
         demo: without ``data`` or ``list``, load Brigade's synthetic demo set (generated
             once under ~/.cache/brigade/demo); without it, no data is a ConfigError.
-        **keys: settings named as the TOML keys (data, list, kind, batch_size, epochs,
+        **keys: settings named as the TOML keys (data, list, manifest (a CSV, TSV or
+            JSON Lines table of samples; with manifest_format, path_column,
+            label_column, classes, and meta=[columns]: see README, Manifests), kind,
+            batch_size, epochs,
             seed, shuffle, tail, drop_last, order, threads, rank, world_size,
             max_failures, layout, roi_decode,
             transform ("eval", "train", "none"), interpolation ("bilinear",
@@ -179,6 +182,10 @@ class Loader:
     the loss so that an empty batch adds zero, e.g. ``reduction="sum"`` divided by the
     batch size asked for). Beyond ``max_failures`` iteration raises DecodeError (or
     PipelineError) naming the causes, as ``brigade run`` exits 1.
+
+    With ``meta`` (a manifest's columns), ``batch["meta"]`` is a dict column -> list
+    of the batch's values: ints when every value of the column in the dataset is an
+    integer, floats when every one is a number, else str.
 
     With ``device``, ``batch["data"]`` is on the device (``ids`` and ``failed`` stay on
     the host); torch.from_dlpack orders torch's current stream after Brigade's copy

@@ -14,6 +14,7 @@
 
 #include "launch/loader/job.h"
 #include "launch/loader/job_settings.h"
+#include "launch/loader/sources.h"
 #include "media/synthetic.h"
 #include "media/transform.h"
 #include "transport/device/device.h"

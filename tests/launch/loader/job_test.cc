@@ -16,6 +16,7 @@
 #include <stdexcept>
 
 #include "launch/loader/job_settings.h"
+#include "launch/loader/sources.h"
 #include "media/errors.h"
 #include "media/image.h"
 #include "media/source.h"
@@ -63,7 +64,7 @@ TEST_P(Job, BatchesHoldEachSampleAsDecodedAlone) {
                                                     : std::vector<std::int64_t>{224, 224, 3};
         ASSERT_EQ(std::vector<std::int64_t>(batch.shape().begin() + 1, batch.shape().end()), image);
         for (std::size_t i = 0; i < ids.size(); ++i) {
-          const auto expected = media::load_transformed(media::Source::file(dataset.files[ids[i]]),
+          const auto expected = media::load_transformed(media::Source::file(dataset.path(ids[i])),
                                                         media::TransformOptions{}, ids[i]);
           const auto* got =
               static_cast<const std::uint8_t*>(batch[static_cast<std::int64_t>(i)].data());
@@ -238,7 +239,8 @@ TEST_P(Job, TheReadStageRetriesATransientErrorAndNotAMissingOrCorruptFile) {
   c.shuffle = false;
   std::mutex mutex;
   std::map<std::string, int> reads;
-  const auto& files = dataset.files;
+  std::vector<std::string> files;
+  for (std::size_t i = 0; i < dataset.size(); ++i) files.push_back(dataset.path(i));
   JobOptions options;
   options.read_file = [&](const std::string& path) {
     int n = 0;
