@@ -71,11 +71,13 @@ void configure_network(caf::actor_system_config& config, const Security& securit
   }
   config.set("scheduler.max-threads", 2);
   config.add_message_type<WirePayload>("brigade.payload");
-  // The network's actors handle a few messages per task: a shared queue whose threads
-  // sleep on a condition variable until a message comes. CAF's default (work stealing)
-  // polls when idle — 50 µs sleeps for its first 25 ms — which cost the trainer more CPU
-  // than receiving the results itself (issue 21: ~0.2 ms per remotely decoded sample).
-  config.set("scheduler.policy", caf::atom("sharing"));
+  // Idle threads sleep on their condition variable (woken when a message comes) and
+  // steal every 1 ms, instead of polling in 50 µs naps for 25 ms first: that polling
+  // cost the trainer more CPU than receiving the results (issue 21). (With CAF's sharing
+  // policy, or with 10 ms between steals, a directory at times went unanswered for
+  // seconds in ClusterLaunch's two-rank runs: not understood yet.)
+  config.set("work-stealing.moderate-poll-attempts", std::size_t{0});
+  config.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::milliseconds(1)});
   // BASP reads a message where it arrives, on the multiplexer's thread, rather than
   // copying its payload to a deserializing worker on another thread (one copy and one
   // thread hop less per result).
