@@ -38,6 +38,8 @@ const char* to_string(SamplerKind kind) {
       return "random";
     case SamplerKind::weighted:
       return "weighted";
+    case SamplerKind::blocks:
+      return "blocks";
   }
   return "unknown";
 }
@@ -59,7 +61,9 @@ std::string describe_conflict(const DatasetFingerprint& saved, const DatasetFing
   if (saved.num_draws != caller.num_draws)
     return num("num_draws", saved.num_draws, caller.num_draws);
   if (saved.weights_hash != caller.weights_hash) {
-    return num("weights hash", saved.weights_hash, caller.weights_hash);
+    return num(saved.kind == SamplerKind::blocks ? "blocks hash (the containers' sizes, the window)"
+                                                 : "weights hash",
+               saved.weights_hash, caller.weights_hash);
   }
   if (saved.tail != caller.tail) {
     return std::string("tail policy: checkpoint has ") + to_string(saved.tail) + ", caller has " +
@@ -317,12 +321,51 @@ void DistributedSampler::start_epoch(std::uint64_t epoch, std::uint64_t epoch_le
   ended_ = false;
 }
 
+namespace {
+
+// The streams of a block sequence: the containers' order, then one per window.
+constexpr std::uint64_t kBlockStreams = std::uint64_t{1} << 63;
+
+// BLOCKS in sampler.h: the containers permuted, their ids in windows of `window`
+// containers, each window's ids permuted.
+template <class I>
+std::vector<I> block_sequence(const std::vector<std::uint64_t>& b, std::uint64_t window,
+                              std::uint64_t seed, std::uint64_t epoch) {
+  const std::uint64_t containers = b.size() - 1;
+  const auto order = detail::permutation<std::uint64_t>(
+      containers, containers, detail::mix_seed(seed, epoch, kBlockStreams));
+  std::vector<I> out, ids;
+  out.reserve(b.back());
+  for (std::uint64_t w = 0; w * window < containers; ++w) {
+    ids.clear();
+    for (std::uint64_t k = w * window; k < std::min(containers, (w + 1) * window); ++k)
+      for (std::uint64_t id = b[order[k]]; id < b[order[k] + 1]; ++id)
+        ids.push_back(static_cast<I>(id));
+    const auto p = detail::permutation<I>(ids.size(), ids.size(),
+                                          detail::mix_seed(seed, epoch, kBlockStreams + 1 + w));
+    for (const auto i : p) out.push_back(ids[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+void DistributedSampler::use_blocks(std::vector<std::uint64_t> boundaries, std::uint64_t window) {
+  blocks_ = std::move(boundaries);
+  window_ = window;
+}
+
 void DistributedSampler::ensure_sequence() const {
   if (sequence_ready_) return;
   const auto& f = fingerprint_;
   if (f.kind != SamplerKind::deterministic && f.n > 0) {
     const bool narrow = f.n <= kMaxUint32Ids;
-    if (f.kind == SamplerKind::weighted) {
+    if (f.kind == SamplerKind::blocks) {
+      if (narrow)
+        sequence32_ = block_sequence<std::uint32_t>(blocks_, window_, f.seed, epoch_);
+      else
+        sequence64_ = block_sequence<std::uint64_t>(blocks_, window_, f.seed, epoch_);
+    } else if (f.kind == SamplerKind::weighted) {
       const auto seed = detail::mix_seed(f.seed, epoch_);
       if (narrow)
         sequence32_ = detail::weighted_draws<std::uint32_t>(weights_, f.num_draws, seed);
@@ -463,5 +506,32 @@ DatasetFingerprint random_fingerprint(std::uint64_t n, const RandomOptions& o) {
 
 DistributedRandomSampler::DistributedRandomSampler(std::uint64_t n, const RandomOptions& o)
     : DistributedSampler(random_fingerprint(n, o), o.rank, o.world_size, o.epoch, o.weights) {}
+
+namespace {
+
+DatasetFingerprint block_fingerprint(std::uint64_t n, const BlockOptions& o) {
+  const auto& b = o.boundaries;
+  if (b.size() < 2 || b.front() != 0 || b.back() != n || !std::is_sorted(b.begin(), b.end())) {
+    throw SamplerStateError("sampler: block boundaries must run from 0 to n = " +
+                            std::to_string(n) + ", non-decreasing, with at least one block");
+  }
+  if (o.window == 0) throw SamplerStateError("sampler: the block window must be at least 1");
+  const std::uint64_t window = std::min<std::uint64_t>(o.window, b.size() - 1);
+  return {
+      .n = n,
+      .identity_hash = o.identity_hash,
+      .kind = SamplerKind::blocks,
+      .seed = o.seed,
+      .num_draws = n,
+      .weights_hash = detail::hash_bytes(b.data(), b.size() * sizeof(std::uint64_t), window) | 1,
+      .tail = o.tail};
+}
+
+}  // namespace
+
+DistributedBlockSampler::DistributedBlockSampler(std::uint64_t n, const BlockOptions& o)
+    : DistributedSampler(block_fingerprint(n, o), o.rank, o.world_size, o.epoch, {}) {
+  use_blocks(o.boundaries, std::min<std::uint64_t>(o.window, o.boundaries.size() - 1));
+}
 
 }  // namespace brigade::actors

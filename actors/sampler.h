@@ -70,6 +70,21 @@
 // starts epoch e from its beginning at any time: this rank's planned share of it when
 // a restored state planned it, else the fresh partition at the sampler's world size.
 //
+// BLOCKS. DistributedBlockSampler's sequence reads the dataset a few containers (tar
+// shards) at a time: for (seed, epoch) it permutes the containers, cuts that order into
+// windows of W consecutive containers, and permutes the samples of each window among
+// themselves (each its own stream of (seed, epoch)); the sequence is the windows one
+// after the other. Everything above holds unchanged — it is one global sequence per
+// (seed, epoch), sharded, committed, resumed and re-partitioned like the others; only
+// the sequence differs. The trade-off: within an epoch the samples of a window are all
+// read before any of the next window, so a batch holds samples of at most W (two at a
+// window's edge) containers rather than of the whole dataset: whatever correlates within
+// a container (a shard written from one class, one source, one day) correlates within
+// the batch and across consecutive batches. Across epochs the windows differ (the
+// containers' order is redrawn). W = the number of containers is a full shuffle; W = 1
+// reads one container at a time. Write shards from a shuffled sample order and use a W
+// that holds several classes to keep batches close to a full shuffle's.
+//
 // COST. The random sampler generates its sequence lazily, on the first next() or
 // at() of an epoch: a bucketed (Rao–Sandelius) Fisher–Yates shuffle with xoshiro256**
 // (uint32 ids while n <= 2^32), about 0.1–0.25 s for 10 million ids. A rank holds the
@@ -98,7 +113,7 @@ namespace brigade::actors {
 enum class TailPolicy : std::uint8_t { none = 0, drop_last = 1, pad = 2 };
 
 /// Which sequence a sampler draws. Stored in checkpoints: do not renumber.
-enum class SamplerKind : std::uint8_t { deterministic = 0, random = 1, weighted = 2 };
+enum class SamplerKind : std::uint8_t { deterministic = 0, random = 1, weighted = 2, blocks = 3 };
 
 const char* to_string(TailPolicy tail);
 const char* to_string(SamplerKind kind);
@@ -127,7 +142,7 @@ struct DatasetFingerprint {
   SamplerKind kind = SamplerKind::deterministic;
   std::uint64_t seed = 0;
   std::uint64_t num_draws = 0;     // L: the sequence's length before the tail policy
-  std::uint64_t weights_hash = 0;  // 0 without weights
+  std::uint64_t weights_hash = 0;  // 0 without weights; blocks: the blocks' and window's hash
   TailPolicy tail = TailPolicy::none;
   friend bool operator==(const DatasetFingerprint&, const DatasetFingerprint&) = default;
 };
@@ -236,7 +251,21 @@ struct RandomOptions {
   std::uint64_t identity_hash = 0;  // see hash_sample_identities()
 };
 
-/// The common sampler; construct one of the two below. A positioned source for
+/// Options of DistributedBlockSampler (designated-initializer order).
+struct BlockOptions {
+  std::uint32_t rank = 0;
+  std::uint32_t world_size = 1;
+  std::uint64_t seed = 0;
+  std::uint64_t epoch = 0;
+  // The containers' sample id ranges: container c holds ids [boundaries[c],
+  // boundaries[c + 1]); boundaries[0] == 0, non-decreasing, boundaries.back() == n.
+  std::vector<std::uint64_t> boundaries{};
+  std::uint64_t window = 1;  // W: containers read together (>= 1)
+  TailPolicy tail = TailPolicy::none;
+  std::uint64_t identity_hash = 0;  // see hash_sample_identities()
+};
+
+/// The common sampler; construct one of the three below. A positioned source for
 /// PipelineBuilder::add_source (pass std::ref(sampler) to keep calling set_epoch()).
 class DistributedSampler {
  public:
@@ -275,6 +304,8 @@ class DistributedSampler {
  protected:
   DistributedSampler(DatasetFingerprint fingerprint, std::uint32_t rank, std::uint32_t world_size,
                      std::uint64_t epoch, std::vector<double> weights);
+  /// SamplerKind::blocks: the containers' boundaries and the window (BLOCKS).
+  void use_blocks(std::vector<std::uint64_t> boundaries, std::uint64_t window);
 
  private:
   void start_epoch(std::uint64_t epoch, std::uint64_t epoch_length, std::vector<PositionRun> owned,
@@ -286,6 +317,8 @@ class DistributedSampler {
   std::uint32_t rank_;
   std::uint32_t world_size_;
   std::vector<double> weights_;
+  std::vector<std::uint64_t> blocks_;  // SamplerKind::blocks: the containers' boundaries
+  std::uint64_t window_ = 0;
 
   std::uint64_t epoch_ = 0;
   std::uint64_t epoch_length_ = 0;
@@ -321,6 +354,14 @@ class DistributedDeterministicSampler : public DistributedSampler {
 class DistributedRandomSampler : public DistributedSampler {
  public:
   DistributedRandomSampler(std::uint64_t n, const RandomOptions& options = {});
+};
+
+/// One permutation per (seed, epoch) that reads `window` containers at a time (BLOCKS),
+/// sharded as above. Throws SamplerStateError on bad boundaries, a window of 0 or rank >=
+/// world_size.
+class DistributedBlockSampler : public DistributedSampler {
+ public:
+  DistributedBlockSampler(std::uint64_t n, const BlockOptions& options);
 };
 
 }  // namespace brigade::actors

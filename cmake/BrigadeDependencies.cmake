@@ -85,6 +85,10 @@ add_library(csv::csv UNKNOWN IMPORTED)
 set_target_properties(csv::csv PROPERTIES IMPORTED_LOCATION ${CSV_LIBRARY}
   INTERFACE_INCLUDE_DIRECTORIES ${CSV_INCLUDE_DIR})
 find_package(simdjson CONFIG REQUIRED)
+# Tar shards (launch/loader/shards.h): libarchive reads their headers (ustar, pax, GNU);
+# nlohmann-json their .json members (header-only).
+pkg_check_modules(LIBARCHIVE REQUIRED IMPORTED_TARGET libarchive)
+find_package(nlohmann_json CONFIG REQUIRED)
 if(BRIGADE_BUILD_TESTS)
   find_package(GTest CONFIG REQUIRED)
   include(GoogleTest)

@@ -13,6 +13,17 @@ FrontEndSetting output_keys(RunOutput& output) {
     if (key == "stop_after_batches") output.stop_after_batches = std::get<std::int64_t>(value);
     if (key == "json") output.json = std::get<bool>(value);
     if (key == "progress") output.progress = std::get<bool>(value);
+    if (key == "stats_interval") {
+      output.stats_interval = std::stod(std::get<std::string>(value));
+      if (output.stats_interval < 0.2) {
+        throw ConfigError(fmt::format("stats_interval: at least 0.2 seconds, got {}",
+                                      std::get<std::string>(value)),
+                          "stats_interval");
+      }
+    }
+    if (key == "stats_out") output.stats_out = std::get<std::string>(value);
+    if (key == "metrics_port") output.metrics_port = int(std::get<std::int64_t>(value));
+    if (key == "metrics_address") output.metrics_address = std::get<std::string>(value);
   };
 }
 

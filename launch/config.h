@@ -30,7 +30,8 @@
 namespace brigade::launch {
 
 /// What only `brigade run` reads (keys ids_out, digests_out, stop_after_batches, json,
-/// progress): not the job's description.
+/// progress, stats_interval, stats_out, metrics_port, metrics_address): not the job's
+/// description.
 struct RunOutput {
   std::string ids_out{};  // delivered sample ids, one per line, in delivery order
   // One line per delivered batch: "<epoch> <fnv1a64 of the bytes, hex> <id> <id> …".
@@ -38,6 +39,11 @@ struct RunOutput {
   std::int64_t stop_after_batches = -1;  // < 0: run to the end
   bool json = false;                     // a JSON summary as the last line on stdout
   bool progress = true;                  // a progress bar when stderr is a terminal
+  // Statistics (launch/stats_output.h): one report per interval.
+  double stats_interval = 10;  // seconds, ≥ 0.2
+  std::string stats_out{};     // JSON lines, one object per interval
+  int metrics_port = 0;        // Prometheus endpoint; 0: none
+  std::string metrics_address = "127.0.0.1";
 };
 
 /// `brigade run`'s settings: the job's description and the command line's own. Passed

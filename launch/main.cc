@@ -34,6 +34,8 @@
 #include "launch/process.h"
 #include "launch/profile.h"
 #include "launch/progress.h"
+#include "launch/run_statistics.h"
+#include "launch/stats_output.h"
 #include "transport/checkpoint/checkpoint.h"
 #include "transport/remote/remote.h"
 
@@ -89,7 +91,9 @@ const char* end_name(launch::JobEnd end) {
 
 // The --json line. Figures start at the program's start; cpu_seconds and peak_rss_mb
 // exclude what happened before the job (the demo dataset's generation).
-std::string summary_json(const launch::JobSummary& s, double cpu0) {
+// `class_counts`: samples delivered per class of a labelled dataset (else empty).
+std::string summary_json(const launch::JobSummary& s, double cpu0,
+                         const std::vector<std::pair<std::string, std::uint64_t>>& class_counts) {
   // The statistics as actors/stats.h describes them (the keys of the Python Loader's).
   const auto object = [](const auto& record, auto figures) {
     nlohmann::json o = nlohmann::json::object();
@@ -112,6 +116,11 @@ std::string summary_json(const launch::JobSummary& s, double cpu0) {
                    {"peak_rss_mb", launch::peak_rss_mb()},
                    {"stages", stages},
                    {"sink", object(s.stats.sink, actors::sink_figures())}};
+  if (!class_counts.empty()) {
+    nlohmann::json classes = nlohmann::json::object();
+    for (const auto& [name, count] : class_counts) classes[name] = count;
+    j["classes"] = classes;
+  }
   if (!s.failure.empty()) j["failure"] = s.failure;
   if (!s.checkpoint.empty()) j["checkpoint"] = s.checkpoint;
   if (s.remote) {
@@ -143,6 +152,44 @@ std::uint64_t fnv1a(const media::Tensor& t) {
   const auto* p = static_cast<const unsigned char*>(t.data());
   for (std::size_t i = 0, n = p ? t.nbytes() : 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
   return h;
+}
+
+// The number of label values of a labelled dataset: its classes, else the largest
+// label + 1.
+std::size_t label_count(const launch::Dataset& d) {
+  if (!d.classes().empty()) return d.classes().size();
+  std::int64_t top = -1;
+  for (std::size_t i = 0; i < d.size(); ++i) top = std::max(top, d.label(i));
+  return static_cast<std::size_t>(top + 1);
+}
+
+// ", 10 classes (cat, dog, …)" for the info line (at most 8 names), "" unlabelled.
+std::string classes_text(const launch::Dataset& d) {
+  if (!d.labelled()) return {};
+  const auto& classes = d.classes();
+  if (classes.empty()) return fmt::format(", labelled ({} label values)", label_count(d));
+  std::string names;
+  for (std::size_t i = 0; i < classes.size() && i < 8; ++i) names += (i ? ", " : "") + classes[i];
+  if (classes.size() > 8) names += ", …";
+  return fmt::format(", {} classes ({})", classes.size(), names);
+}
+
+std::string class_name(const launch::Dataset& d, std::size_t label) {
+  return label < d.classes().size() ? d.classes()[label] : std::to_string(label);
+}
+
+// "samples per class: cat 120, dog 80" (up to 20 classes; beyond, the extremes).
+std::string class_counts_text(const launch::Dataset& d, const std::vector<std::uint64_t>& counts) {
+  if (counts.size() <= 20) {
+    std::string text = "samples per class:";
+    for (std::size_t l = 0; l < counts.size(); ++l)
+      text += fmt::format("{} {} {}", l ? "," : "", class_name(d, l), counts[l]);
+    return text;
+  }
+  const auto [lo, hi] = std::minmax_element(counts.begin(), counts.end());
+  return fmt::format("samples per class ({} classes): fewest {} ({}), most {} ({})", counts.size(),
+                     *lo, class_name(d, static_cast<std::size_t>(lo - counts.begin())), *hi,
+                     class_name(d, static_cast<std::size_t>(hi - counts.begin())));
 }
 
 // `generation`: the time spent generating the demo dataset (zero when it existed).
@@ -191,17 +238,26 @@ int run(const launch::RunCommand& config) {
     if (!ids)
       throw launch::ConfigError(fmt::format("ids_out {}: cannot create the file", config.ids_out));
   }
-  spdlog::info("brigade: {} {}s, rank {} of {}, batch {}, {} epoch(s), {}", dataset.size(),
-               launch::to_string(config.kind), *config.rank, *config.world_size, *config.batch_size,
-               config.epochs,
+  spdlog::info("brigade: {} {}s{}, rank {} of {}, batch {}, {} epoch(s), {}", dataset.size(),
+               launch::to_string(config.kind), classes_text(dataset), *config.rank,
+               *config.world_size, *config.batch_size, config.epochs,
                config.shuffle ? fmt::format("shuffled with seed {}", config.seed) : "in order");
+  // Samples delivered per label (a labelled dataset's), for the JSON summary.
+  std::vector<std::uint64_t> per_label(dataset.labelled() ? label_count(dataset) : 0);
   launch::ProgressReporter progress(config.progress && isatty(STDERR_FILENO));
+  launch::RunStatistics statistics(config);
   const launch::JobHooks hooks{
       .on_batch =
           [&](const launch::JobBatch& batch) {
+            statistics.on_batch(batch);
+            for (auto label : batch.labels) ++per_label[static_cast<std::size_t>(label)];
             if (digests) {
               digests << batch.epoch << ' ' << fmt::format("{:016x}", fnv1a(batch.data));
               for (auto id : batch.ids) digests << ' ' << id;
+              if (dataset.labelled()) {
+                digests << " labels";
+                for (auto label : batch.labels) digests << ' ' << label;
+              }
               digests << '\n';
             }
             if (!ids) return;
@@ -216,8 +272,10 @@ int run(const launch::RunCommand& config) {
             digests.flush();
           },
       .origin = origin,
-      .stop_after_batches = config.stop_after_batches};
+      .stop_after_batches = config.stop_after_batches,
+      .on_job = [&](std::shared_ptr<const launch::Job> job) { statistics.on_job(std::move(job)); }};
   const auto summary = launch::run_job(config, dataset, hooks);
+  statistics.stop();
   progress.finish();
   ids.flush();
   if (summary.end != launch::JobEnd::already_complete) {
@@ -231,6 +289,7 @@ int run(const launch::RunCommand& config) {
         "(first batch at {:.3f} s), {} failed",
         summary.counts.samples, summary.counts.batches, summary.samples_per_s,
         summary.time_to_first_batch_s, summary.counts.failed);
+    if (!per_label.empty()) spdlog::info("brigade: {}", class_counts_text(dataset, per_label));
     if (!summary.checkpoint.empty())
       spdlog::info("brigade: checkpoint written to {}", summary.checkpoint);
     if (summary.remote) {
@@ -248,7 +307,12 @@ int run(const launch::RunCommand& config) {
       }
     }
   }
-  if (config.json) std::printf("%s\n", summary_json(summary, cpu0).c_str());
+  if (config.json) {
+    std::vector<std::pair<std::string, std::uint64_t>> class_counts;
+    for (std::size_t l = 0; l < per_label.size(); ++l)
+      class_counts.emplace_back(class_name(dataset, l), per_label[l]);
+    std::printf("%s\n", summary_json(summary, cpu0, class_counts).c_str());
+  }
   std::fflush(stdout);
   const int code = summary.end == launch::JobEnd::interrupted ? 128 + g_signal.load()
                    : summary.end == launch::JobEnd::failed    ? 1
@@ -262,12 +326,38 @@ int run(const launch::RunCommand& config) {
   return code;
 }
 
+// `brigade stats FILE [-o OUT]`: the HTML page of a --stats-out file (stats_output.h).
+int stats(const std::string& file, const std::string& out) {
+  try {
+    std::ifstream in(file);
+    if (!in) throw launch::ConfigError(fmt::format("{}: cannot read the file", file));
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto page = launch::render_stats_html(
+        text,
+        fmt::format("Brigade statistics: {}", std::filesystem::path(file).filename().string()));
+    if (out.empty()) {
+      std::fwrite(page.data(), 1, page.size(), stdout);
+      return 0;
+    }
+    std::ofstream o(out, std::ios::trunc);
+    o << page;
+    if (!o.flush()) throw launch::ConfigError(fmt::format("{}: cannot write the file", out));
+    return 0;
+  } catch (const launch::ConfigError& e) {
+    spdlog::error("brigade stats: {}: {}", file, e.what());
+    return 2;
+  }
+}
+
 // `brigade worker`: serves the built-in decode operations until SIGINT/SIGTERM. The
 // first line on stdout is the address it listens on ("127.0.0.1:40123").
 struct WorkerArgs {
   std::string listen = "127.0.0.1:0";
   std::string join, advertise, token_file, tls_cert, tls_key, tls_ca, data, list;
+  std::vector<std::string> shards;  // WebDataset tar shards (brace ranges expanded)
+  std::string image_key, video_key, label_key;
   std::string kind = "image";
+  std::string labels = "none";
   int threads = 0;
   int window = 0;
 };
@@ -293,14 +383,27 @@ int worker(const WorkerArgs& a) {
   o.threads = a.threads;
   o.window = static_cast<std::uint32_t>(a.window);
   o.security = {launch::read_job_token(a.token_file, getenv), a.tls_cert, a.tls_key, a.tls_ca};
-  std::vector<std::string> files;
-  if (!a.data.empty() || !a.list.empty()) {
+  std::vector<launch::SampleLocation> files;
+  if (int(!a.data.empty()) + int(!a.list.empty()) + int(!a.shards.empty()) > 1)
+    throw launch::ConfigError("--data, --list and --shards: give one of them");
+  if (!a.data.empty() || !a.list.empty() || !a.shards.empty()) {
     if (a.kind != "image" && a.kind != "video") throw launch::ConfigError("--kind: image or video");
-    const auto kind = a.kind == "video" ? launch::MediaKind::video : launch::MediaKind::image;
-    auto d = a.list.empty() ? launch::list_folder(a.data, kind) : launch::read_list(a.list);
+    if (a.labels != "none" && a.labels != "folder")
+      throw launch::ConfigError("--labels: none or folder");
+    // The trainer's listing (open_dataset), so that ids and the fingerprint agree.
+    launch::RunConfig listing;
+    listing.data = a.data;
+    listing.list = a.list;
+    listing.kind = a.kind == "video" ? launch::MediaKind::video : launch::MediaKind::image;
+    listing.labels = a.labels == "folder" ? launch::Labels::folder : launch::Labels::none;
+    listing.shards = a.shards;
+    if (!a.image_key.empty()) listing.image_key = a.image_key;
+    if (!a.video_key.empty()) listing.video_key = a.video_key;
+    listing.label_key = a.label_key;
+    auto d = launch::open_dataset(listing, false);
     o.fingerprint = d.identity_hash();
     files.reserve(d.size());
-    for (std::size_t i = 0; i < d.size(); ++i) files.push_back(d.path(i));
+    for (std::size_t i = 0; i < d.size(); ++i) files.push_back(d.location(i));
   }
   transport::OperationRegistry registry;
   const auto served = files.size();
@@ -315,7 +418,7 @@ int worker(const WorkerArgs& a) {
   std::fflush(stdout);
   spdlog::info("brigade worker: listening on {}{}{}", node->address().to_string(),
                o.join ? ", joining the directory at " + o.join->to_string() : "",
-               served ? fmt::format(", serving a dataset of {} files", served) : "");
+               served ? fmt::format(", serving a dataset of {} samples", served) : "");
   while (g_signal.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const auto st = node->stats();
   spdlog::info(
@@ -411,6 +514,14 @@ int main(int argc, char** argv) {
   profile_cmd->add_option("--concurrency", profile_levels,
                           "concurrencies to try, e.g. 1,2,4 (default: powers of two up to the "
                           "cores)");
+  std::string stats_file, stats_html;
+  auto* stats_cmd = app.add_subcommand(
+      "stats",
+      "render a --stats-out JSON lines file (one rank's, or several concatenated) into one "
+      "self-contained HTML page: per-rank samples/s and exposed data wait over time, "
+      "per-stage occupancy, the analyzer's events marked");
+  stats_cmd->add_option("file", stats_file, "the JSON lines file")->required();
+  stats_cmd->add_option("-o,--out", stats_html, "the HTML file to write (default: stdout)");
   WorkerArgs wa;
   auto* worker_cmd = app.add_subcommand(
       "worker",
@@ -432,12 +543,25 @@ int main(int argc, char** argv) {
   worker_cmd->add_option("--tls-ca", wa.tls_ca, "PEM CA that signs every peer's certificate");
   worker_cmd->add_option("--data", wa.data, "the dataset's folder as this node sees it (optional)");
   worker_cmd->add_option("--list", wa.list, "the dataset's list as this node sees it (optional)");
-  worker_cmd->add_option("--kind", wa.kind, "image|video (with --data)")->capture_default_str();
+  worker_cmd->add_option("--shards", wa.shards,
+                         "the dataset's tar shards as this node sees them (optional; files or "
+                         "brace ranges, as `brigade run --shards`)");
+  worker_cmd->add_option("--image-key", wa.image_key, "with --shards: as `brigade run`");
+  worker_cmd->add_option("--video-key", wa.video_key, "with --shards: as `brigade run`");
+  worker_cmd->add_option("--label-key", wa.label_key, "with --shards: as `brigade run`");
+  worker_cmd->add_option("--kind", wa.kind, "image|video (with --data or --shards)")
+      ->capture_default_str();
+  worker_cmd
+      ->add_option("--labels", wa.labels,
+                   "none|folder: as the trainer's --labels (with --data: the order of "
+                   "the samples, and the fingerprint, depend on it)")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  if (stats_cmd->parsed()) return stats(stats_file, stats_html);
   if (worker_cmd->parsed()) {
     try {
       return worker(wa);

@@ -92,4 +92,40 @@ std::vector<std::uint8_t> read_file(const std::string& path) {
   return out;
 }
 
+std::vector<std::uint8_t> read_file_range(const std::string& path, std::uint64_t offset,
+                                          std::uint64_t size) {
+  if (size > static_cast<std::uint64_t>(kMaxFileBytes)) {
+    throw MediaError(ErrorCode::unsupported, path,
+                     "member of " + std::to_string(size) + " bytes is larger than the limit (" +
+                         std::to_string(kMaxFileBytes) + ")");
+  }
+  Fd f{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
+  if (f.fd < 0) throw_errno(errno, path, "cannot open");
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0) throw_errno(errno, path, "cannot stat");
+  if (!S_ISREG(st.st_mode)) {
+    throw MediaError(ErrorCode::io, path,
+                     std::string("not a regular file: ") + file_type_name(st.st_mode));
+  }
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(size));
+  std::size_t filled = 0;
+  while (filled < out.size()) {
+    const ssize_t n = ::pread(f.fd, out.data() + filled, out.size() - filled,
+                              static_cast<off_t>(offset + filled));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno(errno, path, "cannot read");
+    }
+    if (n == 0) {
+      throw MediaError(ErrorCode::io, path,
+                       "file ends within bytes " + std::to_string(offset) + "-" +
+                           std::to_string(offset + size) + " (" + std::to_string(filled) + " of " +
+                           std::to_string(size) +
+                           " read): truncated or changed since it was indexed");
+    }
+    filled += static_cast<std::size_t>(n);
+  }
+  return out;
+}
+
 }  // namespace brigade::media

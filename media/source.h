@@ -46,4 +46,11 @@ inline constexpr std::int64_t kMaxFileBytes = std::int64_t(1) << 32;
 // than kMaxFileBytes); unavailable (EAGAIN, EINTR, ETIMEDOUT: a retry may help).
 std::vector<std::uint8_t> read_file(const std::string& path);
 
+// Reads exactly `size` bytes of the regular file `path` from byte `offset` (pread: a
+// member of a tar shard), at most kMaxFileBytes. Throws MediaError as read_file() does,
+// and io when the file ends before offset + size (a shard truncated or rewritten since
+// it was indexed), saying how many bytes were there.
+std::vector<std::uint8_t> read_file_range(const std::string& path, std::uint64_t offset,
+                                          std::uint64_t size);
+
 }  // namespace brigade::media

@@ -63,6 +63,14 @@ media::Tensor id_tensor(const std::vector<std::uint64_t>& ids) {
                        std::shared_ptr<void>(owned, data), data);
 }
 
+// A batch's labels as an int64 tensor that owns them (moved, not copied).
+media::Tensor label_tensor(std::vector<std::int64_t>&& labels) {
+  auto owned = std::make_shared<std::vector<std::int64_t>>(std::move(labels));
+  void* data = owned->data();
+  return media::Tensor(media::DType::int64, {static_cast<std::int64_t>(owned->size())},
+                       std::shared_ptr<void>(owned, data), data);
+}
+
 // Whether `text` is all of an integer (a real number).
 bool is_integer(std::string_view text) {
   std::int64_t v = 0;
@@ -106,7 +114,9 @@ Loader::Loader(const LoaderSettings& settings, py::object converter, py::object 
   }
   py::gil_scoped_release release;
   config_ = read_settings(settings, ignored_);
-  job_ = std::make_unique<launch::Job>(config_, launch::open_dataset(config_, settings.demo),
+  auto dataset = launch::open_dataset(config_, settings.demo);
+  labelled_ = dataset.labelled();
+  job_ = std::make_unique<launch::Job>(config_, std::move(dataset),
                                        launch::JobOptions{.stage = stage_});
   const auto& d = job_->dataset();
   for (std::size_t m = 0; m < d.meta_columns().size(); ++m) {
@@ -213,6 +223,7 @@ py::object Loader::to_python(launch::JobBatch batch, Held& held) {
     out["data"] = convert(std::move(batch.data));
   }
   out["ids"] = convert(id_tensor(batch.ids));
+  if (labelled_) out["label"] = convert(label_tensor(std::move(batch.labels)));
   if (!batch.failed.empty()) out["failed"] = convert(id_tensor(batch.failed));
   if (!batch.meta.empty()) {
     py::dict meta;

@@ -12,8 +12,10 @@
 // normalized in the decode stage (launch/loader/job_config.h); with one, on the device (DEVICE).
 //
 // BATCHES. next() returns one batch of the epoch as a dict: the job's pooled uint8
-// (float32 with normalize) tensor, its ids and, when samples of the batch failed, their ids. Each
-// is a view holding the C++ buffer: the buffer goes back to the job's pool when the last holder
+// (float32 with normalize) tensor ("data"), its ids ("ids"), when the dataset is labelled
+// their labels ("label", int64, one per id: JobBatch::labels, handed over without a copy)
+// and, when samples of the batch failed, their ids ("failed"). Each is a view holding the
+// C++ buffer: the buffer goes back to the job's pool when the last holder
 // (the ExportedTensor, or the DLPack capsule a consumer took from it, and the torch or numpy array
 // made from that) is gone. Nothing is copied. With `meta` (a manifest's columns),
 // "meta" is a dict, column name → list of the batch's values: ints when every value of
@@ -147,6 +149,9 @@ class Loader {
   std::vector<MetaType> meta_types_{};  // per metadata column (BATCHES)
   std::vector<std::string> ignored_{};
   launch::BatchStage stage_{};  // the Python stage (none without a callable)
+  // Whether batches carry labels: read by to_python() on the engine's threads too,
+  // which must not touch job_ (replaced by restore(), reset by the destructor).
+  bool labelled_ = false;
   std::unique_ptr<launch::Job> job_;
   std::uint64_t handed_in_epoch_ = 0;  // batches handed out of the epoch in progress
   pybind11::object converter_, stage_fn_;

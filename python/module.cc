@@ -234,6 +234,8 @@ through DLPack without a copy (torch.from_dlpack, numpy.from_dlpack).)")
                              [](const python::Loader& l) { return *l.config().world_size; })
       .def_property_readonly("batch_size",
                              [](const python::Loader& l) { return *l.config().batch_size; })
+      .def_property_readonly("classes",
+                             [](const python::Loader& l) { return l.dataset().classes(); })
       .def_property_readonly("files", [](const python::Loader& l) {
         const auto& d = l.dataset();
         std::vector<std::string> files;

@@ -12,8 +12,12 @@ pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libcsv-dev libsimdjson-dev  # manifests: CSV/TSV and JSON Lines
+  libarchive-dev  # tar shards' headers (launch/loader/shards.h)
   libfuse3-dev fuse3
   openssl iproute2  # the TLS test makes certificates; the netns test makes hosts
+  # The statistics' outputs (tests/launch/stats_test.cc): a real Prometheus server scrapes
+  # the metrics endpoint, headless Chromium opens `brigade stats`'s page.
+  prometheus chromium
   # The Python front end (python/) and its tests: Debian's Python 3.11, torch 1.13.
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch python3-setuptools
   python3-pip

@@ -47,24 +47,19 @@ if [ "${BRIGADE_SKIP_SANITIZERS:-0}" != 1 ]; then
       ctest -L tsan ${tsan_skip:+-E "^($tsan_skip)\$"} -j"$jobs" --timeout 300 --output-on-failure)
   log "ThreadSanitizer: $((SECONDS - tsan_start)) s (CAF, build, tests)"
 
-  log "AddressSanitizer + UBSan build (media, the remote protocol's and the decode operation's decoders, the manifest parsers): random mutations"
+  log "AddressSanitizer + UBSan build (media, the remote protocol's, the decode operation's and the statistics report's decoders, the manifest parsers, the tar index): random mutations"
   asan_start=$SECONDS
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo "${sanitizer_flags[@]}" "${unity[@]}" -DBRIGADE_SANITIZE=address \
     -DBRIGADE_MODULES="actors;media;transport;launch" -DBRIGADE_BUILD_BENCH=OFF >/dev/null
   cmake --build build-asan -j"$jobs" --target media_tests checkpoint_tests wire_tests remote_tests \
-    decode_op_tests manifest_tests
-  ASAN_OPTIONS="detect_leaks=1 abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \
-    build-asan/tests/media/media_tests --gtest_brief=1
-  ASAN_OPTIONS="detect_leaks=1 abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \
-    build-asan/tests/transport/checkpoint/checkpoint_tests --gtest_brief=1
-  ASAN_OPTIONS="detect_leaks=1 abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \
-    build-asan/tests/transport/wire/wire_tests --gtest_brief=1
-  ASAN_OPTIONS="detect_leaks=1 abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \
-    build-asan/tests/transport/remote/remote_tests --gtest_brief=1 --gtest_filter='Wire*'
-  ASAN_OPTIONS="detect_leaks=1 abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \
-    build-asan/tests/launch/loader/decode_op_tests --gtest_brief=1
-  ASAN_OPTIONS="detect_leaks=1 abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \
-    build-asan/tests/launch/loader/manifest_tests --gtest_brief=1
+    decode_op_tests manifest_tests stats_report_tests shards_mutation_tests
+  for t in media/media_tests transport/checkpoint/checkpoint_tests transport/wire/wire_tests \
+    "transport/remote/remote_tests --gtest_filter=Wire*" launch/loader/decode_op_tests \
+    launch/loader/manifest_tests launch/loader/stats_report_tests launch/loader/shards_mutation_tests; do
+    # shellcheck disable=SC2086  # the entry is the binary and its flags
+    ASAN_OPTIONS="detect_leaks=1 abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1" \
+      build-asan/tests/$t --gtest_brief=1
+  done
   log "AddressSanitizer + UBSan: $((SECONDS - asan_start)) s (build, tests)"
 
 fi

@@ -52,17 +52,29 @@ struct WorkerReport {
   double waited_s = 0;        // time this rank's tasks waited on it
 };
 
+/// One rank's report for one interval: what launch/loader/stats_reporter.h builds from
+/// the engine's statistics, launch/loader/stats_report.h carries as bytes, the analyzer
+/// reads and the outputs (launch/stats_output.h) show.
 struct RankReport {
   std::uint32_t rank = 0;
   std::string host{};
   std::uint64_t sequence = 0;       // per rank, increasing
   double interval_s = 0;            // the time the deltas cover (> 0)
+  double at_s = 0;                  // the interval's end, since the reporter started
   std::uint64_t samples = 0;        // delivered to the consumer in the interval
+  std::uint64_t samples_total = 0;  // … since the reporter started
+  std::uint64_t batches = 0;        // batches delivered in the interval
   double exposed_wait_s = 0;        // the consumer blocked waiting for the next batch
+  double exposed_wait_total_s = 0;  // … since the reporter started
+  double readiness = 0;             // the interval's share of requests that found a batch waiting
   double since_last_request_s = 0;  // since the consumer last asked for a batch
   bool pipeline_full = false;       // the sink held a batch nobody asked for
   std::uint64_t last_sample_id = 0;
-  std::vector<actors::StageStats> stages{};  // the interval's figures, pipeline order
+  // The interval's figures, pipeline order: counts and times are the interval's deltas,
+  // mean_ms the interval's mean task time, occupancy its time average, items_per_s its
+  // rate; p50/p90/p99 are the epoch's (the engine keeps one histogram per run).
+  std::vector<actors::StageStats> stages{};
+  std::vector<actors::StageStats> stage_totals{};  // the epoch's, as stats() gives them
   std::vector<WorkerReport> workers{};
 };
 

@@ -119,6 +119,12 @@ SampleLocation Dataset::location(std::size_t i) const {
   return {.path = path(i), .offset = member_offset_[i], .size = member_size_[i]};
 }
 
+std::uint32_t Dataset::container_of(std::size_t i) const {
+  if (member_container_.empty())
+    throw std::logic_error("Dataset::container_of: the samples are files, not members");
+  return member_container_[i];
+}
+
 std::int64_t Dataset::label(std::size_t i) const {
   if (!labelled()) throw std::logic_error("Dataset::label: the dataset has no labels");
   return labels_[i];

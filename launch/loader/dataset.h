@@ -112,6 +112,8 @@ class Dataset {
 
   /// The containers' paths as given to add_container (containers().size() of them).
   const std::vector<std::string>& containers() const { return containers_; }
+  /// The container of member i (a dataset of members only, else std::logic_error).
+  std::uint32_t container_of(std::size_t i) const;
 
   /// A hash of the identities in id order (actors::hash_sample_identities of them), and
   /// of the classes and labels when labelled: DatasetFingerprint::identity_hash.

@@ -234,9 +234,30 @@ std::string error_code_name(const std::error_code& code) {
   return fmt::format("{}:{}", category.name(), value);
 }
 
+EncodedSample encoded_sample(std::uint64_t id, const SampleLocation& location) {
+  return {.id = id, .path = location.path, .offset = location.offset, .size = location.size};
+}
+
+namespace {
+
+std::vector<std::uint8_t> read_bytes(const EncodedSample& s, const ReadFile& read) {
+  if (s.size == kWholeFile) return read ? read(s.path) : media::read_file(s.path);
+  if (!read) return media::read_file_range(s.path, s.offset, s.size);
+  auto whole = read(s.path);
+  if (s.offset > whole.size() || s.size > whole.size() - s.offset) {
+    throw media::MediaError(media::ErrorCode::io, s.path,
+                            fmt::format("file of {} bytes ends within bytes {}-{}", whole.size(),
+                                        s.offset, s.offset + s.size));
+  }
+  return {whole.begin() + static_cast<std::ptrdiff_t>(s.offset),
+          whole.begin() + static_cast<std::ptrdiff_t>(s.offset + s.size)};
+}
+
+}  // namespace
+
 void read_sample(EncodedSample& sample, const ReadFile& read) {
   try {
-    sample.bytes = read ? read(sample.path) : media::read_file(sample.path);
+    sample.bytes = read_bytes(sample, read);
   } catch (const media::MediaError& e) {
     // A missing target of a symbolic link is a dangling link: say so.
     std::error_code ec;

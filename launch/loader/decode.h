@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "actors/errors.h"
+#include "launch/loader/dataset.h"
 #include "launch/loader/job_config.h"
 #include "media/tensor.h"
 #include "media/transform.h"
@@ -92,11 +93,13 @@ DecodeSpec decode_spec(const RunConfig& config, std::uint64_t epoch);
 /// The shape of one sample in the batch tensor (without the batch dimension).
 std::vector<std::int64_t> sample_shape(const DecodeSpec& spec);
 
-/// One sample on its way to a batch: its identity, and its bytes once read — or why
-/// it failed.
+/// One sample on its way to a batch: its identity and location (a file, or a byte
+/// range of one: a tar shard's member), and its bytes once read — or why it failed.
 struct EncodedSample {
   std::uint64_t id = 0;
   std::string path{};
+  std::uint64_t offset = 0;         // of the sample's bytes in `path`
+  std::uint64_t size = kWholeFile;  // kWholeFile: the whole file
   std::vector<std::uint8_t> bytes{};
   std::optional<actors::SampleFailure> failure{};  // set when the sample failed
   bool failed() const { return failure.has_value(); }
@@ -112,8 +115,13 @@ struct BatchFailure : actors::SampleFailure {
 /// Reads a sample's bytes: media::read_file, or a test's stand-in.
 using ReadFile = std::function<std::vector<std::uint8_t>(const std::string& path)>;
 
-/// Reads the sample's file into `sample.bytes` with `read` (default media::read_file);
-/// on failure records it in the sample (not a throw). What is not a regular file (a
+/// The sample `id` at `location` (bytes not read).
+EncodedSample encoded_sample(std::uint64_t id, const SampleLocation& location);
+
+/// Reads the sample's file into `sample.bytes` with `read` (default media::read_file,
+/// or media::read_file_range for a byte range: exactly its bytes, with pread; a test's
+/// `read` reads the whole file and the range is cut from it); on failure records it in
+/// the sample (not a throw). What is not a regular file (a
 /// directory, a FIFO, a device) is rejected without reading, a dangling symlink or a
 /// symlink loop fails with a cause that says so (media::read_file).
 void read_sample(EncodedSample& sample, const ReadFile& read = {});

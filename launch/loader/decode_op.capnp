@@ -60,6 +60,8 @@ struct DecodeSpec {
 struct TaskSample {
   id @0 :UInt64;
   path @1 :Text;
+  offset @2 :UInt64;                      # a byte range of `path` (a tar shard's member)
+  size @3 :UInt64 = 0xffffffffffffffff;   # launch/loader/dataset.h kWholeFile: the whole file
 }
 
 struct DecodeTask {

@@ -135,6 +135,8 @@ std::vector<char> write_decode_task(const DecodeSpec& spec,
   for (unsigned i = 0; i < list.size(); ++i) {
     list[i].setId(samples[i].id);
     list[i].setPath(samples[i].path);
+    list[i].setOffset(samples[i].offset);
+    list[i].setSize(samples[i].size);
   }
   return transport::wire::to_bytes(message);
 }
@@ -150,8 +152,14 @@ DecodeTask read_decode_task(std::span<const char> bytes, std::size_t max_samples
           fmt::format("a task of {} samples (at most {})", samples.size(), max_samples));
     }
     task.samples.reserve(samples.size());
-    for (auto s : samples)
-      task.samples.push_back({.id = s.getId(), .path = text(s.getPath(), "path")});
+    for (auto s : samples) {
+      if (s.getSize() != kWholeFile && s.getOffset() > kWholeFile - 1 - s.getSize())
+        throw RemoteError("a task whose sample's byte range overflows");
+      task.samples.push_back({.id = s.getId(),
+                              .path = text(s.getPath(), "path"),
+                              .offset = s.getOffset(),
+                              .size = s.getSize()});
+    }
     return task;
   });
 }

@@ -2,8 +2,8 @@
 
 // The messages of the built-in decode operations (launch/loader/remote_ops.h) as bytes, in
 // the loader's own schema (launch/loader/decode_op.capnp): the one codec of both.
-// - The task: a DecodeSpec and the batch's samples (ids and paths, no bytes); the
-//   trainer writes it, the worker reads it. Every field of the spec crosses here and
+// - The task: a DecodeSpec and the batch's samples (ids, paths and byte ranges, no
+//   bytes); the trainer writes it, the worker reads it. Every field of the spec crosses here and
 //   nowhere else, enums as Cap'n Proto enums.
 // - The result: the decoded batch and its failed samples (the engine's record, its
 //   code as a Cap'n Proto enum of its category and the value); the worker writes it, the
@@ -32,7 +32,7 @@ namespace brigade::launch {
 
 struct DecodeTask {
   DecodeSpec spec;
-  std::vector<EncodedSample> samples;  // id and path; no bytes
+  std::vector<EncodedSample> samples;  // id, path, offset and size; no bytes
 };
 
 /// The task of one batch: `spec` and the samples' ids and paths.

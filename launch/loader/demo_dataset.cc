@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -34,6 +35,27 @@ std::pair<int, int> image_size(int i) {
   return i % 5 == 0 ? std::pair{h & ~1, w & ~1} : std::pair{w & ~1, h & ~1};
 }
 
+// Demo image i's class is i % 10; its pixels are cast toward the class's colour (a
+// quarter of the way), so that a small model can learn the classes.
+constexpr std::array<std::array<int, 3>, kDemoClasses> kClassColours{{{230, 25, 75},
+                                                                      {60, 180, 75},
+                                                                      {255, 225, 25},
+                                                                      {0, 130, 200},
+                                                                      {245, 130, 48},
+                                                                      {145, 30, 180},
+                                                                      {70, 240, 240},
+                                                                      {240, 50, 230},
+                                                                      {128, 128, 0},
+                                                                      {0, 0, 128}}};
+
+media::Bytes demo_image(int i, int width, int height) {
+  auto rgb = media::synthetic_rgb(width, height, static_cast<std::uint64_t>(i));
+  const auto& colour = kClassColours[static_cast<std::size_t>(i % kDemoClasses)];
+  for (std::size_t p = 0; p < rgb.size(); ++p)
+    rgb[p] = static_cast<std::uint8_t>((3 * rgb[p] + colour[p % 3]) / 4);
+  return media::encode_jpeg(rgb, width, height);
+}
+
 void generate(const fs::path& dir, const DemoDatasetOptions& options) {
   const int total = options.images + options.clips;
   std::atomic<int> next{0};
@@ -46,9 +68,8 @@ void generate(const fs::path& dir, const DemoDatasetOptions& options) {
         if (i < options.images) {
           const auto [w, h] = image_size(i);
           const auto path =
-              dir / "images" / fmt::format("{:02d}", i % 16) / fmt::format("img-{:05d}.jpg", i);
-          media::write_file(path.string(), media::make_image(media::ImageCodec::jpeg, w, h,
-                                                             static_cast<std::uint64_t>(i)));
+              dir / "images" / demo_class_name(i % kDemoClasses) / fmt::format("img-{:05d}.jpg", i);
+          media::write_file(path.string(), demo_image(i, w, h));
         } else {
           const int c = i - options.images;
           media::VideoSpec spec{.codec = media::VideoCodec::h264,
@@ -80,10 +101,12 @@ void generate(const fs::path& dir, const DemoDatasetOptions& options) {
 
 }  // namespace
 
+std::string demo_class_name(int c) { return fmt::format("class-{}", c); }
+
 fs::path ensure_demo_dataset(const fs::path& dir, const DemoDatasetOptions& options) {
   const auto marker = dir / ".complete";
   const std::string expected =
-      fmt::format("images={} clips={} v1\n", options.images, options.clips);
+      fmt::format("images={} clips={} v2\n", options.images, options.clips);
   std::error_code ec;
   if (fs::exists(marker, ec) && media::read_file(marker.string()) ==
                                     std::vector<std::uint8_t>(expected.begin(), expected.end())) {
@@ -96,8 +119,14 @@ fs::path ensure_demo_dataset(const fs::path& dir, const DemoDatasetOptions& opti
     fs::create_directories(dir / sub, ec);
     if (ec) throw std::runtime_error("cannot create " + (dir / sub).string() + ": " + ec.message());
   }
-  for (int b = 0; b < 16; ++b)
-    fs::create_directories(dir / "images" / fmt::format("{:02d}", b), ec);
+  // A v1 cache's 16 bucket folders would be classes of no file (an error of labels =
+  // folder): the images are regenerated from scratch.
+  fs::remove_all(dir / "images", ec);
+  for (int c = 0; c < kDemoClasses; ++c) {
+    fs::create_directories(dir / "images" / demo_class_name(c), ec);
+    if (ec)
+      throw std::runtime_error("cannot create " + (dir / "images").string() + ": " + ec.message());
+  }
   generate(dir, options);
   media::write_file(marker.string(), std::vector<std::uint8_t>(expected.begin(), expected.end()));
   spdlog::info("brigade: demo dataset ready in {:.1f} s",

@@ -3,10 +3,12 @@
 // The demo dataset `brigade run` uses when given no data: synthetic media made by
 // media/'s generator (the project ships no binary media), generated once and cached.
 //
-// Layout: <cache>/images/<bucket>/img-NNNNN.jpg (about 2,000 JPEGs of varied sizes
-// around 500x375, textured and noisy, quality 90, 4:2:0) and <cache>/videos/
-// clip-NN.mp4 (32 two-second H.264 clips). A `.complete` marker, written last and
-// atomically, tells a finished cache from one interrupted mid-way (regenerated).
+// Layout: <cache>/images/class-C/img-NNNNN.jpg (2,000 JPEGs of varied sizes around
+// 500x375, textured and noisy, quality 90, 4:2:0; image N in class N % 10, its colours
+// cast toward its class's so that a model can learn them: `labels = folder` makes a
+// 10-class set of 200 images per class) and <cache>/videos/clip-NN.mp4 (32 two-second
+// H.264 clips). A `.complete` marker, written last and atomically, tells a finished
+// cache from one interrupted mid-way or of an older layout (regenerated).
 
 #include <cstdint>
 #include <filesystem>
@@ -17,6 +19,10 @@
 #include "launch/loader/job_config.h"
 
 namespace brigade::launch {
+
+/// The demo images' classes: class-0 … class-9 (demo_class_name).
+inline constexpr int kDemoClasses = 10;
+std::string demo_class_name(int c);
 
 struct DemoDatasetOptions {
   int images = 2000;

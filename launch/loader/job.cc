@@ -17,6 +17,7 @@
 #include "launch/loader/decode.h"
 #include "launch/loader/detail/batch.h"
 #include "launch/loader/remote_ops.h"
+#include "launch/loader/shards.h"
 #include "transport/checkpoint/checkpoint.h"
 #include "transport/device/device.h"
 #include "transport/device/device_pool.h"
@@ -25,6 +26,16 @@ namespace brigade::launch {
 
 std::unique_ptr<actors::DistributedSampler> make_sampler(const RunConfig& c, const Dataset& d) {
   const auto hash = d.identity_hash();
+  if (c.shuffle && c.shuffle_window > 0 && !d.containers().empty()) {
+    return std::make_unique<actors::DistributedBlockSampler>(
+        d.size(), actors::BlockOptions{.rank = *c.rank,
+                                       .world_size = *c.world_size,
+                                       .seed = c.seed,
+                                       .boundaries = container_boundaries(d),
+                                       .window = c.shuffle_window,
+                                       .tail = c.tail,
+                                       .identity_hash = hash});
+  }
   if (c.shuffle) {
     return std::make_unique<actors::DistributedRandomSampler>(
         d.size(), actors::RandomOptions{.rank = *c.rank,
@@ -409,7 +420,7 @@ struct Job::Impl {
     // retry it (kReadRetry's backoff), and fails the sample on the last attempt; any
     // other failure (a corrupt, missing or unreadable file) fails the sample at once.
     auto read = [dataset, reader = read_file](actors::SampleId s, actors::TaskContext& task) {
-      EncodedSample e{.id = s.id, .path = dataset->path(s.id)};
+      EncodedSample e = encoded_sample(s.id, dataset->location(s.id));
       read_sample(e, reader);
       if (!e.failed()) return e;
       if (task.may_retry() && actors::is_transient(e.failure->code)) {
@@ -520,7 +531,7 @@ struct Job::Impl {
                       std::vector<actors::SampleId> ids, actors::TaskContext& task) {
       std::vector<EncodedSample> samples;
       samples.reserve(ids.size());
-      for (const auto& s : ids) samples.push_back({.id = s.id, .path = dataset->path(s.id)});
+      for (const auto& s : ids) samples.push_back(encoded_sample(s.id, dataset->location(s.id)));
       const auto s = spec();
       RemoteDecodeFigures figures;
       auto decoded = remote_decode_batch(
@@ -836,6 +847,7 @@ JobSummary run_job(const RunConfig& config, const Dataset& dataset, const JobHoo
         config.resume_from, config.epochs);
     return {.end = JobEnd::already_complete};
   }
+  if (hooks.on_job) hooks.on_job(job);
   auto summary = Runner(*job, hooks).run();
   // Join the pipeline, but never wait long for a stage blocked outside the process (a
   // FIFO, a hung network file system): everything the consumer owns is written by now.

@@ -104,7 +104,8 @@ inline constexpr std::size_t kDeviceBatches = 4;
 inline constexpr std::uint64_t kUnlimitedEpochs = ~std::uint64_t{0};
 
 /// The job's sampler for `config` (resolved) over `dataset`: random with the seed when
-/// shuffling, else deterministic; rank and world size from the config; the dataset's
+/// shuffling (over tar shards with shuffle_window W > 0: actors::DistributedBlockSampler,
+/// W shards at a time), else deterministic; rank and world size from the config; the dataset's
 /// identity hash (identities, and labels when labelled) fingerprints it (checkpoints).
 std::unique_ptr<actors::DistributedSampler> make_sampler(const RunConfig& config,
                                                          const Dataset& dataset);
@@ -297,6 +298,10 @@ struct JobHooks {
   /// Stop once this process delivered this many batches (across epochs); < 0: run to
   /// the end (`brigade run --stop-after-batches`).
   std::int64_t stop_after_batches = -1;
+  /// Called once with the job before its first epoch, for a reader of its figures on
+  /// another thread (stats() and remote_summary() may be called from any thread; the
+  /// pointer keeps the job alive): `brigade run`'s statistics reporter.
+  std::function<void(std::shared_ptr<const Job>)> on_job{};
 };
 
 enum class JobEnd { finished, stopped, interrupted, already_complete, failed };

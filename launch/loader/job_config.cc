@@ -9,5 +9,6 @@ bool hosts_directory(const RunConfig& config) {
 std::string_view to_string(MediaKind kind) { return kind == MediaKind::video ? "video" : "image"; }
 std::string_view to_string(Normalize n) { return n == Normalize::imagenet ? "imagenet" : "none"; }
 std::string_view to_string(OnNoWorkers o) { return o == OnNoWorkers::fail ? "fail" : "local"; }
+std::string_view to_string(Labels l) { return l == Labels::folder ? "folder" : "none"; }
 
 }  // namespace brigade::launch

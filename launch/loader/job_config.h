@@ -29,6 +29,9 @@ using media::Layout;  // media/tensor.h: the one layout type
 enum class Normalize { none, imagenet };
 /// on_no_workers: with no live remote worker, decode here or wait and fail.
 enum class OnNoWorkers { local, fail };
+/// labels: none, or folder (the data folder's subfolders are the classes, ImageFolder's
+/// listing: launch/loader/sources.h list_class_folders).
+enum class Labels { none, folder };
 
 /// The largest batch_size accepted. A batch's memory is allocated for the samples it
 /// really holds (never more than exist), so a large value on a small dataset works;
@@ -61,6 +64,9 @@ struct RunConfig {
   std::string data{};  // folder searched recursively; empty (and no list): the demo
   std::string list{};  // file of paths, one per non-blank line
   MediaKind kind = MediaKind::image;
+  // Where the samples' labels come from: none (an unlabelled dataset) or folder (with
+  // `data`: the class folders, in ImageFolder's order; see launch/loader/sources.h).
+  Labels labels = Labels::none;
   // -- Manifests (launch/loader/manifest.h): a table of samples instead of data/list --
   std::string manifest{};         // CSV, TSV or JSON Lines file
   std::string manifest_format{};  // "" (by extension), csv, tsv or jsonl
@@ -152,6 +158,18 @@ struct RunConfig {
   // Whether epochs was given ("default" if not): the Python Loader runs without an
   // epoch limit unless one is given.
   std::string epochs_origin = "default";
+
+  // ---- WebDataset tar shards (launch/loader/shards.h) and the shard-block shuffle
+  // shards = ["train-{000000..000127}.tar", ...] ; --shards SPEC: files and brace ranges
+  // (expanded by open_dataset); relative to the TOML's folder like other paths.
+  std::vector<std::string> shards{};
+  std::string image_key = "jpg;jpeg;png;webp;ppm;pgm;pbm;pnm";  // media member extensions
+  std::string video_key = "mp4";
+  std::string label_key{};  // a .json field; "": the .cls member, if any
+  // With shards and shuffle: 0 shuffles every sample across the dataset; W > 0 reads W
+  // shards at a time (actors::DistributedBlockSampler: the shards' order shuffled per
+  // epoch, the samples within each window of W shards).
+  std::uint64_t shuffle_window = 0;
 };
 
 /// Whether this rank hosts the directory of remote workers: a resolved remote config
@@ -161,5 +179,6 @@ bool hosts_directory(const RunConfig& config);
 std::string_view to_string(MediaKind kind);
 std::string_view to_string(Normalize normalize);
 std::string_view to_string(OnNoWorkers on_no_workers);
+std::string_view to_string(Labels labels);
 
 }  // namespace brigade::launch

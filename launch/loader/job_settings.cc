@@ -51,6 +51,8 @@ enum class Type {
   range,     // two numbers MIN,MAX with 0 < MIN <= MAX (<= max when set)
   channels,  // three finite numbers, one per channel (max 1: each must be positive)
   names,     // names: an array of strings, or one comma-separated string
+  paths,     // files: an array of strings, or one string of items separated by commas
+             // outside braces (brace groups are the key's to expand)
 };
 
 using Endpoints = std::vector<transport::Endpoint>;
@@ -94,6 +96,7 @@ constexpr std::array kInterpolations{media::Interpolation::bilinear, media::Inte
 constexpr std::array kNormalizes{Normalize::none, Normalize::imagenet};
 constexpr std::array kNormalizeDtypes{media::DType::float32, media::DType::float16};
 constexpr std::array kOnNoWorkers{OnNoWorkers::local, OnNoWorkers::fail};
+constexpr std::array kLabels{Labels::none, Labels::folder};
 
 std::string_view name_of(MediaKind v) { return to_string(v); }
 std::string_view name_of(Layout v) { return media::layout_name(v); }
@@ -102,6 +105,7 @@ std::string_view name_of(media::Interpolation v) { return media::to_string(v); }
 std::string_view name_of(media::DType v) { return media::dtype_name(v); }
 std::string_view name_of(Normalize v) { return to_string(v); }
 std::string_view name_of(OnNoWorkers v) { return to_string(v); }
+std::string_view name_of(Labels v) { return to_string(v); }
 
 template <class E, std::size_t N>
 std::vector<std::string_view> names(const std::array<E, N>& values) {
@@ -133,7 +137,9 @@ const std::vector<Key>& keys() {
       {"data",
        "--data",
        Type::path,
-       "folder of media, searched recursively, sorted by path "
+       "folder of media (images: .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp, any case; "
+       "videos: .mp4 .mkv .webm .avi .mov), searched recursively following symbolic links, "
+       "sorted by the bytes of the relative path (with --labels folder: ImageFolder's order) "
        "(default: the demo dataset, generated once)",
        {},
        [](RunConfig& c, const Value& v) { c.data = as_text(v); },
@@ -150,6 +156,12 @@ const std::vector<Key>& keys() {
        0,
        false,
        "FILE"},
+      // Labels (issue 23, class folders).
+      {"labels", "--labels", Type::choice,
+       "where labels come from: none (default) or folder (with --data: its subfolders are "
+       "the classes, sorted by name; label = class index; samples in torchvision "
+       "ImageFolder's order)",
+       names(kLabels), [](RunConfig& c, const Value& v) { c.labels = pick(v, kLabels); }},
       // -- Manifests (launch/loader/manifest.h) --
       {"manifest",
        "--manifest",
@@ -350,6 +362,44 @@ const std::vector<Key>& keys() {
        nullptr,
        0,
        true},
+      // Statistics (issue 24; launch/config.h RunOutput, launch/stats_output.h): front
+      // end keys of `brigade run`.
+      {"stats_interval",
+       "--stats-interval",
+       Type::real,
+       "seconds between two statistics reports (default 10; at least 0.2)",
+       {},
+       nullptr,
+       86400,
+       false,
+       "SECONDS"},
+      {"stats_out",
+       "--stats-out",
+       Type::path,
+       "append one JSON object per statistics interval (schema: README, Statistics)",
+       {},
+       nullptr,
+       0,
+       false,
+       "FILE"},
+      {"metrics_port",
+       "--metrics-port",
+       Type::non_negative,
+       "serve Prometheus metrics at http://ADDRESS:PORT/metrics (0: off, the default)",
+       {},
+       nullptr,
+       65535,
+       false,
+       "PORT"},
+      {"metrics_address",
+       "--metrics-address",
+       Type::text,
+       "the metrics endpoint's IPv4 address (default 127.0.0.1)",
+       {},
+       nullptr,
+       0,
+       false,
+       "ADDRESS"},
       {"layout", "--layout", Type::choice, "batch tensor layout (default nhwc)", names(kLayouts),
        [](RunConfig& c, const Value& v) { c.layout = pick(v, kLayouts); }},
       {"checkpoint_dir",
@@ -592,6 +642,53 @@ const std::vector<Key>& keys() {
        {},
        [](RunConfig& c, const Value& v) { c.remote_inflight = as_count(v); },
        kMaxConcurrency},
+      // ---- WebDataset tar shards and the shard-aware shuffle (launch/loader/shards.h)
+      {"shards",
+       "--shards",
+       Type::paths,
+       "WebDataset tar shards: files and brace ranges (train-{000000..000127}.tar), an "
+       "array or one comma-separated string; a sample is the members sharing a key",
+       {},
+       [](RunConfig& c, const Value& v) { c.shards = std::get<std::vector<std::string>>(v); }},
+      {"image_key",
+       "--image-key",
+       Type::text,
+       "with shards: the image member's extensions, ';'-separated (default "
+       "jpg;jpeg;png;webp;ppm;pgm;pbm;pnm)",
+       {},
+       [](RunConfig& c, const Value& v) { c.image_key = as_text(v); },
+       0,
+       false,
+       "EXT;..."},
+      {"video_key",
+       "--video-key",
+       Type::text,
+       "with shards: the video member's extensions, ';'-separated (default mp4)",
+       {},
+       [](RunConfig& c, const Value& v) { c.video_key = as_text(v); },
+       0,
+       false,
+       "EXT;..."},
+      {"label_key",
+       "--label-key",
+       Type::text,
+       "with shards: the .json field holding the label (default: the .cls member, if any)",
+       {},
+       [](RunConfig& c, const Value& v) { c.label_key = as_text(v); },
+       0,
+       false,
+       "FIELD"},
+      {"shuffle_window",
+       "--shuffle-window",
+       Type::non_negative,
+       "with shards and shuffle: read W shards at a time (the shards' order shuffled each "
+       "epoch, samples shuffled within each window of W); 0 (default): every sample shuffled "
+       "across the whole dataset (at most 1048576)",
+       {},
+       [](RunConfig& c, const Value& v) { c.shuffle_window = as_int(v); },
+       1 << 20,
+       false,
+       "W"},
   };
   return table;
 }
@@ -633,6 +730,8 @@ std::string expected(const Key& key) {
       return key.max > 0 ? "three positive numbers R,G,B" : "three numbers R,G,B";
     case Type::names:
       return "names (an array of strings, or one comma-separated string)";
+    case Type::paths:
+      return "files (an array of strings, or one string of comma-separated files)";
     case Type::choice: {
       std::string s = "one of ";
       for (std::size_t i = 0; i < key.choices.size(); ++i) {
@@ -718,6 +817,33 @@ Endpoints endpoints_of(const Key& key, const Value& value, std::string_view wher
   return out;
 }
 
+// Type::paths: an array of non-empty strings, or one string cut at the commas that are
+// outside braces ("a-{0..3}.tar,b-{x,y}.tar" is two items).
+std::vector<std::string> paths_of(const Key& key, const Value& value, std::string_view where,
+                                  const std::string& got) {
+  std::vector<std::string> items;
+  if (auto* list = std::get_if<std::vector<std::string>>(&value)) {
+    items = *list;
+  } else if (auto* s = std::get_if<std::string>(&value)) {
+    std::string item;
+    int depth = 0;
+    for (char c : *s) {
+      depth += c == '{' ? 1 : c == '}' ? -1 : 0;
+      if (c == ',' && depth == 0) {
+        items.emplace_back(trim(item));
+        item.clear();
+      } else {
+        item += c;
+      }
+    }
+    items.emplace_back(trim(item));
+  }
+  if (items.empty()) bad_value(where, key, got);
+  for (const auto& i : items)
+    if (i.empty()) bad_value(where, key, got);
+  return items;
+}
+
 // Checks `value` against the key's type; `got` is how to show it in an error.
 Value check(const Key& key, Value value, std::string_view where, const std::string& got) {
   switch (key.type) {
@@ -789,6 +915,8 @@ Value check(const Key& key, Value value, std::string_view where, const std::stri
       }
       return out;
     }
+    case Type::paths:
+      return paths_of(key, value, where, got);
     case Type::fraction: {
       const auto n = numbers_of(value);
       if (!n || n->size() != 1 || !((*n)[0] >= 0 && (*n)[0] <= 1)) bad_value(where, key, got);
@@ -900,6 +1028,7 @@ void hand_over(const Key& key, const Value& value, const FrontEndSetting& front_
   if (auto* i = std::get_if<std::int64_t>(&value)) return front_end(key.name, SettingValue(*i));
   if (auto* b = std::get_if<bool>(&value))
     return front_end(key.name, SettingValue(std::in_place_type<bool>, *b));
+  if (auto* d = std::get_if<double>(&value)) return front_end(key.name, fmt::format("{}", *d));
   front_end(key.name, as_text(value));
 }
 
@@ -934,6 +1063,12 @@ void apply_table(RunConfig& config, const toml::table& table, const std::string&
     if (spec->type == Type::path) {
       std::filesystem::path p(as_text(value));
       if (p.is_relative() && !folder.empty()) value = (folder / p).lexically_normal().string();
+    }
+    if (spec->type == Type::paths && !folder.empty()) {
+      for (auto& item : std::get<std::vector<std::string>>(value)) {
+        std::filesystem::path p(item);
+        if (p.is_relative()) item = (folder / p).lexically_normal().string();
+      }
     }
     set_key(config, *spec, value, where, front_end);
   }
@@ -1032,6 +1167,8 @@ std::string metavar(const Key& k) {
       return "PATH";
     case Type::channels:
       return "R,G,B";
+    case Type::paths:
+      return "FILE,...";
     default:
       return "";
   }
@@ -1069,6 +1206,13 @@ void resolve(RunConfig& config, const Getenv& getenv) {
   detail::resolve_launch(config, getenv);
   if (!config.data.empty() && !config.list.empty()) {
     throw ConfigError("data and list: give one of them, not both", "list");
+  }
+  if (!config.shards.empty() &&
+      (!config.data.empty() || !config.list.empty() || !config.manifest.empty())) {
+    throw ConfigError("shards: give shards, data, list or manifest, not several", "shards");
+  }
+  if (config.shuffle_window > 0 && config.shards.empty()) {
+    throw ConfigError("shuffle_window: the shard-block shuffle needs shards", "shuffle_window");
   }
   if (!config.manifest.empty() && (!config.data.empty() || !config.list.empty())) {
     throw ConfigError(fmt::format("manifest and {}: give one of them, not both",

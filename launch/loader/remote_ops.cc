@@ -20,17 +20,18 @@ std::size_t sample_bytes(const DecodeSpec& spec) {
 
 // The worker's operation: read, then decode into the result message (no copy between
 // the decoder and the message).
-std::vector<char> run_decode(std::span<const char> bytes, const std::vector<std::string>& dataset,
-                             MediaKind expected, const transport::OperationContext& context) {
+std::vector<char> run_decode(std::span<const char> bytes,
+                             const std::vector<SampleLocation>& dataset, MediaKind expected,
+                             const transport::OperationContext& context) {
   auto task = read_decode_task(bytes, static_cast<std::size_t>(kMaxBatchSize));
   if (task.spec.kind != expected) throw RemoteError("a task of another kind for this operation");
   for (auto& s : task.samples) {
     if (!dataset.empty()) {
       if (s.id >= dataset.size()) {
         throw RemoteError(
-            fmt::format("sample {} is past this worker's {} files", s.id, dataset.size()));
+            fmt::format("sample {} is past this worker's {} samples", s.id, dataset.size()));
       }
-      s.path = dataset[s.id];
+      s = encoded_sample(s.id, dataset[s.id]);
     }
   }
   for (auto& s : task.samples) {
@@ -104,8 +105,8 @@ Part decode_here(const DecodeSpec& spec, std::span<const EncodedSample> task) {
 }  // namespace
 
 void register_decode_operations(transport::OperationRegistry& registry,
-                                std::vector<std::string> dataset) {
-  auto shared = std::make_shared<const std::vector<std::string>>(std::move(dataset));
+                                std::vector<SampleLocation> dataset) {
+  auto shared = std::make_shared<const std::vector<SampleLocation>>(std::move(dataset));
   registry.add(kDecodeImages, [shared](std::span<const char> task, const auto& context) {
     return run_decode(task, *shared, MediaKind::image, context);
   });
@@ -155,7 +156,10 @@ std::optional<DecodedBatch> remote_decode_batch(transport::RemotePool& pool, con
     auto group = std::move(work.front());
     work.pop_front();
     std::vector<EncodedSample> task;
-    for (auto i : group) task.push_back({.id = samples[i].id, .path = samples[i].path});
+    for (auto i : group) {
+      const auto& s = samples[i];
+      task.push_back({.id = s.id, .path = s.path, .offset = s.offset, .size = s.size});
+    }
     auto r = pool.call(op.name, write_decode_task(spec, task), stop, avoid);
     if (r.status == CallStatus::done) {
       try {

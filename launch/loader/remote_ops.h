@@ -5,14 +5,14 @@
 // retries (launch/loader/job.h REMOTE).
 //
 // OPERATIONS. kDecodeImages and kDecodeClips take a DecodeTask (launch/loader/decode_task.h:
-// the DecodeSpec — transform parameters included — and the batch's sample ids and paths,
-// no bytes), read each file on the worker (shared storage) and return a DecodeResult
-// (the same codec, over launch/loader/decode_op.capnp): the batch exactly as
+// the DecodeSpec — transform parameters included — and the batch's sample ids, paths and
+// byte ranges, no bytes), read each sample on the worker (shared storage) and return a
+// DecodeResult (the same codec, over launch/loader/decode_op.capnp): the batch exactly as
 // decode_batch() makes it locally (so a remote batch is byte-identical to a local one)
-// with the failed samples (the engine's records: id, path, typed code, cause). A worker given a
-// dataset (its own --data or
-// --list) reads sample `id` from its own list — the trainer's path is then only for
-// messages — and has refused trainers of another dataset in the hello.
+// with the failed samples (the engine's records: id, path, typed code, cause). A worker
+// given a dataset (its own --data, --list or --shards) reads sample `id` at its own
+// location (file or byte range) — the trainer's path is then only for messages — and has
+// refused trainers of another dataset in the hello.
 //
 // CHECKS. A result is used only if it matches its task: every sample of the task is
 // either in the batch (in task order) or failed, once; the shape is [n, sample_shape]
@@ -55,16 +55,19 @@ namespace brigade::launch {
 // the task is launch/loader/decode_op.capnp's (capnp enums, the interpolation), which a
 // version 2 worker cannot read. Version 4 of both: the result is decode_op.capnp's too
 // (a failed sample's code as an enum of its category), no longer the remote layer's.
-inline const transport::OperationVersion kDecodeImages{"brigade.decode.images", 4};
-inline const transport::OperationVersion kDecodeClips{"brigade.decode.clips", 4};
+// Version 5 of both: a task's sample carries a byte range (a tar shard's member), which
+// a version 4 worker would ignore, decoding the whole shard.
+inline const transport::OperationVersion kDecodeImages{"brigade.decode.images", 5};
+inline const transport::OperationVersion kDecodeClips{"brigade.decode.clips", 5};
 
 /// How long `on_no_workers = fail` waits without a live worker before the job fails.
 inline constexpr std::chrono::seconds kNoWorkerGrace{5};
 
-/// Registers kDecodeImages and kDecodeClips. `dataset`: the worker's own file list
-/// (sample id → path), or empty to read the paths the tasks carry.
+/// Registers kDecodeImages and kDecodeClips. `dataset`: the worker's own samples
+/// (sample id → location: a file, or a shard's byte range), or empty to read the paths
+/// and byte ranges the tasks carry.
 void register_decode_operations(transport::OperationRegistry& registry,
-                                std::vector<std::string> dataset = {});
+                                std::vector<SampleLocation> dataset = {});
 
 /// What the remote stage needs besides the pool.
 struct RemoteDecodeOptions {

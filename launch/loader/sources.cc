@@ -1,6 +1,8 @@
 #include "launch/loader/sources.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -10,41 +12,191 @@
 
 #include "launch/loader/demo_dataset.h"
 #include "launch/loader/manifest.h"
+#include "launch/loader/shards.h"
 
 namespace brigade::launch {
 
 namespace fs = std::filesystem;
 
-Dataset list_folder(const std::string& dir, MediaKind kind) {
-  static const std::vector<std::string> kImages{".jpg", ".jpeg", ".png", ".webp", ".bmp"};
+const std::vector<std::string>& folder_extensions(MediaKind kind) {
+  static const std::vector<std::string> kImages{".jpg", ".jpeg", ".png",  ".ppm", ".bmp",
+                                                ".pgm", ".tif",  ".tiff", ".webp"};
   static const std::vector<std::string> kVideos{".mp4", ".mkv", ".webm", ".avi", ".mov"};
-  const auto& extensions = kind == MediaKind::video ? kVideos : kImages;
+  return kind == MediaKind::video ? kVideos : kImages;
+}
+
+namespace {
+
+bool has_extension(std::string_view name, const std::vector<std::string>& extensions) {
+  return std::any_of(extensions.begin(), extensions.end(), [name](const std::string& e) {
+    return name.size() >= e.size() &&
+           std::equal(
+               e.begin(), e.end(), name.end() - static_cast<std::ptrdiff_t>(e.size()),
+               [](char x, char y) { return x == std::tolower(static_cast<unsigned char>(y)); });
+  });
+}
+
+std::string extension_names(MediaKind kind) {
+  std::string names;
+  for (const auto& e : folder_extensions(kind)) names += (names.empty() ? "" : " ") + e;
+  return names;
+}
+
+// A folder as the walk meets it: its path relative to the listing's folder ("" for
+// that folder) and the names of its media files, sorted.
+struct Folder {
+  std::string rel;
   std::vector<std::string> files;
-  std::error_code ec;
-  fs::recursive_directory_iterator it(dir, ec), end;
-  if (ec) throw ConfigError(fmt::format("data {}: {}", dir, ec.message()), "data");
-  for (; it != end; it.increment(ec)) {
-    if (ec) throw ConfigError(fmt::format("data {}: {}", dir, ec.message()), "data");
-    // symlink_status never follows a link, so a dangling link or a loop cannot throw
-    // here; what it points to is checked when the sample is read.
-    const auto type = it->symlink_status(ec).type();
-    if (ec || type == fs::file_type::directory) continue;
-    auto ext = it->path().extension().string();
-    std::transform(ext.begin(), ext.end(), ext.begin(),
-                   [](unsigned char ch) { return std::tolower(ch); });
-    if (std::find(extensions.begin(), extensions.end(), ext) != extensions.end()) {
-      files.push_back(it->path().lexically_relative(dir).string());
+};
+
+// What stat() says a folder is, whatever links led to it.
+struct FolderId {
+  dev_t device = 0;
+  ino_t inode = 0;
+  friend bool operator==(const FolderId&, const FolderId&) = default;
+};
+
+std::string joined(const std::string& rel, const std::string& name) {
+  return rel.empty() ? name : rel + "/" + name;
+}
+
+// Walks the listing's folders (os.walk with followlinks=True, plus loop detection).
+class FolderWalk {
+ public:
+  FolderWalk(const std::string& dir, MediaKind kind)
+      : dir_(dir), extensions_(folder_extensions(kind)) {
+    ancestors_.push_back({id_of(""), ""});
+  }
+
+  // The folder `rel`: its media files (sorted) and the names of its subfolders.
+  Folder read(const std::string& rel, std::vector<std::string>& subfolders) const {
+    std::error_code ec;
+    fs::directory_iterator it(path_of(rel), ec), end;
+    if (ec) fail(rel, ec);
+    Folder folder{rel, {}};
+    for (; it != end; it.increment(ec)) {
+      if (ec) fail(rel, ec);
+      auto name = it->path().filename().string();
+      std::error_code type_ec;  // a dangling link or a loop on a file: a file (os.walk's rule)
+      if (it->is_directory(type_ec)) {
+        subfolders.push_back(std::move(name));
+      } else if (has_extension(name, extensions_)) {
+        folder.files.push_back(std::move(name));
+      }
     }
+    if (ec) fail(rel, ec);  // an increment that failed ended the loop
+    std::sort(folder.files.begin(), folder.files.end());
+    std::sort(subfolders.begin(), subfolders.end());
+    return folder;
+  }
+
+  // `rel` and every folder under it, appended to `out`.
+  void walk(const std::string& rel, std::vector<Folder>& out) {
+    if (!rel.empty()) enter(rel);
+    std::vector<std::string> subfolders;
+    out.push_back(read(rel, subfolders));
+    for (const auto& name : subfolders) walk(joined(rel, name), out);
+    if (!rel.empty()) ancestors_.pop_back();
+  }
+
+ private:
+  // Pushes `rel` on the folders being walked; a ConfigError if it is one of them.
+  void enter(const std::string& rel) {
+    const FolderId id = id_of(rel);
+    const auto loop = std::find_if(ancestors_.begin(), ancestors_.end(),
+                                   [&](const auto& a) { return a.first == id; });
+    if (loop != ancestors_.end()) {
+      throw ConfigError(
+          fmt::format("data {}: {} leads back to {}, a folder that contains it (a loop of "
+                      "symbolic links; remove the link, or list the files with list=FILE)",
+                      dir_, rel, loop->second.empty() ? std::string(".") : loop->second),
+          "data");
+    }
+    ancestors_.emplace_back(id, rel);
+  }
+
+  fs::path path_of(const std::string& rel) const {
+    return rel.empty() ? fs::path(dir_) : fs::path(dir_) / rel;
+  }
+
+  FolderId id_of(const std::string& rel) const {
+    struct stat st {};
+    if (::stat(path_of(rel).c_str(), &st) != 0)
+      fail(rel, std::error_code(errno, std::generic_category()));
+    return {st.st_dev, st.st_ino};
+  }
+
+  [[noreturn]] void fail(const std::string& rel, const std::error_code& ec) const {
+    if (rel.empty()) throw ConfigError(fmt::format("data {}: {}", dir_, ec.message()), "data");
+    throw ConfigError(
+        fmt::format("data {}: cannot read the folder {}: {}", dir_, rel, ec.message()), "data");
+  }
+
+  std::string dir_;
+  const std::vector<std::string>& extensions_;
+  std::vector<std::pair<FolderId, std::string>> ancestors_;  // the folders being walked
+};
+
+}  // namespace
+
+Dataset list_folder(const std::string& dir, MediaKind kind) {
+  std::vector<Folder> folders;
+  FolderWalk(dir, kind).walk("", folders);
+  std::vector<std::string> files;
+  for (const auto& f : folders) {
+    for (const auto& name : f.files) files.push_back(joined(f.rel, name));
   }
   if (files.empty()) {
-    std::string names;
-    for (const auto& e : extensions) names += " " + e;
-    throw ConfigError(fmt::format("data {}: no {} files ({} ) found", dir, to_string(kind), names),
-                      "data");
+    throw ConfigError(
+        fmt::format("data {}: no {} files ({}) found", dir, to_string(kind), extension_names(kind)),
+        "data");
   }
   std::sort(files.begin(), files.end());
   Dataset d(dir);
   for (const auto& f : files) d.add({.identity = f});
+  return d;
+}
+
+Dataset list_class_folders(const std::string& dir, MediaKind kind) {
+  FolderWalk walk(dir, kind);
+  std::vector<std::string> classes;  // sorted
+  const Folder top = walk.read("", classes);
+  if (classes.empty()) {
+    throw ConfigError(fmt::format("data {}: no class folders (labels = folder takes the "
+                                  "classes from DIR's subfolders: DIR/CLASS/...)",
+                                  dir),
+                      "data");
+  }
+  if (const auto& stray = top.files; !stray.empty()) {
+    spdlog::warn(
+        "brigade: data {}: {} {} file(s) directly in the folder belong to no class and are not "
+        "listed (labels = folder, as ImageFolder), e.g. {}",
+        dir, stray.size(), to_string(kind), stray.front());
+  }
+  Dataset d(dir);
+  d.set_classes(classes);
+  std::vector<std::string> empty_classes;
+  for (std::size_t label = 0; label < classes.size(); ++label) {
+    std::vector<Folder> folders;
+    walk.walk(classes[label], folders);
+    std::sort(folders.begin(), folders.end(),
+              [](const Folder& a, const Folder& b) { return a.rel < b.rel; });
+    const auto before = d.size();
+    for (const auto& f : folders) {
+      for (const auto& name : f.files) {
+        d.add({.identity = joined(f.rel, name), .label = static_cast<std::int64_t>(label)});
+      }
+    }
+    if (d.size() == before) empty_classes.push_back(classes[label]);
+  }
+  if (!empty_classes.empty()) {
+    std::string names;
+    for (const auto& c : empty_classes) names += (names.empty() ? "" : ", ") + c;
+    throw ConfigError(fmt::format("data {}: no {} files ({}) in the class folder(s) {} (labels = "
+                                  "folder needs at least one per class, as ImageFolder)",
+                                  dir, to_string(kind), extension_names(kind), names),
+                      "data");
+  }
   return d;
 }
 
@@ -64,18 +216,38 @@ Dataset read_list(const std::string& list_file) {
 }
 
 Dataset open_dataset(const RunConfig& c, bool demo_allowed) {
+  const bool by_folder = c.labels == Labels::folder;
+  if (by_folder && (!c.list.empty() || !c.manifest.empty())) {
+    throw ConfigError(
+        "labels: folder takes the classes from the data folder's subfolders; a list or a "
+        "manifest has none (give data=DIR instead; a manifest's labels come from its "
+        "label_column)",
+        "labels");
+  }
+  if (by_folder && !c.shards.empty()) {
+    throw ConfigError(
+        "labels: folder takes the classes from the data folder's subfolders; "
+        "shards have their own labels (.cls, or label_key)",
+        "labels");
+  }
+  if (!c.shards.empty()) return open_shards(expand_shard_spec(c.shards), shard_options(c));
   if (!c.manifest.empty()) return read_manifest(c.manifest, manifest_options(c));
   if (!c.meta.empty())
-    throw ConfigError("meta: only a manifest has metadata columns (give manifest=FILE)", "meta");
+    throw ConfigError(
+        "meta: only a manifest or shards' .json have metadata columns (give manifest=FILE "
+        "or shards=SPEC)",
+        "meta");
   if (!c.list.empty()) return read_list(c.list);
-  if (!c.data.empty()) return list_folder(c.data, c.kind);
+  if (!c.data.empty())
+    return by_folder ? list_class_folders(c.data, c.kind) : list_folder(c.data, c.kind);
   if (!demo_allowed) {
     throw ConfigError(
         "data: no data given: pass data=DIR (a folder of media) or list=FILE (a file of paths), "
         "or demo=True for Brigade's synthetic demo set",
         "data");
   }
-  return list_folder(demo_folder(c.kind).string(), c.kind);
+  const auto demo = demo_folder(c.kind).string();
+  return by_folder ? list_class_folders(demo, c.kind) : list_folder(demo, c.kind);
 }
 
 }  // namespace brigade::launch

@@ -8,6 +8,7 @@
         for batch in loader:
             images = batch["data"]          # uint8 [N, 224, 224, 3] (layout="nchw": [N, 3, 224, 224])
             ids = batch["ids"]              # int64 [N]: the samples' ids (index in the file list)
+            labels = batch.get("label")     # int64 [N] with labels="folder": class index
             failed = batch.get("failed")    # int64 ids of samples that failed, when any did
             paths = [loader.files[i] for i in ids.tolist()]
 
@@ -144,8 +145,9 @@ class Loader:
             once under ~/.cache/brigade/demo); without it, no data is a ConfigError.
         **keys: settings named as the TOML keys (data, list, manifest (a CSV, TSV or
             JSON Lines table of samples; with manifest_format, path_column,
-            label_column, classes, and meta=[columns]: see README, Manifests), kind,
-            batch_size, epochs,
+            label_column, classes, and meta=[columns]: see README, Manifests), labels
+            ("none", "folder": the data folder's subfolders are the classes,
+            ImageFolder's listing), kind, batch_size, epochs,
             seed, shuffle, tail, drop_last, order, threads, rank, world_size,
             max_failures, layout, roi_decode,
             transform ("eval", "train", "none"), interpolation ("bilinear",
@@ -332,6 +334,13 @@ class Loader:
     @property
     def batch_size(self) -> int:
         return int(self._impl.batch_size)
+
+    @property
+    def classes(self) -> List[str]:
+        """The class names of a labelled dataset, label ``i`` naming ``classes[i]`` (with
+        ``labels="folder"``: the data folder's subfolders, sorted, as ImageFolder's
+        ``classes``); empty for an unlabelled one."""
+        return list(self._impl.classes)
 
     @property
     def files(self) -> List[str]:

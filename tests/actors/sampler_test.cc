@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <random>
 #include <set>
 
@@ -25,7 +26,20 @@ struct Case {
   bool random = true;
   bool weighted = false;  // draws with replacement (random only)
   std::uint64_t num_draws = 0;
+  // The block sampler (random, unweighted, num_draws 0 only): containers of random sizes
+  // drawn from the seed, read `window` at a time.
+  bool blocks = false;
+  std::uint64_t window = 1;
 };
+
+// Random container sizes (some empty) adding up to n, from `seed`.
+std::vector<std::uint64_t> boundaries_of(std::uint64_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed ^ 0xb10c);
+  std::vector<std::uint64_t> b{0};
+  while (b.back() < n) b.push_back(std::min<std::uint64_t>(n, b.back() + rng() % 12));
+  if (b.size() == 1) b.push_back(0);
+  return b;
+}
 
 Case random_case(std::mt19937_64& rng) {
   Case c;
@@ -37,10 +51,21 @@ Case random_case(std::mt19937_64& rng) {
   c.random = rng() % 4 != 0;
   c.weighted = c.random && c.n > 0 && rng() % 3 == 0;
   if (c.random && rng() % 3 == 0) c.num_draws = rng() % (2 * c.n + 1);
+  c.blocks = c.random && !c.weighted && c.num_draws == 0 && rng() % 3 == 0;
+  c.window = 1 + rng() % 5;
   return c;
 }
 
 DistributedSampler make(const Case& c, std::uint32_t rank, std::uint32_t world) {
+  if (c.random && c.blocks && !c.weighted && c.num_draws == 0) {
+    return DistributedBlockSampler(c.n, {.rank = rank,
+                                         .world_size = world,
+                                         .seed = c.seed,
+                                         .epoch = c.epoch,
+                                         .boundaries = boundaries_of(c.n, c.seed),
+                                         .window = c.window,
+                                         .tail = c.tail});
+  }
   if (c.random) {
     std::vector<double> weights;
     std::mt19937_64 wrng(c.seed);
@@ -70,7 +95,8 @@ std::string describe(const Case& c) {
   return "n=" + std::to_string(c.n) + " W=" + std::to_string(c.world) +
          " seed=" + std::to_string(c.seed) + " epoch=" + std::to_string(c.epoch) +
          " tail=" + to_string(c.tail) + (c.random ? " random" : " deterministic") +
-         (c.weighted ? " weighted" : "") + " num_draws=" + std::to_string(c.num_draws);
+         (c.weighted ? " weighted" : "") + " num_draws=" + std::to_string(c.num_draws) +
+         (c.blocks ? " blocks window=" + std::to_string(c.window) : "");
 }
 
 using testing::random_commit;
@@ -329,6 +355,124 @@ TEST(Sampler, StraddlingChainsDeliverEveryEpochExactlyOnce) {
     job.run(worlds, rng);
     if (HasFatalFailure()) return;
   }
+}
+
+// The block sampler (BLOCKS in sampler.h) in chains 2 → 3 and 3 → 2 → 4 stopping around
+// epoch boundaries: every epoch's sequence exactly once, under every tail policy.
+TEST(BlockSampler, ElasticChainsDeliverEveryEpochExactlyOnce) {
+  std::mt19937_64 rng(4242);
+  const std::vector<std::vector<std::uint32_t>> chains = {{2, 3}, {3, 2, 4}, {2, 2}};
+  for (int i = 0; i < 90; ++i) {
+    Case c{
+        .n = rng() % 60, .seed = rng(), .epoch = rng() % 3, .tail = static_cast<TailPolicy>(i % 3)};
+    c.blocks = true;
+    c.window = 1 + rng() % 4;
+    const auto& worlds = chains[i / 3 % 3];
+    c.world = worlds[0];
+    SCOPED_TRACE("case " + std::to_string(i) + ": " + describe(c));
+    testing::ResumeChain<DistributedSampler, SamplerState> job(
+        [&](std::uint32_t r, std::uint32_t w) { return make(c, r, w); },
+        [](const std::vector<SamplerState>& saved, std::uint32_t w) {
+          if (saved.size() == w) return saved;
+          std::vector<SamplerState> out;
+          for (std::uint32_t r = 0; r < w; ++r) out.push_back(repartition(saved, r, w));
+          return out;
+        },
+        c.epoch, 3);
+    job.run(worlds, rng);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// Sample ids of containers of sizes 5, 0, 7, 3, 9, 4, 6 (n = 34).
+const std::vector<std::uint64_t> kBlocks{0, 5, 5, 12, 15, 24, 28, 34};
+
+std::uint64_t container_of(std::uint64_t id) {
+  return static_cast<std::uint64_t>(std::upper_bound(kBlocks.begin(), kBlocks.end(), id) -
+                                    kBlocks.begin() - 1);
+}
+
+TEST(BlockSampler, ReadsTheContainersAWindowAtATimeInAnOrderOfTheSeedAndEpoch) {
+  auto sequence = [](std::uint64_t seed, std::uint64_t epoch, std::uint64_t window) {
+    DistributedBlockSampler s(
+        34, {.seed = seed, .epoch = epoch, .boundaries = kBlocks, .window = window});
+    std::vector<std::uint64_t> out;
+    while (auto d = s.next()) out.push_back(d->value.id);
+    return out;
+  };
+  for (std::uint64_t window : {1, 2, 3, 7, 100}) {
+    SCOPED_TRACE("window " + std::to_string(window));
+    const auto a = sequence(5, 1, window);
+    EXPECT_EQ(a, sequence(5, 1, window));  // a pure function of (seed, epoch)
+    EXPECT_NE(a, sequence(5, 2, window));
+    EXPECT_NE(a, sequence(6, 1, window));
+    // Every sample once.
+    auto sorted = a;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<std::uint64_t> all(34);
+    std::iota(all.begin(), all.end(), 0);
+    EXPECT_EQ(sorted, all);
+    // At every point at most `window` containers are open (begun, not finished): the
+    // containers are read a window at a time.
+    std::vector<std::uint64_t> left;
+    for (std::size_t c = 0; c + 1 < kBlocks.size(); ++c)
+      left.push_back(kBlocks[c + 1] - kBlocks[c]);
+    std::set<std::uint64_t> open;
+    std::size_t most = 0;
+    for (auto id : a) {
+      const auto c = container_of(id);
+      open.insert(c);
+      most = std::max(most, open.size());
+      if (--left[c] == 0) open.erase(c);
+    }
+    EXPECT_LE(most, window);
+    if (window >= 2 && window < 7) {
+      EXPECT_GE(most, 2u);  // and samples do interleave
+    }
+  }
+  // Window 1: each container's samples are contiguous; the containers' order changes
+  // with the epoch.
+  auto order = [&](std::uint64_t epoch) {
+    std::vector<std::uint64_t> containers;
+    for (auto id : sequence(5, epoch, 1))
+      if (containers.empty() || containers.back() != container_of(id))
+        containers.push_back(container_of(id));
+    return containers;
+  };
+  EXPECT_EQ(order(0).size(), 6u);  // 7 containers, one of them empty
+  EXPECT_NE(order(0), order(1));
+}
+
+TEST(BlockSampler, IdenticalOnEveryRankAndRefusesAnotherLayout) {
+  // Rank r of 3 reads positions r, r + 3, … of the one sequence.
+  DistributedBlockSampler one(34, {.seed = 2, .boundaries = kBlocks, .window = 2});
+  std::vector<std::uint64_t> global;
+  while (auto d = one.next()) global.push_back(d->value.id);
+  for (std::uint32_t r = 0; r < 3; ++r) {
+    DistributedBlockSampler s(
+        34, {.rank = r, .world_size = 3, .seed = 2, .boundaries = kBlocks, .window = 2});
+    for (std::uint64_t k = r; auto d = s.next(); k += 3) EXPECT_EQ(d->value.id, global[k]);
+  }
+  // A checkpoint of another window, or other containers, does not resume.
+  const auto state = one.state({.watermark = 3});
+  DistributedBlockSampler other_window(34, {.seed = 2, .boundaries = kBlocks, .window = 3});
+  try {
+    other_window.restore(state);
+    FAIL() << "restore accepted another window";
+  } catch (const SamplerStateError& e) {
+    EXPECT_NE(std::string(e.what()).find("blocks hash"), std::string::npos) << e.what();
+  }
+  auto moved = kBlocks;
+  moved[1] = 4;
+  DistributedBlockSampler other_blocks(34, {.seed = 2, .boundaries = moved, .window = 2});
+  EXPECT_THROW(other_blocks.restore(state), SamplerStateError);
+  DistributedRandomSampler random(34, {.seed = 2});
+  EXPECT_THROW(random.restore(state), SamplerStateError);
+  // Bad layouts.
+  EXPECT_THROW(DistributedBlockSampler(34, {.boundaries = {0, 10}}), SamplerStateError);
+  EXPECT_THROW(DistributedBlockSampler(34, {.boundaries = {0, 20, 10, 34}}), SamplerStateError);
+  EXPECT_THROW(DistributedBlockSampler(34, {.boundaries = kBlocks, .window = 0}),
+               SamplerStateError);
 }
 
 TEST(Sampler, RepartitionRejectsInconsistentPlans) {

@@ -339,6 +339,7 @@ TEST(Config, EveryFlagIsAccepted) {
                               : f.flag == "--transform"       ? "train"
                               : f.flag == "--interpolation"   ? "bicubic"
                               : f.flag == "--tail"            ? "drop"
+                              : f.flag == "--labels"          ? "folder"
                               : f.flag == "--manifest-format" ? "tsv"
                               : f.flag == "--scale"           ? "0.5,1"
                               : f.flag == "--ratio"           ? "0.5,2"

@@ -411,6 +411,49 @@ TEST_F(RunTest, SymlinkLoopsAndDanglingLinksAreFailedSamples) {
   EXPECT_NE(r.err.find("Too many levels of symbolic links"), std::string::npos) << r.err;
 }
 
+// --labels folder: the classes on the info line, each batch's labels in the digests and
+// the samples delivered per class in the JSON summary (a failed one not counted).
+TEST_F(RunTest, ClassFoldersPrintTheirClassesDigestLabelsAndCountSamplesPerClass) {
+  const auto data = dir_ / "classes";
+  const std::vector<std::pair<std::string, std::vector<int>>> classes{
+      {"ant", {0, 1, 2, 3, 4}}, {"bee", {5, 7}}, {"cow", {6}}};  // paths_[7] is corrupt
+  for (const auto& [name, files] : classes) {
+    fs::create_directories(data / name);
+    for (int i : files) fs::copy_file(paths_[i], data / name / paths_[i].filename());
+  }
+  const auto digests = dir_ / "digests";
+  const auto r = run("--data '" + data.string() +
+                     "' --labels folder --no-shuffle --batch-size 3 --json --digests-out '" +
+                     digests.string() + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("8 images, 3 classes (ant, bee, cow)"), std::string::npos) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["failed"], 1);
+  EXPECT_EQ(json["classes"], (nlohmann::json{{"ant", 5}, {"bee", 1}, {"cow", 1}}));
+  EXPECT_NE(r.err.find("samples per class: ant 5, bee 1, cow 1"), std::string::npos) << r.err;
+  // Ids 0-4 ant, 5 bee, 6 bee (the corrupt one), 7 cow; in order.
+  EXPECT_EQ(slurp(digests).substr(0, 2), "0 ");
+  std::istringstream lines(slurp(digests));
+  std::vector<std::string> labelled;
+  for (std::string line; std::getline(lines, line);) {
+    const auto at = line.find(" labels");
+    ASSERT_NE(at, std::string::npos) << line;
+    std::istringstream words(line.substr(0, at));
+    std::string epoch, hash, id;
+    words >> epoch >> hash;
+    std::string text;
+    while (words >> id) text += id + " ";
+    labelled.push_back(text + "|" + line.substr(at + 7));
+  }
+  EXPECT_EQ(labelled, (std::vector<std::string>{"0 1 2 | 0 0 0", "3 4 5 | 0 0 1", "7 | 2"}));
+  // The same folder unlabelled: no classes, no labels.
+  const auto plain = run("--data '" + data.string() + "' --no-shuffle --json --digests-out '" +
+                         digests.string() + "'");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_FALSE(nlohmann::json::parse(plain.out).contains("classes"));
+  EXPECT_EQ(slurp(digests).find("labels"), std::string::npos);
+}
+
 // With stdout or stderr closed, the ids file must not take descriptor 1 or 2.
 TEST_F(RunTest, ClosedStandardDescriptorsDoNotCaptureTheIdsFile) {
   for (const char* closed : {">&-", "2>&-"}) {
@@ -577,6 +620,40 @@ TEST_F(RunTest, AFreshRunRefusesAFolderOfAnotherRun) {
   EXPECT_NE(again.err.find("--resume-from"), std::string::npos) << again.err;
   const auto other = run(data() + ckpt + " --seed 2");
   EXPECT_EQ(other.code, 2) << other.err;
+}
+
+// --stats-out: one JSON object per interval (launch/stats_output.h), whose deltas add up
+// to what the run delivered, with the process's own analyzer figures.
+TEST_F(RunTest, StatsOutWritesOneObjectPerInterval) {
+  const auto file = dir_ / "stats.jsonl";
+  const auto r =
+      run(data() + " --epochs 3 --batch-size 8 --json --stats-interval 0.2 --stats-out '" +
+          file.string() + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto summary = nlohmann::json::parse(r.out);
+  std::istringstream lines(slurp(file));
+  std::uint64_t samples = 0, sequence = 0, batches = 0;
+  nlohmann::json last;
+  for (std::string line; std::getline(lines, line);) {
+    last = nlohmann::json::parse(line);
+    EXPECT_EQ(last["sequence"], ++sequence);
+    EXPECT_EQ(last["rank"], 0);
+    samples += last["samples"].get<std::uint64_t>();
+    batches += last["batches"].get<std::uint64_t>();
+    ASSERT_EQ(last["stages"].size(), summary["stages"].size());
+    for (std::size_t i = 0; i < last["stages"].size(); ++i)
+      EXPECT_EQ(last["stages"][i]["name"], summary["stages"][i]["name"]);
+    EXPECT_LE(last["exposed_wait_s"].get<double>(), last["interval_s"].get<double>());
+    ASSERT_TRUE(last.contains("cluster"));
+    EXPECT_TRUE(last["cluster"]["ranks"][0]["reported"].get<bool>());
+  }
+  ASSERT_GE(sequence, 1u);
+  EXPECT_EQ(samples, 180u);
+  EXPECT_EQ(last["totals"]["samples"], 180);
+  EXPECT_EQ(batches, summary["batches"].get<std::uint64_t>());
+  const auto tiny = run(data() + " --stats-interval 0.1 --stats-out '" + file.string() + "'");
+  EXPECT_EQ(tiny.code, 2);
+  EXPECT_NE(tiny.err.find("stats_interval: at least 0.2 seconds"), std::string::npos) << tiny.err;
 }
 
 }  // namespace

@@ -40,6 +40,7 @@ enum SamplerKind {
   deterministic @0;
   random @1;
   weighted @2;
+  blocks @3;        # actors::DistributedBlockSampler (tar shards read a window at a time)
 }
 
 struct DatasetFingerprint {

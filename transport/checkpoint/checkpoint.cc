@@ -76,10 +76,20 @@ kj::Array<capnp::word> aligned_copy(const void* data, std::size_t size) {
   return words;
 }
 
+// The largest value of each enum a checkpoint stores.
+template <class Enum>
+constexpr std::uint16_t kMaxEnum = 0;
+template <>
+constexpr std::uint16_t kMaxEnum<actors::SamplerKind> = 3;  // blocks
+template <>
+constexpr std::uint16_t kMaxEnum<actors::TailPolicy> = 2;  // pad
+template <>
+constexpr std::uint16_t kMaxEnum<actors::MixStop> = 2;  // never
+
 template <class Enum, class Schema>
 Enum enum_from(Schema value, const char* what, const fs::path& file) {
   const auto raw = static_cast<std::uint16_t>(value);
-  if (raw > 2)
+  if (raw > kMaxEnum<Enum>)
     fail(CheckpointErrorKind::corrupt, file,
          std::string("unknown ") + what + " " + std::to_string(raw));
   return static_cast<Enum>(raw);

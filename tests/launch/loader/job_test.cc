@@ -15,13 +15,16 @@
 #include <random>
 #include <stdexcept>
 
+#include "launch/loader/demo_dataset.h"
 #include "launch/loader/job_settings.h"
+#include "launch/loader/remote_ops.h"
 #include "launch/loader/sources.h"
 #include "media/errors.h"
 #include "media/image.h"
 #include "media/source.h"
 #include "media/synthetic.h"
 #include "media/transform.h"
+#include "transport/remote/remote.h"
 
 namespace brigade::launch::job_test {  // its own: the tests of one target share a unity batch
 namespace {
@@ -349,6 +352,108 @@ TEST(Dataset, ErrorsNameTheFolderOrListAndCarryTheirKey) {
   EXPECT_EQ(key, "list");
   EXPECT_NE(what.find("no paths"), std::string::npos) << what;
   fs::remove_all(dir);
+}
+
+// The demo images are 10 class folders (labels = folder lists them), made the same way
+// every time; a cache of the earlier flat layout is regenerated.
+TEST(DemoDataset, ImagesAreTenClassFoldersGeneratedDeterministically) {
+  const auto base = fs::temp_directory_path() / ("brigade-demo-" + std::to_string(::getpid()));
+  const DemoDatasetOptions options{.images = 30, .clips = 0, .threads = 2};
+  fs::create_directories(base / "a" / "images" / "07");  // a v1 bucket: not a class
+  media::write_file((base / "a" / ".complete").string(), std::vector<std::uint8_t>{'v', '1'});
+  ensure_demo_dataset(base / "a", options);
+  ensure_demo_dataset(base / "b", options);
+  const auto a = list_class_folders((base / "a" / "images").string(), MediaKind::image);
+  const auto b = list_class_folders((base / "b" / "images").string(), MediaKind::image);
+  ASSERT_EQ(a.classes().size(), 10u);
+  EXPECT_EQ(a.classes().front(), "class-0");
+  EXPECT_EQ(a.classes().back(), "class-9");
+  ASSERT_EQ(a.size(), 30u);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a.identity(i), b.identity(i));
+    EXPECT_EQ(a.label(i), static_cast<std::int64_t>(i / 3));  // 3 images a class
+    EXPECT_EQ(media::read_file(a.path(i)), media::read_file(b.path(i))) << a.identity(i);
+  }
+  fs::remove_all(base);
+}
+
+// A class-folder tree (labels = folder): 3 classes, nested folders, one corrupt sample.
+class LabelledJob : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ =
+        fs::temp_directory_path() / ("brigade-labelled-" + std::to_string(std::random_device{}()));
+    int seed = 0;
+    for (const std::string rel : {"ant", "ant/deep", "bee", "bee-big", "bee-big/x y"}) {
+      fs::create_directories(root_ / rel);
+      for (int i = 0; i < 3; ++i, ++seed) {
+        auto bytes = media::make_image(media::ImageCodec::jpeg, 64 + 8 * i, 48, seed);
+        if (seed == 7) bytes.resize(bytes.size() / 3);  // corrupt: bee/img-1.jpg
+        media::write_file((root_ / rel / ("img-" + std::to_string(i) + ".jpg")).string(), bytes);
+      }
+    }
+  }
+  static void TearDownTestSuite() { fs::remove_all(root_); }
+  static inline fs::path root_;
+};
+
+// Every batch's labels are its ids' labels in the dataset: shuffled, decoded by a remote
+// worker, and with a failed sample (left out of ids, so out of labels).
+TEST_F(LabelledJob, EachBatchCarriesTheLabelsOfItsIds) {
+  const auto dataset = list_class_folders(root_.string(), MediaKind::image);
+  ASSERT_EQ(dataset.classes(), (std::vector<std::string>{"ant", "bee", "bee-big"}));
+  ASSERT_EQ(dataset.size(), 15u);
+  EXPECT_EQ(dataset.identity(7), "bee/img-1.jpg");
+  const transport::Security security{.token = "job test"};
+  transport::OperationRegistry registry;
+  register_decode_operations(registry);
+  transport::WorkerOptions options;
+  options.threads = 2;
+  options.security = security;
+  transport::WorkerNode worker(options, std::move(registry));
+  for (const bool remote : {false, true}) {
+    RunConfig c;
+    c.batch_size = 4;
+    c.threads = 2;
+    c.seed = 11;
+    if (remote) {
+      c.workers = {worker.address()};
+      c.on_no_workers = OnNoWorkers::fail;  // decoded there, never here
+    }
+    resolve(c, [](const char* name) -> const char* {
+      return std::string_view(name) == "BRIGADE_TOKEN" ? "job test" : nullptr;
+    });
+    launch::Job job(c, dataset);
+    job.begin_epoch();
+    std::vector<std::uint64_t> ids, failed;
+    for (const auto& b : drain(job)) {
+      ASSERT_EQ(b.labels.size(), b.ids.size()) << "remote " << remote;
+      for (std::size_t i = 0; i < b.ids.size(); ++i)
+        EXPECT_EQ(b.labels[i], dataset.label(b.ids[i])) << "sample " << b.ids[i];
+      ids.insert(ids.end(), b.ids.begin(), b.ids.end());
+      failed.insert(failed.end(), b.failed.begin(), b.failed.end());
+    }
+    EXPECT_EQ(failed, std::vector<std::uint64_t>{7}) << "remote " << remote;
+    EXPECT_FALSE(std::is_sorted(ids.begin(), ids.end())) << "shuffled";
+    std::sort(ids.begin(), ids.end());
+    EXPECT_EQ(ids.size(), 14u);
+    EXPECT_TRUE(std::adjacent_find(ids.begin(), ids.end()) == ids.end());
+    if (remote) {
+      const auto summary = job.remote_summary();
+      ASSERT_TRUE(summary.has_value());
+      EXPECT_GT(summary->pool.done, 0u);  // decoded by the worker, not here
+      EXPECT_EQ(summary->decoded_locally, 0u);
+    }
+  }
+  // An unlabelled listing of the same tree: batches without labels.
+  const auto plain = list_folder(root_.string(), MediaKind::image);
+  EXPECT_FALSE(plain.labelled());
+  RunConfig c;
+  c.batch_size = 8;
+  c.threads = 2;
+  launch::Job job(resolved(c), plain);
+  job.begin_epoch();
+  for (const auto& b : drain(job)) EXPECT_TRUE(b.labels.empty());
 }
 
 }  // namespace

@@ -209,11 +209,11 @@ TEST_F(RemoteOps, AWorkerWithItsOwnListReadsItsOwnPaths) {
   // The worker sees the files under another name (its own mount): ids map to its list.
   const auto mount = root_ / "mount";
   fs::create_directories(mount);
-  std::vector<std::string> worker_list;
+  std::vector<SampleLocation> worker_list;
   for (const auto& s : samples_) {
     const auto there = mount / fs::path(s.path).filename();
     if (fs::exists(s.path)) fs::copy_file(s.path, there);
-    worker_list.push_back(there.string());
+    worker_list.push_back({.path = there.string()});
   }
   transport::OperationRegistry r;
   register_decode_operations(r, worker_list);

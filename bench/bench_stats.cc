@@ -1,0 +1,183 @@
+// bench_stats: what issue 24's statistics cost (one JSON line per measurement).
+//
+//   bench_stats [--ranks 4096] [--stages 4] [--workers 2] [--intervals 5]
+//
+// aggregator: rank 0's analyzer (launch/loader/cluster_stats.h) over --ranks generated
+//   reports per interval, each read from its bytes first (launch/loader/stats_report.h,
+//   as they arrive): cpu_s_per_interval (process CPU, the mean over --intervals; the
+//   issue's goal: < 1 s for 4,096 ranks), split into decode and analysis.
+// reporter: one rank's cost at the default interval (10 s): cpu_us_per_report (a
+//   sample of a real engine pipeline's stats, the interval's report, its JSON line, its
+//   Prometheus text and its bytes), cpu_us_per_s_idle (the reporter's thread polling
+//   for 3 s with nothing due), and cpu_share = (per_report / 10 s + idle) as a share of
+//   one core.
+#include <time.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actors/pipeline.h"
+#include "launch/loader/stats_report.h"
+#include "launch/loader/stats_reporter.h"
+#include "launch/stats_output.h"
+
+namespace {
+
+using namespace brigade;
+
+double cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + double(t.tv_nsec) / 1e9;
+}
+
+launch::RankReport generated(std::uint32_t rank, std::uint64_t k, int stages, int workers,
+                             std::mt19937& random) {
+  std::uniform_real_distribution<double> jitter(0.9, 1.1);
+  const bool slow = rank % 97 == 5 && k >= 2;
+  launch::RankReport r{.rank = rank,
+                       .host = "node-" + std::to_string(rank / 8),
+                       .sequence = k,
+                       .interval_s = 10,
+                       .at_s = 10.0 * double(k),
+                       .samples = std::uint64_t((slow ? 2000 : 8000) * jitter(random)),
+                       .exposed_wait_s = slow ? 6 : 0.2 * jitter(random),
+                       .readiness = slow ? 0.2 : 0.97};
+  const char* names[] = {"source", "read", "decode", "batch", "to_device", "extra"};
+  for (int s = 0; s < stages; ++s) {
+    r.stages.push_back({.name = names[s % 6],
+                        .kind = "pipe",
+                        .concurrency = 4,
+                        .capacity = 8,
+                        .tasks = 250,
+                        .outputs = 250,
+                        .mean_ms = 5 * jitter(random) * (slow && s == 2 ? 4 : 1),
+                        .p50_ms = 5 * jitter(random) * (slow && s == 2 ? 4 : 1),
+                        .occupancy = 0.5 * jitter(random),
+                        .elapsed_s = 10});
+  }
+  r.stage_totals = r.stages;
+  for (int w = 0; w < workers; ++w) {
+    r.workers.push_back({.name = "10.0.0." + std::to_string(w) + ":4000",
+                         .samples = 4000,
+                         .busy_s = 4 * jitter(random),
+                         .waited_s = 0.1});
+  }
+  return r;
+}
+
+void aggregator(std::uint32_t ranks, int stages, int workers, int intervals) {
+  std::mt19937 random(1);
+  launch::ClusterAnalyzer analyzer(ranks);
+  double decode = 0, analysis = 0;
+  std::size_t events = 0, bytes_per_report = 0;
+  for (int k = 1; k <= intervals; ++k) {
+    std::vector<std::vector<char>> wire;
+    for (std::uint32_t r = 0; r < ranks; ++r)
+      wire.push_back(
+          launch::write_stats_report(generated(r, std::uint64_t(k), stages, workers, random)));
+    bytes_per_report = wire[0].size();
+    const double t0 = cpu_s();
+    std::vector<launch::RankReport> reports;
+    reports.reserve(ranks);
+    for (const auto& b : wire) reports.push_back(launch::read_stats_report(b));
+    const double t1 = cpu_s();
+    for (const auto& r : reports) analyzer.add(r);
+    events += analyzer.close_interval().size();
+    const double t2 = cpu_s();
+    decode += t1 - t0;
+    analysis += t2 - t1;
+  }
+  std::printf(
+      "{\"bench\":\"aggregator\",\"ranks\":%u,\"stages\":%d,\"workers\":%d,\"intervals\":%d,"
+      "\"bytes_per_report\":%zu,\"cpu_s_per_interval\":%.4f,\"decode_cpu_s\":%.4f,"
+      "\"analysis_cpu_s\":%.4f,\"events\":%zu}\n",
+      ranks, stages, workers, intervals, bytes_per_report, (decode + analysis) / intervals,
+      decode / intervals, analysis / intervals, events);
+}
+
+double thread_cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) + double(t.tv_nsec) / 1e9;
+}
+
+// The CPU of one report, sampling a real engine pipeline while it runs (the sampling
+// thread's own CPU time); the pipeline and its threads are gone when it returns.
+double report_cpu_s(std::size_t& bytes) {
+  auto pipeline = actors::PipelineBuilder()
+                      .add_source([i = 0]() mutable -> std::optional<int> {
+                        if (i >= 400'000) return std::nullopt;
+                        return i++;
+                      })
+                      .pipe([](int x) { return x + 1; }, {.concurrency = 2, .name = "read"})
+                      .pipe([](int x) { return x * 2; }, {.concurrency = 2, .name = "decode"})
+                      .pipe([](int x) { return x - 1; }, {.name = "batch"})
+                      .add_sink(8)
+                      .build({.num_threads = 2});
+  std::atomic<std::uint64_t> seen{0};
+  std::thread consumer([&] {
+    for (auto& item : pipeline) {
+      (void)item;
+      seen.fetch_add(1);
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  constexpr int kReports = 2000;
+  launch::RankSample before{.stats = pipeline.stats()};
+  const double t0 = thread_cpu_s();
+  for (int i = 0; i < kReports; ++i) {
+    launch::RankSample now{.stats = pipeline.stats(), .samples = seen.load()};
+    auto report = launch::report_between(before, now, 10, 0);
+    bytes += launch::stats_json_line(report).size() + launch::prometheus_text(report).size() +
+             launch::write_stats_report(report).size();
+    before = std::move(now);
+  }
+  const double per_report = (thread_cpu_s() - t0) / kReports;
+  consumer.join();
+  bytes /= kReports;
+  return per_report;
+}
+
+void reporter() {
+  std::size_t bytes = 0;
+  const double per_report = report_cpu_s(bytes);
+
+  // Idle: the reporter's thread polling with nothing due, nothing else running.
+  launch::StatsReporter idle([] { return launch::RankSample{}; }, [](const auto&) {},
+                             {.interval_s = 10});
+  idle.start();
+  const double t2 = cpu_s();
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const double idle_per_s = (cpu_s() - t2) / 3;
+  idle.stop();
+  std::printf(
+      "{\"bench\":\"reporter\",\"interval_s\":10,\"cpu_us_per_report\":%.1f,"
+      "\"cpu_us_per_s_idle\":%.2f,\"cpu_share\":%.6f,\"output_bytes_per_report\":%zu}\n",
+      per_report * 1e6, idle_per_s * 1e6, per_report / 10 + idle_per_s, bytes);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::uint32_t ranks = 4096;
+  int stages = 4, workers = 2, intervals = 5;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const int v = std::atoi(argv[i + 1]);
+    if (flag == "--ranks") ranks = std::uint32_t(v);
+    if (flag == "--stages") stages = v;
+    if (flag == "--workers") workers = v;
+    if (flag == "--intervals") intervals = v;
+  }
+  aggregator(ranks, stages, workers, intervals);
+  reporter();
+}

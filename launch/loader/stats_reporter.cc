@@ -1,0 +1,133 @@
+#include "launch/loader/stats_reporter.h"
+
+#include <algorithm>
+
+namespace brigade::launch {
+namespace {
+
+// The engine's figures restart with each epoch (WHAT A REPORT SAYS).
+bool restarted(const actors::PipelineStats& before, const actors::PipelineStats& after) {
+  return after.elapsed_s < before.elapsed_s || after.sink.requests < before.sink.requests ||
+         after.stages.size() != before.stages.size();
+}
+
+actors::StageStats stage_delta(const actors::StageStats& b, const actors::StageStats& a,
+                               double interval_s) {
+  actors::StageStats d = a;
+  d.tasks = a.tasks - std::min(a.tasks, b.tasks);
+  d.failures = a.failures - std::min(a.failures, b.failures);
+  d.filtered = a.filtered - std::min(a.filtered, b.filtered);
+  d.retries = a.retries - std::min(a.retries, b.retries);
+  d.outputs = a.outputs - std::min(a.outputs, b.outputs);
+  d.starved_s = std::max(0.0, a.starved_s - b.starved_s);
+  d.backpressured_s = std::max(0.0, a.backpressured_s - b.backpressured_s);
+  const double task_ms = a.mean_ms * double(a.tasks) - b.mean_ms * double(b.tasks);
+  d.mean_ms = d.tasks ? std::max(0.0, task_ms / double(d.tasks)) : 0;
+  const double span = a.elapsed_s - b.elapsed_s;
+  d.occupancy =
+      span > 0
+          ? std::clamp((a.occupancy * a.elapsed_s - b.occupancy * b.elapsed_s) / span, 0.0, 1.0)
+          : a.occupancy;
+  d.elapsed_s = interval_s;
+  d.items_per_s = interval_s > 0 ? double(d.outputs) / interval_s : 0;
+  return d;
+}
+
+}  // namespace
+
+RankReport report_between(const RankSample& before, const RankSample& after, double interval_s,
+                          double since_last_request_s) {
+  static const actors::PipelineStats kNone{};
+  const auto& b = restarted(before.stats, after.stats) ? kNone : before.stats;
+  const auto& a = after.stats;
+  RankReport r;
+  r.interval_s = interval_s;
+  r.samples = after.samples - std::min(after.samples, before.samples);
+  r.batches = after.batches - std::min(after.batches, before.batches);
+  r.exposed_wait_s = std::clamp(a.sink.consumer_wait_s - b.sink.consumer_wait_s, 0.0, interval_s);
+  const auto requests = a.sink.requests - b.sink.requests;
+  r.readiness = requests
+                    ? double(a.sink.ready - std::min(a.sink.ready, b.sink.ready)) / double(requests)
+                    : 1.0;
+  r.since_last_request_s = since_last_request_s;
+  r.last_sample_id = after.last_sample_id;
+  for (std::size_t i = 0; i < a.stages.size(); ++i) {
+    r.stages.push_back(stage_delta(i < b.stages.size() ? b.stages[i] : actors::StageStats{},
+                                   a.stages[i], interval_s));
+  }
+  r.pipeline_full = !r.stages.empty() && r.stages.back().backpressured_s >= 0.5 * interval_s;
+  r.stage_totals = a.stages;
+  r.workers = after.workers;
+  return r;
+}
+
+StatsReporter::StatsReporter(Sample sample, Deliver deliver, StatsReporterOptions options)
+    : sample_(std::move(sample)), deliver_(std::move(deliver)), options_(std::move(options)) {
+  origin_ = last_at_ = options_.clock->now();
+  last_ = sample_();
+  first_samples_ = last_.samples;
+}
+
+StatsReporter::~StatsReporter() { stop(); }
+
+bool StatsReporter::poll() {
+  std::lock_guard lock(mutex_);
+  return report_locked(false);
+}
+
+bool StatsReporter::flush() {
+  std::lock_guard lock(mutex_);
+  return report_locked(true);
+}
+
+bool StatsReporter::report_locked(bool force) {
+  const auto now = options_.clock->now();
+  const double elapsed = std::chrono::duration<double>(now - last_at_).count();
+  if (force ? elapsed <= 0 : elapsed < options_.interval_s) return false;
+  RankSample current = sample_();
+  const bool restarted_run = restarted(last_.stats, current.stats);
+  const bool asked = restarted_run ? current.stats.sink.requests > 0
+                                   : current.stats.sink.requests != last_.stats.sink.requests;
+  since_last_request_s_ = asked ? 0 : since_last_request_s_ + elapsed;
+  RankReport report = report_between(last_, current, elapsed, since_last_request_s_);
+  report.rank = options_.rank;
+  report.host = options_.host;
+  report.sequence = ++sequence_;
+  report.at_s = std::chrono::duration<double>(now - origin_).count();
+  report.samples_total = current.samples - std::min(current.samples, first_samples_);
+  wait_total_s_ += report.exposed_wait_s;
+  report.exposed_wait_total_s = wait_total_s_;
+  last_ = std::move(current);
+  last_at_ = now;
+  deliver_(report);
+  return true;
+}
+
+void StatsReporter::start() {
+  std::lock_guard lock(thread_mutex_);
+  if (thread_ || stopping_) return;
+  const auto period = std::chrono::duration<double>(std::min(options_.interval_s / 4, 0.5));
+  thread_.emplace([this, period] {
+    std::unique_lock lock(thread_mutex_);
+    while (!stopping_) {
+      wake_.wait_for(lock, period, [this] { return stopping_; });
+      if (stopping_) break;
+      lock.unlock();
+      poll();
+      lock.lock();
+    }
+  });
+}
+
+void StatsReporter::stop() {
+  {
+    std::lock_guard lock(thread_mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_ && thread_->joinable()) thread_->join();
+  flush();
+}
+
+}  // namespace brigade::launch

@@ -1,0 +1,116 @@
+#pragma once
+
+// StatsReporter: one rank's statistics report per interval (launch/loader/cluster_stats.h
+// RankReport), built from the engine's statistics of the job (actors/stats.h).
+//
+//   StatsReporter reporter(
+//       [&] { return RankSample{job.stats(), samples, last_id}; },  // any thread
+//       [&](const RankReport& r) { write(r); },                      // the reporter's thread
+//       {.interval_s = 10, .rank = 0, .host = "node1"});
+//   reporter.start();  …  reporter.stop();   // stop() reports the interval in progress
+//
+// WHAT A REPORT SAYS (against the previous sample):
+//   - samples, batches: delivered to the consumer in the interval (the consumer's
+//     counts, exact across epochs);
+//   - exposed_wait_s: the growth of the sink's consumer_wait_s, the time the consumer
+//     spent blocked in next() with no batch waiting (actors/detail/handoff_queue.cc
+//     times only that wait, not the work a prefetch hides); readiness: the interval's
+//     ready ÷ requests (1 where the consumer asked for nothing);
+//   - since_last_request_s: grows by the interval while the sink saw no request;
+//     pipeline_full: the last stage was backpressured (its finished items waiting for
+//     sink credit) for at least half the interval;
+//   - stages: the interval's deltas (RankReport); stage_totals: the epoch's figures.
+// A new epoch restarts the engine's figures: where a sample's totals are below the
+// previous one's, the previous totals count as zero (the end of the last epoch is lost
+// to that interval, nothing is counted twice).
+//
+// CLOCK. Intervals are measured on `clock` (actors/clock.h): poll() reports when at
+// least interval_s passed on it since the last report. start() runs a thread that calls
+// poll() every min(interval_s / 4, 0.5 s) of real time; a test drives poll() itself
+// with a ManualClock, step by step.
+//
+// NEVER BLOCKS THE PIPELINE. `sample` is called on the reporter's thread; the engine's
+// stats() takes its run's lock only to copy a pointer and reads counters (it never waits
+// for a stop, and stop() never waits for it). `deliver` runs on the reporter's thread
+// too: a slow output delays the next report, not a batch.
+//
+// THREADING. poll(), flush() and stop() may be called from any thread (one at a time
+// runs; the callbacks are never called concurrently).
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "actors/clock.h"
+#include "actors/stats.h"
+#include "launch/loader/cluster_stats.h"
+
+namespace brigade::launch {
+
+/// What the reporter samples: the engine's statistics and the consumer's totals.
+struct RankSample {
+  actors::PipelineStats stats{};
+  std::uint64_t samples = 0;  // delivered to the consumer since the job started
+  std::uint64_t batches = 0;  // … in batches
+  std::uint64_t last_sample_id = 0;
+  std::vector<WorkerReport> workers{};  // figures of the interval, if any
+};
+
+struct StatsReporterOptions {
+  double interval_s = 10;  // ≥ 0.2 (launch/config.h checks the key)
+  std::uint32_t rank = 0;
+  std::string host{};
+  std::shared_ptr<const actors::Clock> clock = actors::Clock::steady();
+};
+
+/// The report of the interval between `before` and `after` (RankReport's `rank`, `host`,
+/// `sequence` and `at_s` left to the caller; see WHAT A REPORT SAYS).
+RankReport report_between(const RankSample& before, const RankSample& after, double interval_s,
+                          double since_last_request_s);
+
+class StatsReporter {
+ public:
+  using Sample = std::function<RankSample()>;
+  using Deliver = std::function<void(const RankReport&)>;
+
+  StatsReporter(Sample sample, Deliver deliver, StatsReporterOptions options);
+  ~StatsReporter();  // stop()
+  StatsReporter(const StatsReporter&) = delete;
+  StatsReporter& operator=(const StatsReporter&) = delete;
+
+  /// Reports if at least interval_s passed on the clock since the last report (or the
+  /// construction). Returns whether it did.
+  bool poll();
+  /// Reports the interval in progress now, if any time passed on the clock.
+  bool flush();
+  /// Starts the thread that polls (CLOCK).
+  void start();
+  /// Ends the thread, then flush(). Idempotent.
+  void stop();
+
+ private:
+  bool report_locked(bool force);
+
+  Sample sample_;
+  Deliver deliver_;
+  StatsReporterOptions options_;
+  std::mutex mutex_;  // held while reporting
+  actors::Clock::time_point origin_, last_at_;
+  RankSample last_{};
+  std::uint64_t sequence_ = 0;
+  double since_last_request_s_ = 0;
+  std::uint64_t first_samples_ = 0;
+  double first_wait_s_ = 0, wait_total_s_ = 0;
+
+  std::mutex thread_mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::optional<std::thread> thread_;
+};
+
+}  // namespace brigade::launch
