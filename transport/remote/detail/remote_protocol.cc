@@ -71,13 +71,10 @@ void configure_network(caf::actor_system_config& config, const Security& securit
   }
   config.set("scheduler.max-threads", 2);
   config.add_message_type<WirePayload>("brigade.payload");
-  // Idle threads sleep on their condition variable (woken when a message comes) and
-  // steal every 1 ms, instead of polling in 50 µs naps for 25 ms first: that polling
-  // cost the trainer more CPU than receiving the results (issue 21). (With CAF's sharing
-  // policy, or with 10 ms between steals, a directory at times went unanswered for
-  // seconds in ClusterLaunch's two-rank runs: not understood yet.)
-  config.set("work-stealing.moderate-poll-attempts", std::size_t{0});
-  config.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::milliseconds(1)});
+  // CAF's default scheduler (work stealing; idle threads poll in 50 µs naps for 25 ms,
+  // which costs a remote run's trainer ~0.15 ms of CPU per sample). Its sharing policy,
+  // or idle threads that sleep at once, at times left a directory unanswered for seconds
+  // in ClusterLaunch's two-rank runs when two ran at once (issue 21: not understood yet).
   // BASP reads a message where it arrives, on the multiplexer's thread, rather than
   // copying its payload to a deserializing worker on another thread (one copy and one
   // thread hop less per result).
