@@ -200,10 +200,10 @@ std::vector<char> write_decode_result(
   return transport::wire::to_bytes(message);
 }
 
-DecodeResult read_decode_result(std::vector<char> bytes) {
+DecodeResult read_decode_result(transport::SharedBytes bytes) {
   struct Kept {
-    explicit Kept(std::vector<char> b) : bytes(std::move(b)), reader(bytes) {}
-    std::vector<char> bytes;
+    explicit Kept(transport::SharedBytes b) : bytes(std::move(b)), reader(bytes.span()) {}
+    transport::SharedBytes bytes;
     Reader reader;  // of `bytes` (or of its aligned copy)
   };
   auto kept = std::make_shared<Kept>(std::move(bytes));

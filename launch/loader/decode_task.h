@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "launch/loader/decode.h"
+#include "transport/remote/remote.h"
 
 namespace brigade::launch {
 
@@ -54,11 +55,12 @@ struct DecodeResult {
   /// Failed samples: id, path, code (of a category this build knows, else none), cause;
   /// index in the task's samples. Stage and positions unset.
   std::vector<BatchFailure> failures;
-  std::shared_ptr<const void> keep;  // the bytes read (and their aligned copy)
+  std::shared_ptr<const void> keep;  // the bytes read (or their aligned copy)
 };
 
 /// Reads a worker's result (TRUST above): at most ids + 2^20 failures, texts of at most
-/// 4,096 bytes, error categories this build knows.
-DecodeResult read_decode_result(std::vector<char> bytes);
+/// 4,096 bytes, error categories this build knows. Reads `bytes` where they are (the
+/// result keeps them alive; copied only if they are not 8-byte aligned).
+DecodeResult read_decode_result(transport::SharedBytes bytes);
 
 }  // namespace brigade::launch

@@ -548,6 +548,11 @@ struct Job::Impl {
       return label(pinned ? std::move(out) : normalize_on_cpu(c, std::move(out), allocator));
     };
     const int inflight = remote_tasks(c);
+    auto quiet = build;  // the engine's threads only carry batches here
+    quiet.configure_system = [then = build.configure_system](caf::actor_system_config& config) {
+      transport::quiet_idle_threads(config);
+      if (then) then(config);
+    };
     auto decoded = actors::PipelineBuilder()
                        .add_source(std::ref(*sampler))
                        .aggregate(static_cast<std::size_t>(*c.batch_size),
@@ -556,7 +561,7 @@ struct Job::Impl {
                                       .output_order = c.order,
                                       .executor = actors::Executor::io,
                                       .name = "remote_decode"});
-    return finish(std::move(decoded), build);
+    return finish(std::move(decoded), quiet);
   }
 
   void begin(std::optional<std::uint64_t> requested) {

@@ -50,7 +50,7 @@ struct Part {
   std::shared_ptr<const void> keep;       // owns the rows: the result read, or the tensor
 };
 
-Part check_result(std::vector<char> bytes, const DecodeSpec& spec,
+Part check_result(transport::SharedBytes bytes, const DecodeSpec& spec,
                   std::span<const EncodedSample> task) {
   auto r = read_decode_result(std::move(bytes));
   Part part;
@@ -186,13 +186,19 @@ std::optional<DecodedBatch> remote_decode_batch(transport::RemotePool& pool, con
           work.push_front(std::move(group));
           break;
         }
-        for (auto i : group) {
-          if (++losses[i] >= options.max_attempts) {
-            fail(i, fmt::format("lost on {} attempts ({})", losses[i], r.reason),
-                 transport::RemoteErrc::lost_on_attempts);
-          } else if (group.size() > 1) {
-            work.push_back({i});  // one by one from now on: a poison sample stays alone
+        {
+          std::vector<std::size_t> together;  // samples with two attempts or more to spare
+          for (auto i : group) {
+            if (++losses[i] >= options.max_attempts) {
+              fail(i, fmt::format("lost on {} attempts ({})", losses[i], r.reason),
+                   transport::RemoteErrc::lost_on_attempts);
+            } else if (group.size() > 1 && options.max_attempts - losses[i] >= 2) {
+              together.push_back(i);  // one more shared loss cannot fail them
+            } else if (group.size() > 1) {
+              work.push_back({i});  // its last attempt: alone, so a poison sample fails alone
+            }
           }
+          if (!together.empty()) work.push_back(std::move(together));
         }
         if (group.size() == 1 && !failed[group[0]]) work.push_front(group);
         break;

@@ -23,10 +23,13 @@
 // before its worker started it (CallResult::started: the worker died or froze with it
 // queued, or it went to a worker already dead) sends the same batch again and counts
 // against no sample (up to 8 × max_attempts such losses per batch). When a started
-// attempt is lost (the worker died, froze, passed the deadline, or sent a bad result) the
-// batch's samples are sent again one by one, each until it has been lost
-// `max_attempts` times in all; a sample lost that often is failed ("lost on N
-// attempts: <last reason>") and counted like any failed sample. So a poison file that
+// attempt is lost (the worker died, froze, passed the deadline, or sent a bad result)
+// each of its samples counts the loss; those with two attempts or more to spare are sent
+// again together (one task), those left with their last attempt one by one (so a poison
+// sample is alone when it fails, and the others never share its last loss), each until
+// it has been lost `max_attempts` times in all (with the default of 2, one by one after
+// the first loss); a sample lost that often is failed ("lost on N attempts: <last
+// reason>") and counted like any failed sample. So a poison file that
 // kills every worker it reaches takes at most max_attempts workers down, and the
 // others keep serving. With no worker live: `local` decodes the samples here (the same
 // decode), `fail` waits (the job fails after kNoWorkerGrace, see job.h).

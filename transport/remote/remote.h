@@ -47,10 +47,13 @@
 // once, naming the worker and the reason, and whether the worker had started it
 // (CallResult::started: the worker says so when a thread takes a task): the caller
 // decides whether to try again and whether the loss counts against the task (RemotePool
-// never re-runs a task itself, so the caller's attempt count is exact). A worker whose
-// started task passed its deadline is suspect: it stays connected but gets no new task,
-// and does not count as live, until that task's thread is free (a read that never
-// returns keeps it out for good).
+// never re-runs a task itself, so the caller's attempt count is exact). A started task
+// that passed its deadline holds its thread (a read that never returns): the worker's
+// window shrinks by that thread's share (window × free threads / threads) until the
+// thread is free; with every thread held it is suspect — connected, but it gets no new
+// task and does not count as live. A worker whose task passed its deadline before it
+// started is suspect for one task_timeout (parole), then back once it answers a health
+// probe (a ping sent then), or as soon as a task of it starts.
 // A result is accepted only from the session and worker the attempt was sent to and
 // only while the attempt is outstanding: a late result of a lost attempt (a frozen
 // worker that wakes) and any duplicate is dropped and counted. Lost workers are
@@ -80,6 +83,10 @@
 
 #include "actors/clock.h"
 #include "transport/remote/endpoint.h"
+
+namespace caf {
+class actor_system_config;
+}
 
 namespace brigade::transport {
 
@@ -253,9 +260,34 @@ enum class CallStatus {
   stopped,     // the stop token, or the pool's end
 };
 
+/// Read-only bytes held by shared ownership: a result as it was received (its memory
+/// recycled among received results once the last copy is dropped: no fresh pages, no
+/// zero fill, no copy; detail/payload.h).
+class SharedBytes {
+ public:
+  SharedBytes() = default;
+  SharedBytes(std::vector<char> bytes);  // NOLINT: takes the vector over, no copy
+  SharedBytes(std::shared_ptr<const void> owner, const char* data, std::size_t size)
+      : owner_(std::move(owner)), data_(data), size_(size) {}
+
+  const char* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const char* begin() const { return data_; }
+  const char* end() const { return data_ + size_; }
+  std::span<const char> span() const { return {data_, size_}; }
+  /// Keeps the bytes alive.
+  const std::shared_ptr<const void>& owner() const { return owner_; }
+
+ private:
+  std::shared_ptr<const void> owner_;
+  const char* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
 struct CallResult {
   CallStatus status = CallStatus::stopped;
-  std::vector<char> bytes{};
+  SharedBytes bytes{};
   std::string worker{};  // the worker it ran on ("host:port")
   std::string reason{};
   // lost: whether the worker had begun running the task. An attempt lost before it
@@ -286,6 +318,15 @@ struct PoolStats {
   std::size_t live_workers = 0;
   std::vector<WorkerFigures> workers{};
 };
+
+/// For actors::BuildOptions::configure_system of a pipeline whose decoding waits on a
+/// RemotePool (its CPU stages only carry batches): the engine's idle threads sleep on
+/// their condition variable at once rather than poll in 50 µs naps for 25 ms, and wake
+/// to steal work every 10 ms rather than every 1 ms (a message sent to a thread wakes it
+/// at once either way). Polling and waking took over half the trainer's CPU in a remote
+/// run (issue 21). Not for a pipeline that decodes locally: polling threads steal its
+/// decode tasks sooner (measured: a third more samples/s).
+void quiet_idle_threads(caf::actor_system_config& config);
 
 class RemotePool {
  public:

@@ -217,7 +217,7 @@ void drop_unknown(Dispatcher* self, const std::string& what) {
 
 // A reply from the worker session whose messages carry `tkey`.
 void accept_reply(Dispatcher* self, const std::string& tkey, std::uint64_t id, CallStatus status,
-                  std::string reason, std::vector<char> bytes) {
+                  std::string reason, SharedBytes bytes) {
   auto& sh = *self->state.shared;
   std::lock_guard lock(sh.table.mutex);
   sh.table.reply(sh.network.find(tkey), id, status, std::move(reason), std::move(bytes));
@@ -278,7 +278,7 @@ caf::behavior dispatcher_actor(Dispatcher* self, std::shared_ptr<Shared> shared)
         }
         sh.network.attach(*s, session, w.session_key);
         self->monitor(session);
-        sh.table.welcome(*s, w.window);
+        sh.table.welcome(*s, w.window, w.threads);
       },
       [self](refuse_atom, const std::string& tkey, const std::string& why) {
         auto& sh = *self->state.shared;
@@ -288,8 +288,8 @@ caf::behavior dispatcher_actor(Dispatcher* self, std::shared_ptr<Shared> shared)
       [self](refuse_atom, const std::string& tkey, std::uint64_t id, const std::string& why) {
         accept_reply(self, tkey, id, CallStatus::lost, why, {});
       },
-      [self](result_atom, const std::string& tkey, std::uint64_t id, std::vector<char>& bytes) {
-        accept_reply(self, tkey, id, CallStatus::done, {}, std::move(bytes));
+      [self](result_atom, const std::string& tkey, std::uint64_t id, const WirePayload& result) {
+        accept_reply(self, tkey, id, CallStatus::done, {}, result.bytes);
       },
       [self](tfailed_atom, const std::string& tkey, std::uint64_t id, const std::string& why) {
         accept_reply(self, tkey, id, CallStatus::failed, why, {});
@@ -494,6 +494,11 @@ struct RemotePool::Impl {
     if (directory) caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
   }
 };
+
+void quiet_idle_threads(caf::actor_system_config& config) {
+  config.set("work-stealing.moderate-poll-attempts", std::size_t{0});
+  config.set("work-stealing.relaxed-sleep-duration", caf::timespan{milliseconds(10)});
+}
 
 RemotePool::RemotePool(PoolOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 RemotePool::~RemotePool() = default;

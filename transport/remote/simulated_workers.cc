@@ -74,7 +74,8 @@ caf::behavior sim_session(SimSession* self, SimulatedWorkerOptions options,
         std::vector<char> result(std::max<std::size_t>(8, st.options.result_bytes));
         const std::int64_t residence = now - arrived;
         std::memcpy(result.data(), &residence, sizeof residence);
-        self->send(st.trainer, result_atom::value, st.trainer_key, id, std::move(result));
+        self->send(st.trainer, result_atom::value, st.trainer_key, id,
+                   WirePayload{SharedBytes(std::move(result))});
         ++st.free_slots;
         start_queued(self);
       },

@@ -382,6 +382,53 @@ TEST_F(RemoteOps, APoisonSampleIsFailedAfterMaxAttemptsAndTheOthersDelivered) {
   EXPECT_EQ(pool.live_workers(), 1u);  // the worker keeps serving
 }
 
+// With attempts to spare the samples of a lost batch go again together (one task, not
+// one per sample); one by one only for their last attempt: with max_attempts = 3 the
+// batch is sent whole twice, then sample by sample, and only the poison fails.
+TEST_F(RemoteOps, SamplesWithAttemptsToSpareAreSentAgainAsOneBatch) {
+  transport::OperationRegistry truth;
+  register_decode_operations(truth);
+  auto real = *truth.find(kDecodeImages.name);
+  auto poison = samples_[3].path;
+  auto sizes = std::make_shared<std::vector<std::size_t>>();
+  auto mutex = std::make_shared<std::mutex>();
+  transport::OperationRegistry r;
+  r.add(kDecodeImages, [real, poison, sizes, mutex](std::span<const char> task,
+                                                    const transport::OperationContext& c) {
+    {
+      std::lock_guard lock(*mutex);
+      sizes->push_back(read_decode_task(task, 1024).samples.size());
+    }
+    if (std::string_view(task.data(), task.size()).find(poison) != std::string_view::npos) {
+      std::mutex m;
+      std::condition_variable_any cv;
+      std::unique_lock lock(m);
+      cv.wait(lock, c.stop, [] { return false; });
+      throw std::runtime_error("cancelled");
+    }
+    return real(task, c);
+  });
+  transport::WorkerNode worker(worker_options(), std::move(r));
+  auto o = pool_options(worker);
+  o.task_timeout = 300ms;
+  transport::RemotePool pool(o);
+  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
+  RemoteDecodeFigures figures;
+  auto batch = remote_decode_batch(pool, {}, samples_, {},
+                                   {.max_attempts = 3, .local_fallback = false}, {}, &figures);
+  ASSERT_TRUE(batch);
+  EXPECT_EQ(batch->ids, (std::vector<std::uint64_t>{0, 1, 2, 4, 5}));
+  ASSERT_FALSE(batch->failures.empty());
+  EXPECT_EQ(batch->failures[0].id, 3u);
+  EXPECT_NE(batch->failures[0].message().find("lost on 3 attempts"), std::string::npos);
+  EXPECT_EQ(figures.attempts_lost, 3u);
+  std::lock_guard lock(*mutex);
+  ASSERT_EQ(sizes->size(), 2 + samples_.size());
+  EXPECT_EQ((*sizes)[0], samples_.size());
+  EXPECT_EQ((*sizes)[1], samples_.size());
+  for (std::size_t i = 2; i < sizes->size(); ++i) EXPECT_EQ((*sizes)[i], 1u) << i;
+}
+
 TEST_F(RemoteOps, WithoutWorkersTheBatchIsDecodedHereOrWaits) {
   transport::PoolOptions o;
   o.workers = {{"127.0.0.1", 1}};

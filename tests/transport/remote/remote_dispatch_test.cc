@@ -53,15 +53,22 @@ class RemoteDispatch : public ::testing::Test {
     table_ = std::make_unique<DispatchTable>(o, net_);
   }
 
-  // Connects `link` (at its next tick) and welcomes it with `window`.
-  SessionRef bring_up(std::size_t link, std::uint32_t window) {
+  // Connects `link` (at its next tick) and welcomes it with `window` and `threads`.
+  SessionRef bring_up(std::size_t link, std::uint32_t window, std::uint32_t threads = 1) {
     table_->tick();
     auto s = table_->connected(link);
     EXPECT_TRUE(s);
     if (!s) return {};
-    table_->welcome(*s, window);
+    table_->welcome(*s, window, threads);
     return *s;
   }
+
+  // The worker of `s` answers every ping sent to it so far (in order, as a session does).
+  void answer_pings(SessionRef s) {
+    for (; answered_ < net_.pings.size(); ++answered_)
+      if (net_.pings[answered_] == s) table_->heard(s);
+  }
+  std::size_t answered_ = 0;
 
   // A caller's call() up to its wait: submitted and kicked.
   std::shared_ptr<Call> call(std::string text, std::string avoid = {}) {
@@ -301,9 +308,9 @@ TEST_F(RemoteDispatch, AReconnectDuringADirectoryUpdateKeepsOneLinkPerWorker) {
 }
 
 // A task that never started passed its deadline (every thread of the worker busy):
-// the worker is out for one task_timeout (parole), then tried again; a task of it
-// starting brings it back earlier.
-TEST_F(RemoteDispatch, AWorkerWhoseTaskNeverStartedIsOnParoleForADeadline) {
+// the worker is out for one task_timeout (parole), then probed, and back once it
+// answers; a task of it starting brings it back earlier.
+TEST_F(RemoteDispatch, AWorkerWhoseTaskNeverStartedIsOnParoleUntilItAnswersAProbe) {
   start({kA});
   const auto a = bring_up(0, 2);
   auto c = call("x");
@@ -313,8 +320,15 @@ TEST_F(RemoteDispatch, AWorkerWhoseTaskNeverStartedIsOnParoleForADeadline) {
   EXPECT_EQ(table_->live(), 0u);
   EXPECT_EQ(call("y")->result.status, CallStatus::no_workers);
   advance(999ms);
+  answer_pings(a);  // its heartbeats answered all along: no parole before its time
   EXPECT_EQ(table_->live(), 0u);
-  advance(2ms);  // a deadline's time since
+  const auto pings = net_.pings.size();
+  advance(2ms);  // a deadline's time since: the probe goes at once
+  ASSERT_EQ(net_.pings.size(), pings + 1);
+  EXPECT_EQ(table_->live(), 0u);  // not before the probe is answered
+  advance(1000ms);                // a worker that does not answer stays out
+  EXPECT_EQ(table_->live(), 0u);
+  answer_pings(a);
   EXPECT_EQ(table_->live(), 1u);
   // Out again; then a task of it that was sent before starts: back before parole.
   auto d = call("d");
@@ -352,6 +366,38 @@ TEST_F(RemoteDispatch, AStuckWorkerIsOutUntilItsThreadIsFreedAndItsQueuedTaskIsN
   table_->reply(a, hung->id, CallStatus::done, {}, bytes_of("late"));  // it ended after all
   EXPECT_EQ(table_->live(), 1u);
   EXPECT_EQ(table_->stats().late_dropped, 1u);
+}
+
+// A worker of 2 threads and a window of 4 whose started task is stuck keeps serving
+// with the other thread's share of the window (2); a second stuck thread takes it out;
+// each thread freed gives its share back.
+TEST_F(RemoteDispatch, AStuckThreadShrinksTheWindowByItsShare) {
+  start({kA});
+  const auto a = bring_up(0, 4, 2);
+  auto hung = call("hung");
+  table_->started(a, hung->id);
+  advance(1001ms);
+  ASSERT_EQ(hung->result.status, CallStatus::lost);
+  EXPECT_EQ(table_->live(), 1u);  // one thread of two is stuck: still in the rotation
+  std::vector<std::shared_ptr<Call>> calls;
+  for (int i = 0; i < 3; ++i) calls.push_back(call("c" + std::to_string(i)));
+  EXPECT_EQ(table_->outstanding(), 2u);  // a window of 2, not 4
+  EXPECT_EQ(table_->pending(), 1u);
+  table_->started(a, calls[0]->id);
+  advance(1001ms);  // the second thread is stuck too; the queued c1 never started
+  EXPECT_TRUE(calls[0]->result.started);
+  EXPECT_FALSE(calls[1]->result.started);
+  EXPECT_EQ(table_->live(), 0u);
+  EXPECT_EQ(calls[2]->result.status, CallStatus::no_workers);
+  for (int i = 0; i < 30; ++i) advance(100ms), answer_pings(a);
+  EXPECT_EQ(table_->live(), 0u);  // no parole while every thread is stuck
+  table_->freed(a, hung->id);
+  EXPECT_EQ(table_->live(), 1u);
+  auto more = {call("d0"), call("d1"), call("d2")};
+  EXPECT_EQ(table_->outstanding(), 2u);  // one thread stuck still: a window of 2
+  table_->freed(a, calls[0]->id);
+  EXPECT_EQ(table_->outstanding(), 3u);  // the whole window again
+  for (const auto& c : more) EXPECT_FALSE(c->finished);
 }
 
 // A caller that stops waiting: the attempt is cancelled on its worker, and its result,

@@ -248,9 +248,10 @@ TEST(Remote, ATaskPastItsDeadlineIsLostAndCancelledOnTheWorker) {
   EXPECT_EQ(r.status, CallStatus::lost);
   EXPECT_TRUE(r.started);
   EXPECT_NE(r.reason.find("deadline of 300 ms"), std::string::npos) << r.reason;
-  // The worker itself is not lost: back in the rotation once its thread is free (the
+  // The worker itself is not lost: its whole window back once its thread is free (the
   // operation saw its cancel), which the worker counts before it says so.
-  ASSERT_TRUE(until(pool, [](const auto& t) { return t.live() == 1; }));
+  ASSERT_TRUE(
+      until(pool, [](const auto& t) { return t.live() == 1 && t.links()[0].stuck.empty(); }));
   EXPECT_EQ(worker.stats().tasks_cancelled, 1u);
 }
 
@@ -345,7 +346,8 @@ TEST(Remote, ACancelledAttemptsResultIsNeverSent) {
   cv.notify_all();
   // The operation returns after its cancel: the worker counts it cancelled and says its
   // thread is free (the pool takes it back) instead of sending the result.
-  ASSERT_TRUE(until(pool, [](const auto& t) { return t.live() == 1; }));
+  ASSERT_TRUE(
+      until(pool, [](const auto& t) { return t.live() == 1 && t.links()[0].stuck.empty(); }));
   EXPECT_EQ(worker.stats().tasks_cancelled, 1u);
   EXPECT_EQ(worker.stats().tasks_done, 0u);
   EXPECT_EQ(pool.stats().done, 0u);

@@ -20,6 +20,7 @@ inline const Security kSecurity{.token = "the job's token"};
 
 inline std::vector<char> bytes_of(std::string_view s) { return {s.begin(), s.end()}; }
 inline std::string text_of(const std::vector<char>& v) { return {v.begin(), v.end()}; }
+inline std::string text_of(const SharedBytes& b) { return {b.begin(), b.end()}; }
 
 // "upper": the task's text in upper case.
 inline OperationRegistry upper_ops() {

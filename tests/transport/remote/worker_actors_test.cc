@@ -90,8 +90,8 @@ class WorkerActors : public ::testing::Test {
         line += " (another key)";
       if (m.size() > 2 && m.match_element<std::uint64_t>(2))
         line += " " + std::to_string(m.get_as<std::uint64_t>(2));
-      if (m.size() > 3 && m.match_element<std::vector<char>>(3))
-        line += ": " + text_of(m.get_as<std::vector<char>>(3));
+      if (m.size() > 3 && m.match_element<WirePayload>(3))
+        line += ": " + text_of(m.get_as<WirePayload>(3).bytes);
       if (m.size() > 3 && m.match_element<std::string>(3)) line += ": " + m.get_as<std::string>(3);
       out.push_back(line);
     }

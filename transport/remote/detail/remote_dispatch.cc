@@ -23,7 +23,7 @@ DispatchTable::DispatchTable(PoolOptions options, DispatchNetwork& network)
 }
 
 void DispatchTable::finish(const std::shared_ptr<Call>& call, CallStatus status, std::string reason,
-                           std::vector<char> bytes) {
+                           SharedBytes bytes) {
   call->finished = true;
   call->result.status = status;
   call->result.reason = std::move(reason);
@@ -68,7 +68,7 @@ void DispatchTable::dispatch() {
     for (std::size_t i = 0; i < links_.size(); ++i) {
       const auto& l = links_[i];
       if (l.phase != Link::Phase::live || l.suspect) continue;
-      std::int64_t free = std::int64_t(l.window) - std::int64_t(l.outstanding.size());
+      std::int64_t free = std::int64_t(usable_window(l)) - std::int64_t(l.outstanding.size());
       if (free <= 0) continue;
       if (!call->avoid.empty() && l.name == call->avoid && live_ > 1) free -= 1'000'000;
       if (!best || free > best_free) {
@@ -140,6 +140,7 @@ void DispatchTable::lose(std::size_t index, const std::string& reason) {
     network_.close({index, l.session});
   l.phase = Link::Phase::idle;
   l.suspect = false;
+  l.probing = false;
   l.stuck.clear();
   l.next_attempt = now + options_.reconnect_interval;
   for (auto id : l.outstanding) {
@@ -157,9 +158,20 @@ void DispatchTable::lose(std::size_t index, const std::string& reason) {
   changed.notify_all();
 }
 
+// The window less the stuck threads' shares: window × free threads / threads (at
+// least 1 while a thread is free, 0 when none is).
+std::uint32_t DispatchTable::usable_window(const Link& l) {
+  const auto stuck = static_cast<std::uint32_t>(l.stuck.size());
+  if (stuck == 0) return l.window;
+  if (stuck >= l.threads) return 0;
+  return std::max<std::uint32_t>(1, l.window * (l.threads - stuck) / l.threads);
+}
+
 void DispatchTable::readmit(Link& l, const char* why) {
   if (!l.suspect) return;
+  if (usable_window(l) == 0) return;  // every thread still stuck
   l.suspect = false;
+  l.probing = false;
   ++live_;
   no_worker_since_.reset();
   spdlog::info("brigade: worker {} is back in the rotation ({})", l.name, why);
@@ -167,11 +179,20 @@ void DispatchTable::readmit(Link& l, const char* why) {
   dispatch();
 }
 
-// A task of `l` passed its deadline: started, it keeps the worker out until that
-// thread is free; never started (every thread of the worker busy or stuck), out for
-// one task_timeout, then given one more chance (parole).
+// A task of `l` passed its deadline: started, its thread is stuck and takes its share
+// of the window — out of the rotation once every thread is, until one is free; never
+// started (every thread of the worker busy or stuck), out for one task_timeout, then
+// back once it answers a health probe (parole).
 void DispatchTable::suspend(Link& l, bool started, TimePoint now) {
   l.parole = now + options_.task_timeout;
+  l.probing = false;
+  if (started && usable_window(l) > 0) {
+    spdlog::warn(
+        "brigade: worker {}: a task passed its deadline of {} ms while running; its "
+        "thread is stuck, its window is {} of {} until it is free",
+        l.name, ms(options_.task_timeout), usable_window(l), l.window);
+    return;
+  }
   if (l.suspect) return;
   l.suspect = true;
   --live_;
@@ -179,7 +200,8 @@ void DispatchTable::suspend(Link& l, bool started, TimePoint now) {
       "brigade: worker {} is suspect: a task passed its deadline of {} ms {}; no new task "
       "until {}",
       l.name, ms(options_.task_timeout), started ? "while running" : "before it started",
-      started ? "its thread is free" : "a task of it starts, or for a deadline's time");
+      started ? "a thread of it is free"
+              : "a task of it starts, or it answers a probe after a deadline's time");
   if (live_ == 0) {
     no_worker_since_ = now;
     fail_pending(CallStatus::no_workers, "no worker is live");
@@ -234,11 +256,16 @@ void DispatchTable::tick_link(std::size_t index, TimePoint now) {
         lose(index, fmt::format("no heartbeat for {} ms", ms(now - l.last_heard)));
         break;
       }
+      if (l.suspect && usable_window(l) > 0 && now >= l.parole && !l.probing) {
+        l.probing = true;  // the health probe: the next ping, sent now
+        l.last_ping = now - options_.heartbeat_interval;
+        l.probe = l.pings + 1;
+      }
       if (now - l.last_ping >= options_.heartbeat_interval) {
         l.last_ping = now;
+        ++l.pings;
         network_.send_ping({index, l.session});
       }
-      if (l.suspect && l.stuck.empty() && now >= l.parole) readmit(l, "on parole");
       break;
   }
 }
@@ -301,10 +328,12 @@ bool DispatchTable::in_hello(SessionRef s) const {
          links_[s.link].session == s.number;
 }
 
-void DispatchTable::welcome(SessionRef s, std::uint32_t window) {
+void DispatchTable::welcome(SessionRef s, std::uint32_t window, std::uint32_t threads) {
   auto* l = session_in(s, Link::Phase::hello);
   if (!l) return;
   l->window = std::max<std::uint32_t>(1, window);
+  l->threads = std::max<std::uint32_t>(1, threads);
+  l->pings = l->pongs = l->probe = 0;
   l->phase = Link::Phase::live;
   l->last_heard = l->last_ping = clock_->now();
   l->ever_live = true;
@@ -350,13 +379,15 @@ void DispatchTable::record_done(Link& l, const Call& call, std::size_t bytes) {
 }
 
 void DispatchTable::reply(std::optional<SessionRef> s, std::uint64_t id, CallStatus status,
-                          std::string reason, std::vector<char> bytes) {
+                          std::string reason, SharedBytes bytes) {
   auto* link = s ? session_in(*s, Link::Phase::live) : nullptr;
   if (!link || !link->outstanding.count(id)) {
     ++stats_.late_dropped;  // a lost attempt's late result, or a forgery
     // A task stuck past its deadline that finished after all: its thread is free.
-    if (link && link->stuck.erase(id) && link->stuck.empty())
+    if (link && link->stuck.erase(id)) {
       readmit(*link, "its stuck task ended");
+      dispatch();
+    }
     changed.notify_all();
     return;
   }
@@ -383,19 +414,24 @@ void DispatchTable::started(SessionRef s, std::uint64_t id) {
   if (!l || !l->outstanding.count(id)) return;
   l->last_heard = clock_->now();
   if (auto it = outstanding_.find(id); it != outstanding_.end()) it->second->started = true;
-  // A thread took a task: only a stuck one keeps it out.
-  if (l->stuck.empty()) readmit(*l, "a task started");
+  // A thread took a task: it has a free thread.
+  readmit(*l, "a task started");
   changed.notify_all();
 }
 
 void DispatchTable::freed(SessionRef s, std::uint64_t id) {
   auto* l = session_in(s, Link::Phase::live);
-  if (!l || !l->stuck.erase(id) || !l->stuck.empty()) return;
+  if (!l || !l->stuck.erase(id)) return;
   readmit(*l, "its stuck task ended");
+  dispatch();
 }
 
 void DispatchTable::heard(SessionRef s) {
-  if (auto* l = session_in(s, Link::Phase::live)) l->last_heard = clock_->now();
+  auto* l = session_in(s, Link::Phase::live);
+  if (!l) return;
+  l->last_heard = clock_->now();
+  if (l->pongs < l->pings) ++l->pongs;
+  if (l->suspect && l->probing && l->pongs >= l->probe) readmit(*l, "it answered a probe");
 }
 
 bool DispatchTable::lost(SessionRef s, const std::string& reason) {

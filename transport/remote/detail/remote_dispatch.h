@@ -71,13 +71,19 @@ struct Link {
   TimePoint next_attempt{};
   TimePoint hello_sent{}, last_heard{}, last_ping{};
   std::uint32_t window = 0;
+  std::uint32_t threads = 1;  // the worker's operation threads (its welcome)
   std::set<std::uint64_t> outstanding;
   // Tasks that passed their deadline after they had started and whose thread has not
-  // been freed (a read that never returns): while any, the worker is suspect — live
-  // (it answers heartbeats) but out of the rotation and not counted as live.
+  // been freed (a read that never returns): each takes its thread's share of the window
+  // (usable_window()); with every thread stuck the worker is suspect — live (it answers
+  // heartbeats) but out of the rotation and not counted as live.
   std::set<std::uint64_t> stuck;
   bool suspect = false;
-  TimePoint parole{};  // with no stuck task: back in the rotation then
+  TimePoint parole{};  // with a thread not stuck: probed then
+  // The parole's health probe: the ping sent at parole; the worker is back once its
+  // pong came (pings and pongs of a session are counted, and answered in order).
+  bool probing = false;
+  std::uint64_t pings = 0, pongs = 0, probe = 0;
   bool ever_live = false;
   std::string last_error;
   WorkerFigures figures;
@@ -145,8 +151,9 @@ class DispatchTable {
   void connect_failed(std::size_t link, const std::string& why);
   /// Whether `s` is the hello being waited for (a welcome or refusal of it is expected).
   bool in_hello(SessionRef s) const;
-  /// The worker welcomed hello `s` with a credit window: the link is live.
-  void welcome(SessionRef s, std::uint32_t window);
+  /// The worker welcomed hello `s` with a credit window and its thread count: the link
+  /// is live.
+  void welcome(SessionRef s, std::uint32_t window, std::uint32_t threads = 1);
   /// The welcome to hello `s` was malformed: tried again after reconnect_interval.
   void bad_welcome(SessionRef s, const std::string& why);
   /// The worker refused hello `s` (another build, token, operation…): tried again
@@ -156,7 +163,7 @@ class DispatchTable {
   /// not known any more). Accepted only from the live session the attempt is
   /// outstanding on; anything else is late_dropped.
   void reply(std::optional<SessionRef> s, std::uint64_t id, CallStatus status, std::string reason,
-             std::vector<char> bytes);
+             SharedBytes bytes);
   void started(SessionRef s, std::uint64_t id);
   void freed(SessionRef s, std::uint64_t id);
   void heard(SessionRef s);  // a pong
@@ -185,10 +192,11 @@ class DispatchTable {
 
  private:
   void finish(const std::shared_ptr<Call>& call, CallStatus status, std::string reason,
-              std::vector<char> bytes = {});
+              SharedBytes bytes = {});
   Link* session_in(SessionRef s, Link::Phase phase);
   void lose(std::size_t index, const std::string& reason);
   void readmit(Link& l, const char* why);
+  static std::uint32_t usable_window(const Link& l);
   void suspend(Link& l, bool started, TimePoint now);
   void fail_pending(CallStatus status, const std::string& why);
   void expire(TimePoint now);

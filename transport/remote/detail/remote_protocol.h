@@ -5,13 +5,14 @@
 // Proto bytes that came from the network (bounded, alignment-safe, never trusting).
 //
 // MESSAGES (each a CAF tuple; `bytes` is a std::vector<char> holding one message of
-// transport/remote/remote.capnp, keys are 16 random bytes in a std::string):
+// transport/remote/remote.capnp, keys are 16 random bytes in a std::string; a result's
+// `payload` is the operation's bytes as a WirePayload, detail/payload.h):
 //   trainer → gate       (hello, bytes Hello, actor reply_to)
 //                                              → (welcome, tkey, bytes Welcome, actor session)
 //                                                 | (refuse, tkey, string reason)
 //   trainer → session    (task, key, u64 id, string op, bytes) (cancel, key, u64 id)
 //                        (ping, key)
-//   worker → trainer     (result, key, u64 id, bytes)   (tfailed, key, u64 id, string why)
+//   worker → trainer     (result, key, u64 id, payload) (tfailed, key, u64 id, string why)
 //   (for a session)      (pong, key)                    (refuse, key, u64 id, string why)
 //                        (started, key, u64 id): a thread began running the task
 //                        (freed, key, u64 id): a cancelled task's thread is free again
@@ -30,6 +31,7 @@
 #include <string_view>
 #include <vector>
 
+#include "transport/remote/detail/payload.h"
 #include "transport/remote/detail/wire.h"
 #include "transport/remote/endpoint.h"
 #include "transport/remote/remote.h"

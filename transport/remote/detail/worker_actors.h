@@ -51,7 +51,7 @@ class CafWorkerNetwork final : public WorkerNetwork {
   }
   void send_freed(std::uint64_t s, std::uint64_t id) override { send(s, freed_atom::value, id); }
   void send_result(std::uint64_t s, std::uint64_t id, std::vector<char> bytes) override {
-    send(s, result_atom::value, id, std::move(bytes));
+    send(s, result_atom::value, id, WirePayload{SharedBytes(std::move(bytes))});
   }
   void send_failed(std::uint64_t s, std::uint64_t id, const std::string& why) override {
     send(s, tfailed_atom::value, id, why);
