@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "media/errors.h"
 
@@ -14,10 +15,14 @@ namespace brigade::media {
 namespace {
 
 struct Fd {
-  int fd = -1;
+  explicit Fd(int d) : fd(d) {}
+  Fd(Fd&& o) noexcept : fd(std::exchange(o.fd, -1)) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
   ~Fd() {
     if (fd >= 0) ::close(fd);
   }
+  int fd = -1;
 };
 
 [[noreturn]] void throw_errno(int err, const std::string& path, const char* doing) {
@@ -36,19 +41,25 @@ const char* file_type_name(mode_t mode) {
   return "not a regular file";
 }
 
-}  // namespace
-
-std::vector<std::uint8_t> read_file(const std::string& path) {
+// Opens `path` for reading if it is a regular file; `st` is its status.
+Fd open_regular(const std::string& path, struct stat& st) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; the type is checked on the
   // descriptor itself (no window between a stat and the open).
   Fd f{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
   if (f.fd < 0) throw_errno(errno, path, "cannot open");
-  struct stat st {};
   if (::fstat(f.fd, &st) != 0) throw_errno(errno, path, "cannot stat");
   if (!S_ISREG(st.st_mode)) {
     throw MediaError(ErrorCode::io, path,
                      std::string("not a regular file: ") + file_type_name(st.st_mode));
   }
+  return f;
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> read_file(const std::string& path) {
+  struct stat st {};
+  Fd f = open_regular(path, st);
   if (st.st_size > kMaxFileBytes) {
     throw MediaError(ErrorCode::unsupported, path,
                      "file of " + std::to_string(st.st_size) + " bytes is larger than the limit (" +
@@ -99,14 +110,8 @@ std::vector<std::uint8_t> read_file_range(const std::string& path, std::uint64_t
                      "member of " + std::to_string(size) + " bytes is larger than the limit (" +
                          std::to_string(kMaxFileBytes) + ")");
   }
-  Fd f{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
-  if (f.fd < 0) throw_errno(errno, path, "cannot open");
   struct stat st {};
-  if (::fstat(f.fd, &st) != 0) throw_errno(errno, path, "cannot stat");
-  if (!S_ISREG(st.st_mode)) {
-    throw MediaError(ErrorCode::io, path,
-                     std::string("not a regular file: ") + file_type_name(st.st_mode));
-  }
+  Fd f = open_regular(path, st);
   std::vector<std::uint8_t> out(static_cast<std::size_t>(size));
   std::size_t filled = 0;
   while (filled < out.size()) {

@@ -27,6 +27,16 @@ using transport::CallStatus;
 
 const transport::Security kSecurity{.token = "remote ops test"};
 
+// An operation stuck outside the process (a read that never returns) until its task is
+// cancelled.
+[[noreturn]] void hang_until_stopped(const transport::OperationContext& c) {
+  std::mutex m;
+  std::condition_variable_any cv;
+  std::unique_lock lock(m);
+  cv.wait(lock, c.stop, [] { return false; });
+  throw std::runtime_error("cancelled");
+}
+
 class RemoteOps : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -342,11 +352,7 @@ TEST_F(RemoteOps, APoisonSampleIsFailedAfterMaxAttemptsAndTheOthersDelivered) {
   r.add(kDecodeImages,
         [real, poison](std::span<const char> task, const transport::OperationContext& c) {
           if (std::string_view(task.data(), task.size()).find(poison) != std::string_view::npos) {
-            std::mutex m;
-            std::condition_variable_any cv;
-            std::unique_lock lock(m);
-            cv.wait(lock, c.stop, [] { return false; });
-            throw std::runtime_error("cancelled");
+            hang_until_stopped(c);
           }
           return real(task, c);
         });
@@ -400,11 +406,7 @@ TEST_F(RemoteOps, SamplesWithAttemptsToSpareAreSentAgainAsOneBatch) {
       sizes->push_back(read_decode_task(task, 1024).samples.size());
     }
     if (std::string_view(task.data(), task.size()).find(poison) != std::string_view::npos) {
-      std::mutex m;
-      std::condition_variable_any cv;
-      std::unique_lock lock(m);
-      cv.wait(lock, c.stop, [] { return false; });
-      throw std::runtime_error("cancelled");
+      hang_until_stopped(c);
     }
     return real(task, c);
   });
