@@ -22,6 +22,7 @@ pkgs=(
   prometheus chromium
   # The Python front end (python/) and its tests: Debian's Python 3.11, torch 1.13.
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch python3-setuptools
+  python3-pil python3-torchvision  # labels' tests: ImageFolder's listing, images in its formats
   python3-pip
 )
 # npm for storage_tests' s3rver (below): Debian's, unless an npm is there already (a
