@@ -105,13 +105,13 @@ ProfileReport profile_job(const RunConfig& c, const Dataset& dataset,
   // cache for the read runs.
   std::vector<EncodedSample> read(samples);
   for (std::size_t i = 0; i < samples; ++i) {
-    read[i] = {.id = i, .path = dataset.path(i)};
+    read[i] = encoded_sample(i, dataset.location(i));
     read_sample(read[i]);
   }
 
   ProfileReport report{.samples = samples};
   const auto read_one = [&dataset](std::uint64_t id) -> std::uint64_t {
-    EncodedSample e{.id = id, .path = dataset.path(id)};
+    EncodedSample e = encoded_sample(id, dataset.location(id));
     read_sample(e);
     return e.failed() ? 1 : 0;
   };
