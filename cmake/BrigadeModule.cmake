@@ -42,16 +42,20 @@ function(brigade_add_module name)
     PRIVATE ${ARG_PRIVATE_DEPS} brigade_warnings)
 endfunction()
 
-# brigade_add_tests(MODULE SOURCES ... [DEPS ...] [LABELS ...])
-# Makes the test binary <MODULE>_tests from one file per unit and registers every
-# TEST with CTest (gtest_discover_tests), labelled with the module's name and LABELS.
+# brigade_add_tests(MODULE [NAME BINARY] SOURCES ... [DEPS ...] [LABELS ...])
+# Makes the test binary <MODULE>_tests (or BINARY: a second binary of the module's tests)
+# from one file per unit, linked with brigade_<MODULE>, and registers every TEST with
+# CTest (gtest_discover_tests), labelled with the module's name and LABELS.
 function(brigade_add_tests module)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
-  add_executable(${module}_tests ${ARG_SOURCES})
-  target_link_libraries(${module}_tests PRIVATE brigade_${module} ${ARG_DEPS}
+  cmake_parse_arguments(ARG "" "NAME" "SOURCES;DEPS;LABELS" ${ARGN})
+  if(NOT ARG_NAME)
+    set(ARG_NAME ${module}_tests)
+  endif()
+  add_executable(${ARG_NAME} ${ARG_SOURCES})
+  target_link_libraries(${ARG_NAME} PRIVATE brigade_${module} ${ARG_DEPS}
     GTest::gtest GTest::gtest_main brigade_warnings)
-  gtest_discover_tests(${module}_tests DISCOVERY_TIMEOUT 60)
-  brigade_test_labels(${module}_tests ${module} ${ARG_LABELS})
+  gtest_discover_tests(${ARG_NAME} DISCOVERY_TIMEOUT 60)
+  brigade_test_labels(${ARG_NAME} ${module} ${ARG_LABELS})
 endfunction()
 
 # brigade_test_labels(TARGET LABEL...): labels every test that gtest_discover_tests found
