@@ -21,8 +21,11 @@ constexpr std::int32_t kHalf = std::int32_t(1) << (kPrecisionBits - 1);
 constexpr std::ptrdiff_t kOverread = 16;
 
 struct Scratch {
-  std::vector<std::int32_t> weights;  // horizontal taps, expanded (expand_weights)
-  std::vector<int> first;             // horizontal first taps, relative to the region
+  // The horizontal taps in destination order (mirrored when flipping): expanded
+  // weights (expand_taps), the byte offset of the first tapped pixel in the region's
+  // row, and the number of tap pairs.
+  std::vector<std::int32_t> weights;
+  std::vector<int> offset, pairs;
   std::vector<std::uint8_t> tmp, line;
 };
 Scratch& thread_scratch() {
@@ -30,18 +33,23 @@ Scratch& thread_scratch() {
   return s;
 }
 
-// Output pixel i's horizontal taps as `pairs` vectors of 8 lanes: pair k is
-// [w(2k) x3, w(2k+1) x3, 0, 0], the multipliers of the 8 bytes at pixel first + 2k;
-// taps past the pixel's count are 0.
-void expand_weights(const Taps& tx, int pairs, std::vector<std::int32_t>& out) {
-  const std::size_t n = tx.first.size();
-  out.assign(n * std::size_t(pairs) * 8, 0);
-  for (std::size_t i = 0; i < n; ++i) {
-    std::int32_t* w = &out[i * std::size_t(pairs) * 8];
+// Destination pixel k's horizontal taps (output pixel i = k, or out_w - 1 - k when
+// flipping) as `pairs` vectors of 8 lanes: pair j is [w(2j) x3, w(2j+1) x3, 0, 0], the
+// multipliers of the 8 bytes at pixel first + 2j; taps past the pixel's count are 0.
+void expand_taps(const Taps& tx, int col0, int pairs, bool flip, Scratch& s) {
+  const int n = static_cast<int>(tx.first.size());
+  s.weights.assign(std::size_t(n) * std::size_t(pairs) * 8, 0);
+  s.offset.resize(std::size_t(n));
+  s.pairs.resize(std::size_t(n));
+  for (int k = 0; k < n; ++k) {
+    const std::size_t i = std::size_t(flip ? n - 1 - k : k);
+    std::int32_t* w = &s.weights[std::size_t(k) * std::size_t(pairs) * 8];
     for (int t = 0; t < tx.count[i]; ++t) {
       const std::int32_t v = tx.weights[i * std::size_t(tx.width) + std::size_t(t)];
       for (int c = 0; c < 3; ++c) w[(t / 2) * 8 + (t % 2) * 3 + c] = v;
     }
+    s.offset[std::size_t(k)] = (tx.first[i] - col0) * 3;
+    s.pairs[std::size_t(k)] = (tx.count[i] + 1) / 2;
   }
 }
 
@@ -51,42 +59,60 @@ BRIGADE_AVX2 inline __m256i tap_pair(const std::uint8_t* p, const std::int32_t* 
   return _mm256_mullo_epi32(px, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
 }
 
-// Lanes 0-2 plus lanes 3-5 of `acc`, rounded and clipped to bytes, as 4 bytes at `out`
-// (the 4th is garbage: the next pixel overwrites it).
-BRIGADE_AVX2 inline void store_pixel(__m256i acc, std::uint8_t* out) {
-  const __m256i upper = _mm256_permutevar8x32_epi32(acc, _mm256_setr_epi32(3, 4, 5, 7, 7, 7, 7, 7));
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_castsi256_si128(upper));
-  s = _mm_srai_epi32(_mm_add_epi32(s, _mm_set1_epi32(kHalf)), kPrecisionBits);
-  const __m128i w16 = _mm_packs_epi32(s, s);
-  const std::int32_t v = _mm_cvtsi128_si32(_mm_packus_epi16(w16, w16));
-  std::memcpy(out, &v, 4);
+// Destination pixel k's sums (before rounding) in lanes 0-2: its tap pairs' products,
+// the first pixel's lanes 0-2 plus the second's 3-5. kFour: at most 4 taps (2 pairs).
+template <bool kFour>
+BRIGADE_AVX2 inline __m256i pixel_sums(const std::uint8_t* row, const Scratch& s, int pairs,
+                                       int k) {
+  const std::uint8_t* p = row + s.offset[std::size_t(k)];
+  const std::int32_t* w = s.weights.data() + std::size_t(k) * std::size_t(pairs) * 8;
+  __m256i acc;
+  if constexpr (kFour) {
+    acc = _mm256_add_epi32(tap_pair(p, w), tap_pair(p + 6, w + 8));
+  } else {
+    const int n = s.pairs[std::size_t(k)];
+    acc = _mm256_setzero_si256();
+    for (int t = 0; t < n; ++t) acc = _mm256_add_epi32(acc, tap_pair(p + 6 * t, w + 8 * t));
+  }
+  return _mm256_add_epi32(
+      acc, _mm256_permutevar8x32_epi32(acc, _mm256_setr_epi32(3, 4, 5, 7, 7, 7, 7, 7)));
 }
 
-// One source row (`row`: the region's first column) into out_w output pixels at `out`,
-// mirrored when `flip`; in destination order, so that each 4-byte store's garbage byte
-// is overwritten by the next.
-BRIGADE_AVX2 void horizontal_row(const std::uint8_t* row, const Scratch& s, const Taps& tx,
-                                 int pairs, bool flip, std::uint8_t* out) {
-  const int out_w = static_cast<int>(tx.first.size());
-  const int* first = s.first.data();
-  const std::int32_t* weights = s.weights.data();
-  if (pairs == 2) {  // at most 4 taps: bilinear up to a 2x shrink, bicubic up to 1x
-    for (int k = 0; k < out_w; ++k) {
-      const int i = flip ? out_w - 1 - k : k;
-      const std::uint8_t* p = row + first[i] * 3;
-      const std::int32_t* w = weights + std::size_t(i) * 16;
-      store_pixel(_mm256_add_epi32(tap_pair(p, w), tap_pair(p + 6, w + 8)), out + k * 3);
-    }
-    return;
+// One source row (`row`: the region's first column) into out_w output pixels at `out`
+// (mirrored when the taps are). Four pixels are rounded and stored together (16 bytes, the
+// last 4 garbage); all in destination order, so that the next store overwrites the
+// garbage, and the intermediate row has 4 bytes of slack.
+template <bool kFour>
+BRIGADE_AVX2 void horizontal_row(const std::uint8_t* row, const Scratch& s, int out_w, int pairs,
+                                 std::uint8_t* out) {
+  const __m256i half = _mm256_set1_epi32(kHalf);
+  const __m128i compact = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+  int k = 0;
+  for (; k + 4 <= out_w; k += 4) {
+    const __m256i f0 = pixel_sums<kFour>(row, s, pairs, k);
+    const __m256i f1 = pixel_sums<kFour>(row, s, pairs, k + 1);
+    const __m256i f2 = pixel_sums<kFour>(row, s, pairs, k + 2);
+    const __m256i f3 = pixel_sums<kFour>(row, s, pairs, k + 3);
+    // [f0 | f1] and [f2 | f3] (lanes 0-2 of each half), rounded, to 16 then 8 bits.
+    const __m256i g01 = _mm256_srai_epi32(
+        _mm256_add_epi32(_mm256_inserti128_si256(f0, _mm256_castsi256_si128(f1), 1), half),
+        kPrecisionBits);
+    const __m256i g23 = _mm256_srai_epi32(
+        _mm256_add_epi32(_mm256_inserti128_si256(f2, _mm256_castsi256_si128(f3), 1), half),
+        kPrecisionBits);
+    const __m256i w16 = _mm256_packs_epi32(g01, g23);  // [f0 f2 | f1 f3]
+    const __m256i b8 = _mm256_packus_epi16(w16, w16);  // bytes: [f0 f2 .. | f1 f3 ..]
+    const __m128i px = _mm_unpacklo_epi32(_mm256_castsi256_si128(b8),
+                                          _mm256_extracti128_si256(b8, 1));  // f0 f1 f2 f3
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + k * 3), _mm_shuffle_epi8(px, compact));
   }
-  for (int k = 0; k < out_w; ++k) {
-    const int i = flip ? out_w - 1 - k : k;
-    const std::uint8_t* p = row + first[i] * 3;
-    const std::int32_t* w = weights + std::size_t(i) * pairs * 8;
-    const int n = (tx.count[i] + 1) / 2;
-    __m256i acc = _mm256_setzero_si256();
-    for (int t = 0; t < n; ++t) acc = _mm256_add_epi32(acc, tap_pair(p + 6 * t, w + 8 * t));
-    store_pixel(acc, out + k * 3);
+  for (; k < out_w; ++k) {
+    const __m256i f = pixel_sums<kFour>(row, s, pairs, k);
+    __m128i v = _mm_srai_epi32(
+        _mm_add_epi32(_mm256_castsi256_si128(f), _mm256_castsi256_si128(half)), kPrecisionBits);
+    v = _mm_packs_epi32(v, v);
+    const std::int32_t bytes = _mm_cvtsi128_si32(_mm_packus_epi16(v, v));
+    std::memcpy(out + k * 3, &bytes, 4);
   }
 }
 
@@ -147,9 +173,7 @@ void resample_rgb_avx2(const std::uint8_t* src, std::ptrdiff_t stride, int src_x
   int widest = 0;
   for (int c : tx.count) widest = std::max(widest, c);
   const int pairs = std::max((widest + 1) / 2, 2);
-  avx2::expand_weights(tx, pairs, s.weights);
-  s.first.resize(tx.first.size());
-  for (std::size_t i = 0; i < tx.first.size(); ++i) s.first[i] = tx.first[i] - col0;
+  avx2::expand_taps(tx, col0, pairs, flip, s);
   s.tmp.resize(tmp_stride * std::size_t(rows) + 64);
   s.line.resize(std::size_t(cols) * 3 + avx2::kOverread);
   // Horizontal pass, row by row in place. A row whose loads past its end could reach
@@ -162,7 +186,12 @@ void resample_rgb_avx2(const std::uint8_t* src, std::ptrdiff_t stride, int src_x
       std::memcpy(s.line.data(), row, std::size_t(cols) * 3);
       row = s.line.data();
     }
-    avx2::horizontal_row(row, s, tx, pairs, flip, s.tmp.data() + std::size_t(r) * tmp_stride);
+    std::uint8_t* out = s.tmp.data() + std::size_t(r) * tmp_stride;
+    if (pairs == 2) {  // at most 4 taps: bilinear up to a 2x shrink, bicubic up to 1x
+      avx2::horizontal_row<true>(row, s, out_w, pairs, out);
+    } else {
+      avx2::horizontal_row<false>(row, s, out_w, pairs, out);
+    }
   }
   avx2::vertical_pass(s.tmp.data(), tmp_stride, row0, ty, row_bytes, dst);
 }
