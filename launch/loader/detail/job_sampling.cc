@@ -23,7 +23,8 @@ std::uint64_t source_seed(std::uint64_t seed, std::size_t s) {
 // Source `src`'s containers as id ranges of its own (actors::BlockOptions::boundaries).
 std::vector<std::uint64_t> source_boundaries(const Dataset& d, const DatasetSource& src) {
   std::vector<std::uint64_t> b(src.containers + 1, 0);
-  for (std::uint64_t i = 0; i < src.size; ++i) b[d.container_of(src.offset + i) - src.first_container + 1] = i + 1;
+  for (std::uint64_t i = 0; i < src.size; ++i)
+    b[d.container_of(src.offset + i) - src.first_container + 1] = i + 1;
   for (std::size_t c = 1; c < b.size(); ++c) b[c] = std::max(b[c], b[c - 1]);
   return b;
 }
@@ -32,14 +33,13 @@ actors::DistributedSampler source_sampler(const RunConfig& c, const Dataset& d, 
   const DatasetSource& src = d.sources()[s];
   const auto tail = actors::TailPolicy::pad;  // equal shares on every rank
   if (c.shuffle && c.shuffle_window > 0 && src.containers > 0) {
-    return actors::DistributedBlockSampler(
-        src.size, {.rank = *c.rank,
-                   .world_size = *c.world_size,
-                   .seed = source_seed(c.seed, s),
-                   .boundaries = source_boundaries(d, src),
-                   .window = c.shuffle_window,
-                   .tail = tail,
-                   .identity_hash = src.identity_hash});
+    return actors::DistributedBlockSampler(src.size, {.rank = *c.rank,
+                                                      .world_size = *c.world_size,
+                                                      .seed = source_seed(c.seed, s),
+                                                      .boundaries = source_boundaries(d, src),
+                                                      .window = c.shuffle_window,
+                                                      .tail = tail,
+                                                      .identity_hash = src.identity_hash});
   }
   if (c.shuffle) {
     return actors::DistributedRandomSampler(src.size, {.rank = *c.rank,
@@ -48,19 +48,18 @@ actors::DistributedSampler source_sampler(const RunConfig& c, const Dataset& d, 
                                                        .tail = tail,
                                                        .identity_hash = src.identity_hash});
   }
-  return actors::DistributedDeterministicSampler(
-      src.size, {.rank = *c.rank,
-                 .world_size = *c.world_size,
-                 .tail = tail,
-                 .identity_hash = src.identity_hash});
+  return actors::DistributedDeterministicSampler(src.size, {.rank = *c.rank,
+                                                            .world_size = *c.world_size,
+                                                            .tail = tail,
+                                                            .identity_hash = src.identity_hash});
 }
 
 // Committed positions of [0, share).
 std::uint64_t committed_count(const actors::CommitState& c, std::uint64_t share) {
   const std::uint64_t below = std::min(c.watermark, share);
-  return below + static_cast<std::uint64_t>(std::count_if(
-                     c.above.begin(), c.above.end(),
-                     [&](std::uint64_t x) { return x >= c.watermark && x < share; }));
+  return below + static_cast<std::uint64_t>(
+                     std::count_if(c.above.begin(), c.above.end(),
+                                   [&](std::uint64_t x) { return x >= c.watermark && x < share; }));
 }
 
 std::uint64_t count_of(const std::vector<actors::PositionRun>& runs) {
@@ -114,8 +113,8 @@ void JobSampling::set_epoch(std::uint64_t epoch) {
 std::uint64_t JobSampling::size_of(std::uint64_t epoch) const {
   if (!mix_) return sampler_->size_of(epoch);
   const auto s = mix_->state({});
-  const auto fresh = actors::rank_draw_count(actors::MixStop::total_count, epoch_draws_,
-                                             mix_->world_size());
+  const auto fresh =
+      actors::rank_draw_count(actors::MixStop::total_count, epoch_draws_, mix_->world_size());
   if (epoch == s.epoch) return s.own_sequence ? fresh : count_of(s.owned);
   if (epoch > s.epoch && epoch - s.epoch <= s.planned.size())
     return count_of(s.planned[epoch - s.epoch - 1].owned);
@@ -126,9 +125,9 @@ std::uint64_t JobSampling::remaining(const JobState& state) const {
   if (const auto* s = std::get_if<actors::SamplerState>(&state)) return s->remaining();
   const auto& m = std::get<actors::MixState>(state);
   const std::uint64_t share =
-      m.own_sequence ? actors::rank_draw_count(m.fingerprint.stop, m.fingerprint.count,
-                                               m.epoch_world_size)
-                     : count_of(m.owned);
+      m.own_sequence
+          ? actors::rank_draw_count(m.fingerprint.stop, m.fingerprint.count, m.epoch_world_size)
+          : count_of(m.owned);
   return share - committed_count(m.committed, share);
 }
 
@@ -157,7 +156,8 @@ void JobSampling::restore(const JobState& state) {
 
 JobResume JobSampling::load(const std::filesystem::path& dir, std::uint32_t rank,
                             std::uint32_t world_size) const {
-  if (mix_) return transport::load_mix_checkpoint(dir, rank, world_size, {.expected = mix_->fingerprint()});
+  if (mix_)
+    return transport::load_mix_checkpoint(dir, rank, world_size, {.expected = mix_->fingerprint()});
   return transport::load_checkpoint(dir, rank, world_size, {.expected = sampler_->fingerprint()});
 }
 

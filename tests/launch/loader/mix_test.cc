@@ -50,8 +50,9 @@ class MixedJob : public ::testing::Test {
     apply_toml(c,
                toml + "\nbatch_size = 2\nthreads = 2\nsize = 16\nresize = 16\n" +
                    "[[sources]]\nname = \"a\"\ndata = \"" + (root_ / "a").string() +
-                   "\"\nlabels = \"folder\"\nweight = 3\n" + "[[sources]]\nname = \"b\"\ndata = \"" +
-                   (root_ / "b").string() + "\"\nlabels = \"folder\"\nweight = 1\n",
+                   "\"\nlabels = \"folder\"\nweight = 3\n" +
+                   "[[sources]]\nname = \"b\"\ndata = \"" + (root_ / "b").string() +
+                   "\"\nlabels = \"folder\"\nweight = 1\n",
                "mix.toml");
     c.rank = rank;
     c.world_size = w;
@@ -122,7 +123,8 @@ TEST(JobSampling, DrawsFollowTheWeights) {
   for (int i = 0; i < 3000; ++i) large.add({.identity = "l" + std::to_string(i)});
   const auto d = Dataset::join({small, large}, {"small", "large"});
   RunConfig c;
-  c.sources = {{.name = "small", .weight = 1, .data = "x"}, {.name = "large", .weight = 3, .data = "y"}};
+  c.sources = {{.name = "small", .weight = 1, .data = "x"},
+               {.name = "large", .weight = 3, .data = "y"}};
   c.seed = 11;
   c.rank = 0;
   c.world_size = 1;
@@ -340,8 +342,7 @@ TEST_F(MixedJob, ASourceThatCannotBeListedIsNamed) {
     open_dataset(unlabelled, false);
     FAIL() << "a labelled and an unlabelled source were mixed";
   } catch (const ConfigError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "sources: source 1 (gone): has no labels, where source 0 has");
+    EXPECT_EQ(std::string(e.what()), "sources: source 1 (gone): has no labels, where source 0 has");
   }
 }
 
