@@ -71,6 +71,18 @@
 // actors::PipelineFailure naming the lost workers once none has been live for
 // kNoWorkerGrace (5 s).
 //
+// MIXING. With [[sources]] (RunConfig::sources) the dataset is the sources' joined
+// dataset (Dataset::join, open_dataset) and the sampler a weighted mix of them
+// (launch/loader/detail/job_sampling.h): an epoch is N draws in all (epoch_samples, else
+// the sum of the sources' sizes), each rank drawing ceil(N / W), so every rank delivers
+// the same number of batches; a draw picks source i with probability weight_i / Σ
+// weights and yields that source's next sample (each source in its own shuffled order,
+// starting over when it runs out). JobBatch::sources says which source each sample came
+// from; its label is its own source's class index (sources do not share classes).
+// Checkpoints hold the mix's state (actors::MixState): exact resume, and elastic resume
+// at another world size (the draws left are cut among the new ranks; later epochs are
+// N draws again). A remote worker reads a sample by its location as for one dataset.
+//
 // THREADING. A Job is driven by one thread (next(), begin_epoch(), state()); stop()
 // may be called from any thread.
 
@@ -83,8 +95,10 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "actors/mixer.h"
 #include "actors/sampler.h"
 #include "actors/stats.h"
 #include "launch/loader/dataset.h"
@@ -110,6 +124,13 @@ inline constexpr std::uint64_t kUnlimitedEpochs = ~std::uint64_t{0};
 std::unique_ptr<actors::DistributedSampler> make_sampler(const RunConfig& config,
                                                          const Dataset& dataset);
 
+/// A job's checkpoint state: its sampler's, or its mix's (MIXING).
+using JobState = std::variant<actors::SamplerState, actors::MixState>;
+/// A loaded checkpoint of either kind, to resume a job from (JobOptions::resume).
+using JobResume = std::variant<transport::LoadedCheckpoint, transport::LoadedMixCheckpoint>;
+/// The epoch a state is in.
+std::uint64_t epoch_of(const JobState& state);
+
 /// A delivered batch.
 struct JobBatch {
   std::uint64_t epoch = 0;
@@ -117,6 +138,9 @@ struct JobBatch {
   // labels[i] is sample ids[i]'s label (Dataset::label) when the dataset is labelled;
   // else empty
   std::vector<std::int64_t> labels{};
+  // sources[i] is the source (index into RunConfig::sources) of sample ids[i] in a mix
+  // (MIXING); else empty
+  std::vector<std::int32_t> sources{};
   // With `meta` (RunConfig::meta, a manifest's columns): meta[c][i] is sample ids[i]'s
   // text in column config.meta[c] (Dataset::meta), copied; else empty. Only what was
   // asked for travels: no column, no cost.
@@ -172,11 +196,12 @@ using transport::CheckpointErrorKind;
 /// rank, as a Python state_dict keeps them) for rank `rank` of `world_size`: with one
 /// save's files at the same world size, the file of `rank` among them (exact resume);
 /// at another world size, every rank's file of that save, re-partitioned
-/// (actors::repartition: elastic resume). Throws CheckpointError: `mismatched` for no
-/// file, files of different saves, or no file of `rank`; `incomplete` for an elastic
-/// resume that lacks a rank's file; a decoding error names the file's index.
-transport::LoadedCheckpoint checkpoint_from_files(std::span<const std::vector<std::byte>> files,
-                                                  std::uint32_t rank, std::uint32_t world_size);
+/// (actors::repartition: elastic resume). A sampler's files or a mix's (all of one kind). Throws
+/// CheckpointError: `mismatched` for no file, files of different saves, or no file of `rank`;
+/// `incomplete` for an elastic resume that lacks a rank's file; a decoding error names the file's
+/// index.
+JobResume checkpoint_from_files(std::span<const std::vector<std::byte>> files, std::uint32_t rank,
+                                std::uint32_t world_size);
 
 /// A stage of the consumer's own (the Python Loader's Python stage), run on each batch
 /// inside the job's pipeline, after the decode (and to_device): the engine runs it
@@ -199,7 +224,7 @@ struct BatchStage {
 struct JobOptions {
   /// Start from this checkpoint instead of `resume_from` (e.g. a Python state_dict:
   /// checkpoint_from_files()); its fingerprint must match the job's sampling.
-  std::optional<transport::LoadedCheckpoint> resume{};
+  std::optional<JobResume> resume{};
   /// Reads a sample's bytes instead of media::read_file (a test's fault injection);
   /// it reports failure by throwing, as media::read_file does (media::MediaError).
   ReadFile read_file{};
@@ -249,18 +274,16 @@ class Job {
   std::uint64_t batches_in_epoch(std::optional<std::uint64_t> epoch = std::nullopt) const;
 
   /// This rank's checkpoint state for what next() has returned (see CHECKPOINTS).
-  actors::SamplerState state() const;
+  JobState state() const;
   /// Writes state() (or `state`, one of this job's earlier states) into
   /// config.checkpoint_dir as the next generation of this run's set
   /// (transport/checkpoint/checkpoint.h), pruning to keep_checkpoints sets. Returns the file.
   /// Throws transport::CheckpointError.
-  std::filesystem::path write_checkpoint(
-      const std::optional<actors::SamplerState>& state = std::nullopt);
+  std::filesystem::path write_checkpoint(const std::optional<JobState>& state = std::nullopt);
   /// state() (or `state`, one of this job's earlier states) as the bytes of a checkpoint
   /// file of this run (the next generation), for callers that store it themselves (a
   /// Python state_dict; checkpoint_from_files() reads it back).
-  std::vector<std::byte> checkpoint_bytes(
-      const std::optional<actors::SamplerState>& state = std::nullopt);
+  std::vector<std::byte> checkpoint_bytes(const std::optional<JobState>& state = std::nullopt);
 
   JobCounts counts() const;
   /// The samples this process consumes over the job (delivered or failed), as planned.
