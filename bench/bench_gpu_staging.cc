@@ -44,8 +44,7 @@ double process_cpu() {
   return s(u.ru_utime) + s(u.ru_stime);
 }
 double wall() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 struct Figures {
