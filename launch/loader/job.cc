@@ -322,11 +322,18 @@ struct Job::Impl {
     full.insert(full.begin(), *c.batch_size);
     std::size_t full_bytes = 1;
     for (auto d : full) full_bytes *= static_cast<std::size_t>(d);
-    pinned = std::make_shared<transport::BufferPool>(
-        device, transport::BufferPool::Memory::pinned_host,
-        transport::BufferPool::Options{.max_buffers = host_batches, .min_capacity = full_bytes});
     auto copy = copy_options(c);
     copy.full_batch = std::move(full);
+    // The pinned bound (DEVICE in job.h): decode writes into pinned buffers only while
+    // they fit pinned_direct_mib; else into ordinary memory, staged by the copy stage.
+    const auto direct_limit = static_cast<std::size_t>(c.pinned_direct_mib) << 20;
+    if (host_batches * full_bytes <= direct_limit) {
+      pinned = std::make_shared<transport::BufferPool>(
+          device, transport::BufferPool::Memory::pinned_host,
+          transport::BufferPool::Options{.max_buffers = host_batches, .min_capacity = full_bytes});
+    } else {
+      copy.pinned_staging = kPinnedStaging;
+    }
     to_device.emplace(device, std::move(copy));
   }
 

@@ -47,10 +47,14 @@
 //
 // DEVICE. With `device` set, a last stage ("to_device", io, concurrency 1) copies each
 // batch to the device on its own queue (transport/device/device_copy.h): batches are decoded
-// straight into page-locked buffers of a pool sized to the pipeline (one host copy),
-// and JobBatch::device holds the batch on the device (JobBatch::data is then empty),
-// normalized there when `normalize` is set (the host batch is then NHWC uint8, and
-// `layout` is the normalized batch's). The consumer waits for a batch — wait(), or
+// straight into page-locked buffers of a pool sized to the pipeline (one host copy)
+// while that pool, (3 × max(decode concurrency, remote tasks) + 8) full batches, fits
+// `pinned_direct_mib` (default 1 GiB); a bigger job decodes into ordinary memory and the
+// copy stage stages each batch through kPinnedStaging pinned buffers (one host memcpy
+// more, on the copy stage's thread): pinned memory per rank is at most
+// max(pinned_direct_mib, 3 full batches). JobBatch::device holds the batch on the device
+// (JobBatch::data is then empty), normalized there when `normalize` is set (the host batch is then
+// NHWC uint8, and `layout` is the normalized batch's). The consumer waits for a batch — wait(), or
 // use_on(its stream) — and nothing else does; run_job's consumer waits before each
 // on_batch. At most kDeviceBatches batches are on the device at once (the one the
 // consumer holds included): that bound is the copy stage's backpressure. Batches, on
@@ -113,6 +117,8 @@ namespace brigade::launch {
 
 /// Batches on the device at once with `device` set (see DEVICE).
 inline constexpr std::size_t kDeviceBatches = 4;
+/// Pinned staging buffers of a device job over its pinned_direct_mib (see DEVICE).
+inline constexpr std::size_t kPinnedStaging = 3;
 /// RunConfig::epochs for a job without an epoch limit (the Python Loader's default):
 /// finished() is never true, and a rate budget counts over the epochs begun so far.
 inline constexpr std::uint64_t kUnlimitedEpochs = ~std::uint64_t{0};

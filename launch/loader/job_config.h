@@ -129,6 +129,10 @@ struct RunConfig {
   // (the CPU device: the whole device path, host memory standing in) or "cuda:N".
   // "cuda" on a build without CUDA is a ConfigError ("this build has no CUDA").
   std::string device{};
+  // --pinned-direct-mib MIB ; pinned_direct_mib: with a device, the most page-locked
+  // memory decode may write batches into directly (DEVICE in job.h); above it, pageable
+  // decode output staged through 3 pinned buffers. 0 always stages; at most 2^20.
+  int pinned_direct_mib = 1024;
   // imagenet: uint8 → float, (x / 255 - mean) / std, on the device with one, else on
   // the CPU in the decode stage (float32, channels per `layout`).
   Normalize normalize = Normalize::none;

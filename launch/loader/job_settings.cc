@@ -448,6 +448,17 @@ const std::vector<Key>& keys() {
        0,
        false,
        "cpu|cuda:N"},
+      {"pinned_direct_mib",
+       "--pinned-direct-mib",
+       Type::non_negative,
+       "with --device: the most page-locked memory (MiB) that decode may write batches "
+       "into directly (default 1024); a job that would need more decodes into ordinary "
+       "memory and stages each batch through 3 pinned buffers (one host memcpy more)",
+       {},
+       [](RunConfig& c, const Value& v) { c.pinned_direct_mib = as_count(v); },
+       1 << 20,
+       false,
+       "MIB"},
       {"normalize", "--normalize", Type::choice,
        "uint8 to float, (x/255 - mean)/std with ImageNet's mean and std (or "
        "--normalize-mean/--normalize-std), channels per --layout: on the device with "

@@ -16,8 +16,8 @@
 //   [stages.read] concurrency (--read-concurrency), [stages.decode] concurrency
 //   (--decode-concurrency), rank, world_size, max_failures, ids_out,
 //   stop_after_batches, json, progress (--no-progress), layout, checkpoint_dir,
-//   keep_checkpoints, launch_id, resume_from, device, normalize, normalize_dtype,
-//   normalize_mean, normalize_std, transform, size, resize, scale, ratio,
+//   keep_checkpoints, launch_id, resume_from, device, pinned_direct_mib, normalize,
+//   normalize_dtype, normalize_mean, normalize_std, transform, size, resize, scale, ratio,
 //   flip_probability, exif_orientation, roi_decode, interpolation, clip_stride,
 //   [remote] workers, directory, on_no_workers, token_file, tls_cert, tls_key, tls_ca,
 //   task_timeout, max_attempts, inflight (--remote-inflight), [[sources]] (SOURCES),
