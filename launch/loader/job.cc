@@ -742,6 +742,12 @@ std::optional<RemoteSummary> Job::remote_summary() const {
                        impl_->decoded_locally.load()};
 }
 
+bool Job::wait_for_ranks(std::chrono::milliseconds timeout) const {
+  if (!impl_->pool) return true;
+  return impl_->pool->wait_for_subscribers(static_cast<std::size_t>(*impl_->c.world_size), timeout,
+                                           {});
+}
+
 std::filesystem::path Job::write_checkpoint(const std::optional<JobState>& saved) {
   auto s = saved ? *saved : state();
   const auto generation = impl_->run_id.first_generation + impl_->saves;
@@ -800,10 +806,24 @@ class Runner {
       s_.end = JobEnd::failed;
       s_.failure = e.what();
     }
+    if (s_.end == JobEnd::finished) hold_directory();
     return finish();
   }
 
  private:
+  // Rank 0 hosting the directory keeps it until every rank has subscribed (a rank
+  // started later than this one finished would find no directory), at most
+  // kDirectoryHold, and not past an interrupt.
+  void hold_directory() {
+    const auto until = Clock::now() + kDirectoryHold;
+    while (!job_.wait_for_ranks(std::chrono::milliseconds(100))) {
+      if (stop_reason() || Clock::now() >= until) {
+        spdlog::warn("brigade: not every rank subscribed to the directory; closing it");
+        return;
+      }
+    }
+  }
+
   void run_epoch() {
     for (;;) {
       if (const auto end = stop_reason()) {

@@ -297,6 +297,11 @@ class Job {
   actors::PipelineStats stats() const;  // of the epoch in progress (or the last)
   /// With remote workers: the pool's figures so far. Any thread.
   std::optional<RemoteSummary> remote_summary() const;
+  /// Rank 0 hosting the directory: waits at most `timeout` until every rank
+  /// (world_size trainers, this one included) has subscribed to it; true once they have,
+  /// and at once for a job that hosts none. A rank that finishes before another has
+  /// started keeps the directory up this way (run_job: at most kDirectoryHold).
+  bool wait_for_ranks(std::chrono::milliseconds timeout) const;
 
  private:
   struct Impl;
@@ -332,6 +337,10 @@ struct JobHooks {
   /// pointer keeps the job alive): `brigade run`'s statistics reporter.
   std::function<void(std::shared_ptr<const Job>)> on_job{};
 };
+
+/// How long run_job keeps a finished rank 0's directory for ranks yet to subscribe
+/// (an interrupt ends the wait).
+inline constexpr std::chrono::seconds kDirectoryHold{10};
 
 enum class JobEnd { finished, stopped, interrupted, already_complete, failed };
 
