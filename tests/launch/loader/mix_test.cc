@@ -240,6 +240,63 @@ TEST_F(MixedJob, ElasticResumeFromTwoRanksToThreeDeliversTheEpochOnce) {
             1u);
 }
 
+// A source of tar shards beside a folder: members keep their byte ranges in the joined
+// dataset, and the job (block shuffle within the shards source) reads every sample.
+TEST_F(MixedJob, AShardsSourceMixesWithAFolderSource) {
+  const auto src = root_ / "shard-members";
+  fs::create_directories(src);
+  std::vector<std::string> names[2];
+  for (int k = 0; k < 6; ++k) {
+    const auto key = "s" + std::to_string(k);
+    media::write_file((src / (key + ".jpg")).string(),
+                      media::make_image(media::ImageCodec::jpeg, 40, 30, 100 + k));
+    media::write_file((src / (key + ".cls")).string(),
+                      std::vector<std::uint8_t>{static_cast<std::uint8_t>('0' + k % 2)});
+    names[k / 3].push_back(key + ".jpg");
+    names[k / 3].push_back(key + ".cls");
+  }
+  for (int s = 0; s < 2; ++s) {
+    std::string cmd = "tar --format=gnu -cf '" +
+                      (root_ / ("part-" + std::to_string(s) + ".tar")).string() + "' -C '" +
+                      src.string() + "' --no-recursion";
+    for (const auto& n : names[s]) cmd += " '" + n + "'";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+  RunConfig c;
+  apply_toml(c,
+             "batch_size = 4\nthreads = 2\nsize = 16\nresize = 16\nshuffle_window = 1\n"
+             "[[sources]]\ndata = \"" +
+                 (root_ / "a").string() +
+                 "\"\nlabels = \"folder\"\n"
+                 "[[sources]]\nshards = [\"" +
+                 (root_ / "part-{0..1}.tar").string() + "\"]\n",
+             "mix.toml");
+  c.rank = 0;
+  c.world_size = 1;
+  resolve(c, kNoEnv);
+  const auto d = open_dataset(c, false);
+  const auto shards = open_dataset(source_config(c, c.sources[1]), false);
+  ASSERT_EQ(d.size(), 9u + 6u);
+  ASSERT_EQ(d.sources()[1].containers, 2u);
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    EXPECT_EQ(d.location(9 + i), shards.location(i));
+    EXPECT_EQ(d.label(9 + i), shards.label(i));
+  }
+  EXPECT_EQ(d.location(0).size, kWholeFile);
+  EXPECT_THROW(d.container_of(0), std::logic_error);
+  Job job(c, d);
+  job.begin_epoch();
+  std::uint64_t samples = 0, from_shards = 0;
+  for (const auto& b : drain(job)) {
+    EXPECT_TRUE(b.failed.empty());
+    samples += b.ids.size();
+    from_shards += static_cast<std::uint64_t>(std::count(b.sources.begin(), b.sources.end(), 1));
+  }
+  EXPECT_EQ(samples, 15u);
+  EXPECT_EQ(job.counts().failed, 0u);
+  EXPECT_GT(from_shards, 0u);
+}
+
 // A plain job's checkpoint does not resume a mix, nor the reverse.
 TEST_F(MixedJob, ACheckpointOfTheOtherKindIsRefused) {
   const auto mixed = config("seed = 1");
