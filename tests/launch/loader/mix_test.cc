@@ -16,8 +16,10 @@
 #include "launch/loader/detail/job_sampling.h"
 #include "launch/loader/job.h"
 #include "launch/loader/job_settings.h"
+#include "launch/loader/remote_ops.h"
 #include "launch/loader/sources.h"
 #include "media/synthetic.h"
+#include "transport/remote/remote.h"
 
 namespace brigade::launch::mix_test {  // its own: the tests of one target share a unity batch
 namespace {
@@ -295,6 +297,60 @@ TEST_F(MixedJob, AShardsSourceMixesWithAFolderSource) {
   EXPECT_EQ(samples, 15u);
   EXPECT_EQ(job.counts().failed, 0u);
   EXPECT_GT(from_shards, 0u);
+}
+
+// The batches of a job over `c`: ids, sources and a digest of the pixels each.
+std::vector<std::string> digests(const RunConfig& c, const Dataset& d) {
+  std::vector<std::string> out;
+  run_job(c, d, {.on_batch = [&](const JobBatch& b) {
+            std::uint64_t h = 1469598103934665603ull;
+            const auto* p = static_cast<const unsigned char*>(b.data.data());
+            for (std::size_t i = 0; i < b.data.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
+            std::string line = std::to_string(h) + ":";
+            for (std::size_t i = 0; i < b.ids.size(); ++i)
+              line += " " + std::to_string(b.ids[i]) + "/" + std::to_string(b.sources[i]);
+            out.push_back(line);
+          }});
+  return out;
+}
+
+// A remote worker serves a mix as one dataset: without a listing (the tasks carry each
+// sample's location) and with the trainer's own joined listing (`brigade worker
+// --config`: its locations and fingerprint); the batches are the local run's, byte for
+// byte (on_no_workers = fail: nothing is decoded here).
+TEST_F(MixedJob, ARemoteWorkerServesTheMixByteForByte) {
+  const auto local = config("seed = 2");
+  const auto d = open_dataset(local, false);
+  const auto want = digests(local, d);
+  ASSERT_EQ(want.size(), 9u);
+  std::vector<SampleLocation> own;
+  for (std::size_t i = 0; i < d.size(); ++i) own.push_back(d.location(i));
+  const transport::Security security{.token = "mix test"};
+  for (const bool serves_own : {false, true}) {
+    transport::OperationRegistry registry;
+    register_decode_operations(registry, serves_own ? own : std::vector<SampleLocation>{});
+    transport::WorkerOptions wo;
+    wo.threads = 2;
+    wo.security = security;
+    wo.fingerprint = serves_own ? d.identity_hash() : 0;
+    transport::WorkerNode worker(wo, std::move(registry));
+    RunConfig c;
+    apply_toml(c,
+               "seed = 2\nbatch_size = 2\nthreads = 2\nsize = 16\nresize = 16\n"
+               "[remote]\non_no_workers = \"fail\"\n"
+               "[[sources]]\nname = \"a\"\ndata = \"" +
+                   (root_ / "a").string() +
+                   "\"\nlabels = \"folder\"\nweight = 3\n[[sources]]\nname = \"b\"\ndata = \"" +
+                   (root_ / "b").string() + "\"\nlabels = \"folder\"\nweight = 1\n",
+               "mix.toml");
+    c.rank = 0;
+    c.world_size = 1;
+    c.workers = {worker.address()};
+    resolve(c, [](const char* name) -> const char* {
+      return std::string_view(name) == "BRIGADE_TOKEN" ? "mix test" : nullptr;
+    });
+    EXPECT_EQ(digests(c, d), want) << (serves_own ? "serving its own listing" : "no listing");
+  }
 }
 
 // A plain job's checkpoint does not resume a mix, nor the reverse.
