@@ -16,8 +16,10 @@
 #include "launch/loader/detail/job_sampling.h"
 #include "launch/loader/job.h"
 #include "launch/loader/job_settings.h"
+#include "launch/loader/remote_ops.h"
 #include "launch/loader/sources.h"
 #include "media/synthetic.h"
+#include "transport/remote/remote.h"
 
 namespace brigade::launch::mix_test {  // its own: the tests of one target share a unity batch
 namespace {
@@ -238,6 +240,117 @@ TEST_F(MixedJob, ElasticResumeFromTwoRanksToThreeDeliversTheEpochOnce) {
   EXPECT_LE(*std::max_element(counts.begin(), counts.end()) -
                 *std::min_element(counts.begin(), counts.end()),
             1u);
+}
+
+// A source of tar shards beside a folder: members keep their byte ranges in the joined
+// dataset, and the job (block shuffle within the shards source) reads every sample.
+TEST_F(MixedJob, AShardsSourceMixesWithAFolderSource) {
+  const auto src = root_ / "shard-members";
+  fs::create_directories(src);
+  std::vector<std::string> names[2];
+  for (int k = 0; k < 6; ++k) {
+    const auto key = "s" + std::to_string(k);
+    media::write_file((src / (key + ".jpg")).string(),
+                      media::make_image(media::ImageCodec::jpeg, 40, 30, 100 + k));
+    media::write_file((src / (key + ".cls")).string(),
+                      std::vector<std::uint8_t>{static_cast<std::uint8_t>('0' + k % 2)});
+    names[k / 3].push_back(key + ".jpg");
+    names[k / 3].push_back(key + ".cls");
+  }
+  for (int s = 0; s < 2; ++s) {
+    std::string cmd = "tar --format=gnu -cf '" +
+                      (root_ / ("part-" + std::to_string(s) + ".tar")).string() + "' -C '" +
+                      src.string() + "' --no-recursion";
+    for (const auto& n : names[s]) cmd += " '" + n + "'";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+  RunConfig c;
+  apply_toml(c,
+             "batch_size = 4\nthreads = 2\nsize = 16\nresize = 16\nshuffle_window = 1\n"
+             "[[sources]]\ndata = \"" +
+                 (root_ / "a").string() +
+                 "\"\nlabels = \"folder\"\n"
+                 "[[sources]]\nshards = [\"" +
+                 (root_ / "part-{0..1}.tar").string() + "\"]\n",
+             "mix.toml");
+  c.rank = 0;
+  c.world_size = 1;
+  resolve(c, kNoEnv);
+  const auto d = open_dataset(c, false);
+  const auto shards = open_dataset(source_config(c, c.sources[1]), false);
+  ASSERT_EQ(d.size(), 9u + 6u);
+  ASSERT_EQ(d.sources()[1].containers, 2u);
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    EXPECT_EQ(d.location(9 + i), shards.location(i));
+    EXPECT_EQ(d.label(9 + i), shards.label(i));
+  }
+  EXPECT_EQ(d.location(0).size, kWholeFile);
+  EXPECT_THROW(d.container_of(0), std::logic_error);
+  Job job(c, d);
+  job.begin_epoch();
+  std::uint64_t samples = 0, from_shards = 0;
+  for (const auto& b : drain(job)) {
+    EXPECT_TRUE(b.failed.empty());
+    samples += b.ids.size();
+    from_shards += static_cast<std::uint64_t>(std::count(b.sources.begin(), b.sources.end(), 1));
+  }
+  EXPECT_EQ(samples, 15u);
+  EXPECT_EQ(job.counts().failed, 0u);
+  EXPECT_GT(from_shards, 0u);
+}
+
+// The batches of a job over `c`: ids, sources and a digest of the pixels each.
+std::vector<std::string> digests(const RunConfig& c, const Dataset& d) {
+  std::vector<std::string> out;
+  run_job(c, d, {.on_batch = [&](const JobBatch& b) {
+            std::uint64_t h = 1469598103934665603ull;
+            const auto* p = static_cast<const unsigned char*>(b.data.data());
+            for (std::size_t i = 0; i < b.data.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
+            std::string line = std::to_string(h) + ":";
+            for (std::size_t i = 0; i < b.ids.size(); ++i)
+              line += " " + std::to_string(b.ids[i]) + "/" + std::to_string(b.sources[i]);
+            out.push_back(line);
+          }});
+  return out;
+}
+
+// A remote worker serves a mix as one dataset: without a listing (the tasks carry each
+// sample's location) and with the trainer's own joined listing (`brigade worker
+// --config`: its locations and fingerprint); the batches are the local run's, byte for
+// byte (on_no_workers = fail: nothing is decoded here).
+TEST_F(MixedJob, ARemoteWorkerServesTheMixByteForByte) {
+  const auto local = config("seed = 2");
+  const auto d = open_dataset(local, false);
+  const auto want = digests(local, d);
+  ASSERT_EQ(want.size(), 9u);
+  std::vector<SampleLocation> own;
+  for (std::size_t i = 0; i < d.size(); ++i) own.push_back(d.location(i));
+  const transport::Security security{.token = "mix test"};
+  for (const bool serves_own : {false, true}) {
+    transport::OperationRegistry registry;
+    register_decode_operations(registry, serves_own ? own : std::vector<SampleLocation>{});
+    transport::WorkerOptions wo;
+    wo.threads = 2;
+    wo.security = security;
+    wo.fingerprint = serves_own ? d.identity_hash() : 0;
+    transport::WorkerNode worker(wo, std::move(registry));
+    RunConfig c;
+    apply_toml(c,
+               "seed = 2\nbatch_size = 2\nthreads = 2\nsize = 16\nresize = 16\n"
+               "[remote]\non_no_workers = \"fail\"\n"
+               "[[sources]]\nname = \"a\"\ndata = \"" +
+                   (root_ / "a").string() +
+                   "\"\nlabels = \"folder\"\nweight = 3\n[[sources]]\nname = \"b\"\ndata = \"" +
+                   (root_ / "b").string() + "\"\nlabels = \"folder\"\nweight = 1\n",
+               "mix.toml");
+    c.rank = 0;
+    c.world_size = 1;
+    c.workers = {worker.address()};
+    resolve(c, [](const char* name) -> const char* {
+      return std::string_view(name) == "BRIGADE_TOKEN" ? "mix test" : nullptr;
+    });
+    EXPECT_EQ(digests(c, d), want) << (serves_own ? "serving its own listing" : "no listing");
+  }
 }
 
 // A plain job's checkpoint does not resume a mix, nor the reverse.
