@@ -45,7 +45,8 @@
 // Not cudaStreamPerThread (2, which DLPack's __dlpack__(stream=2) passes): the reuse
 // event is recorded on the stream named in use_on() when the batch is dropped, and 2
 // then names the dropping thread's per-thread stream, not the consumer's; the memory
-// could be reused while the consumer's work still reads it. Use an explicit stream.
+// could be reused while the consumer's work still reads it. Use an explicit stream
+// (the Python export refuses __dlpack__(stream=2): python/tensor_export.h, STREAMS).
 //
 // Host tensors whose memory does not come from a BufferPool are kept alive by the stage
 // until their copy completes (checked at each call and when the stage is destroyed).

@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <future>
@@ -48,8 +48,8 @@ struct ScriptedDriver final : CommDriver {
       }
     }
     if (a == Answer::remote_error) {
-      throw DeviceError("NCCL", "ncclRemoteError", "ncclCommGetAsyncError",
-                        {DeviceKind::cuda, 0}, "a peer went away", DeviceErrc::peer_lost);
+      throw DeviceError("NCCL", "ncclRemoteError", "ncclCommGetAsyncError", {DeviceKind::cuda, 0},
+                        "a peer went away", DeviceErrc::peer_lost);
     }
     return a == Answer::done ? CommStatus::done : CommStatus::in_progress;
   }
@@ -90,7 +90,8 @@ TEST(CollectiveControl, AStopDuringTheWaitAbortsTheCommunicator) {
     if (polls == 2) stop.request_stop();
   };
   CollectiveControl control(d, quick());
-  EXPECT_THROW(control.run("ncclRecv", [&] { return in_progress(d); }, stop.get_token()),
+  EXPECT_THROW(control.run(
+                   "ncclRecv", [&] { return in_progress(d); }, stop.get_token()),
                StopRequested);
   EXPECT_EQ(d.seen(), (Calls{"call", "status", "status", "abort"}));
   EXPECT_TRUE(control.aborted());
@@ -111,8 +112,9 @@ TEST(CollectiveControl, TheDeadlineAbortsSayingWhy) {
   ScriptedDriver d;
   CollectiveControl control(d, quick(0ms));
   try {
-    control.run("ncclCommInitRankConfig", [&] { return in_progress(d); }, {},
-                "not every rank joined within the timeout");
+    control.run(
+        "ncclCommInitRankConfig", [&] { return in_progress(d); }, {},
+        "not every rank joined within the timeout");
     ADD_FAILURE() << "no timeout";
   } catch (const DeviceError& e) {
     EXPECT_EQ(e.code(), "timeout");
@@ -143,9 +145,8 @@ TEST(CollectiveControl, AbortFromAnotherThreadEndsAWait) {
     if (polls == 1) polling.set_value();
   };
   CollectiveControl control(d, quick());
-  auto waiter = std::async(std::launch::async, [&] {
-    control.run("ncclSend", [&] { return in_progress(d); }, {});
-  });
+  auto waiter = std::async(std::launch::async,
+                           [&] { control.run("ncclSend", [&] { return in_progress(d); }, {}); });
   polling.get_future().wait();
   control.abort();
   try {
@@ -166,14 +167,13 @@ TEST(CollectiveControl, AbortDoesNotWaitForACallStuckInTheLibrary) {
   std::promise<void> inside, release;
   CollectiveControl control(d, quick());
   auto stuck = std::async(std::launch::async, [&] {
-    control.run(
-        "ncclSend",
-        [&] {
-          inside.set_value();
-          release.get_future().wait();
-          return in_progress(d);
-        },
-        {});
+    control.run("ncclSend",
+                [&] {
+                  inside.set_value();
+                  release.get_future().wait();
+                  return in_progress(d);
+                },
+                {});
   });
   inside.get_future().wait();
   control.abort();  // returns while the call is still inside

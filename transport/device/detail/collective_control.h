@@ -50,11 +50,11 @@ class CommDriver {
 };
 
 struct CollectiveControlOptions {
-  DeviceSpec device{};                                  // named in errors
-  std::chrono::milliseconds timeout{30000};             // a call's host-side completion
-  std::chrono::milliseconds teardown_timeout{10000};    // close()'s finalize
-  std::chrono::microseconds poll{200};                  // between two status() polls
-  std::chrono::milliseconds abort_wait{100};            // abort()'s wait for the lock
+  DeviceSpec device{};                                // named in errors
+  std::chrono::milliseconds timeout{30000};           // a call's host-side completion
+  std::chrono::milliseconds teardown_timeout{10000};  // close()'s finalize
+  std::chrono::microseconds poll{200};                // between two status() polls
+  std::chrono::milliseconds abort_wait{100};          // abort()'s wait for the lock
 };
 
 class CollectiveControl {
@@ -94,7 +94,7 @@ class CollectiveControl {
 
   CommDriver& driver_;
   CollectiveControlOptions options_;
-  std::timed_mutex mutex_;  // one driver call at a time; never held while waiting
+  std::timed_mutex mutex_;            // one driver call at a time; never held while waiting
   std::atomic<bool> aborted_{false};  // set for good by abort() and by close()
   bool closed_ = false;               // under mutex_
 };
