@@ -251,7 +251,9 @@ int run(const launch::RunCommand& config) {
           [&](const launch::JobBatch& batch) {
             statistics.on_batch(batch);
             for (auto label : batch.labels) ++per_label[static_cast<std::size_t>(label)];
-            if (digests) {
+            // is_open, not the stream's state: an unopened stream is "good" until its
+            // first write fails, so the first batch was hashed for nothing.
+            if (digests.is_open()) {
               digests << batch.epoch << ' ' << fmt::format("{:016x}", fnv1a(batch.data));
               for (auto id : batch.ids) digests << ' ' << id;
               if (dataset.labelled()) {
@@ -260,7 +262,7 @@ int run(const launch::RunCommand& config) {
               }
               digests << '\n';
             }
-            if (!ids) return;
+            if (!ids.is_open()) return;
             for (auto id : batch.ids) ids << id << '\n';
           },
       .on_progress = [&](const launch::Progress& p) { progress.update(p); },
