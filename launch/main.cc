@@ -307,7 +307,9 @@ int run(const launch::RunCommand& config) {
             for (std::size_t i = 0; i < batch.labels.size(); ++i)
               ++per_label[slots.slot(dataset, batch.ids[i], batch.labels[i])];
             for (auto source : batch.sources) ++per_source[static_cast<std::size_t>(source)];
-            if (digests) {
+            // is_open, not the stream's state: an unopened stream is "good" until its
+            // first write fails, so the first batch was hashed for nothing.
+            if (digests.is_open()) {
               digests << batch.epoch << ' ' << fmt::format("{:016x}", fnv1a(batch.data));
               for (auto id : batch.ids) digests << ' ' << id;
               if (dataset.labelled()) {
@@ -320,7 +322,7 @@ int run(const launch::RunCommand& config) {
               }
               digests << '\n';
             }
-            if (!ids) return;
+            if (!ids.is_open()) return;
             for (auto id : batch.ids) ids << id << '\n';
           },
       .on_progress = [&](const launch::Progress& p) { progress.update(p); },

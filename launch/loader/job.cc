@@ -573,10 +573,12 @@ struct Job::Impl {
       for (const auto& s : ids) samples.push_back(encoded_sample(s.id, dataset->location(s.id)));
       const auto s = spec();
       RemoteDecodeFigures figures;
-      auto decoded = remote_decode_batch(
-          *pool, s, samples, pinned ? pinned->allocator(task.stop_token()) : allocator,
-          {.max_attempts = c.max_attempts, .local_fallback = c.on_no_workers == OnNoWorkers::local},
-          task.stop_token(), &figures);
+      auto decoded = remote_decode_batch(*pool, s, samples,
+                                         pinned ? pinned->allocator(task.stop_token()) : allocator,
+                                         {.max_attempts = c.max_attempts,
+                                          .local_fallback = c.on_no_workers == OnNoWorkers::local,
+                                          .share_result = !pinned},
+                                         task.stop_token(), &figures);
       attempts_lost += figures.attempts_lost;
       decoded_locally += figures.decoded_locally;
       if (!decoded) return JobBatch{};  // stopped: discarded by the engine

@@ -102,6 +102,32 @@ Part decode_here(const DecodeSpec& spec, std::span<const EncodedSample> task) {
   return part;
 }
 
+// The batch as a view of the one part that holds all its delivered rows, when they lie
+// one after another in the task's order (share_result); nullopt otherwise.
+std::optional<media::Tensor> shared_rows(const std::vector<Part>& parts,
+                                         const std::vector<const std::uint8_t*>& rows,
+                                         const std::vector<std::optional<BatchFailure>>& failed,
+                                         std::size_t row, const std::vector<std::int64_t>& shape) {
+  if (parts.size() != 1 || !parts.front().keep) return std::nullopt;
+  const std::uint8_t* first = nullptr;
+  const std::uint8_t* next = nullptr;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (failed[i] || !rows[i]) continue;
+    if (!first) {
+      first = next = rows[i];
+    } else if (rows[i] != next) {
+      return std::nullopt;
+    }
+    next += row;
+  }
+  if (!first) return std::nullopt;
+  // The result's memory is this batch's alone (received for it, never shared with a
+  // peer), so the tensor may hold it as writable.
+  return media::Tensor(media::DType::uint8, shape,
+                       std::const_pointer_cast<void>(parts.front().keep),
+                       const_cast<std::uint8_t*>(first));
+}
+
 }  // namespace
 
 void register_decode_operations(transport::OperationRegistry& registry,
@@ -215,13 +241,26 @@ std::optional<DecodedBatch> remote_decode_batch(transport::RemotePool& pool, con
         return std::nullopt;
     }
   }
-  // One copy of every row into the batch, in the task's order.
   DecodedBatch batch;
   const auto row = sample_bytes(spec);
   std::int64_t good = 0;
   for (std::size_t i = 0; i < n; ++i) good += (rows[i] && !failed[i]) ? 1 : 0;
   auto shape = sample_shape(spec);
   shape.insert(shape.begin(), good);
+  if (options.share_result && good > 0) {
+    if (auto view = shared_rows(parts, rows, failed, row, shape)) {
+      batch.data = std::move(*view);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (failed[i]) {
+          batch.failures.push_back(std::move(*failed[i]));
+        } else if (rows[i]) {
+          batch.ids.push_back(samples[i].id);
+        }
+      }
+      return batch;
+    }
+  }
+  // One copy of every row into the batch, in the task's order.
   try {
     batch.data = media::Tensor::empty(media::DType::uint8, shape, allocator);
   } catch (const std::bad_alloc&) {

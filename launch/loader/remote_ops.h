@@ -73,6 +73,10 @@ void register_decode_operations(transport::OperationRegistry& registry,
 struct RemoteDecodeOptions {
   int max_attempts = 2;
   bool local_fallback = true;  // on_no_workers = local
+  /// The batch's tensor may be a view of the received result (no copy, `allocator`
+  /// unused) when one result holds every delivered sample, in order: the common case.
+  /// Leave false where the batch must be in the allocator's memory (pinned for a device).
+  bool share_result = false;
 };
 
 struct RemoteDecodeFigures {
@@ -81,8 +85,9 @@ struct RemoteDecodeFigures {
 };
 
 /// Decodes one batch on the workers (RETRIES), into memory from `allocator` (one copy
-/// of the received bytes). Failed samples are listed in the result's `failures` with
-/// their causes. Returns std::nullopt when stopped.
+/// of the received bytes), or as a view of the received result (share_result). Failed
+/// samples are listed in the result's `failures` with their causes. Returns std::nullopt
+/// when stopped.
 std::optional<DecodedBatch> remote_decode_batch(transport::RemotePool& pool, const DecodeSpec& spec,
                                                 std::span<EncodedSample> samples,
                                                 const media::Allocator& allocator,

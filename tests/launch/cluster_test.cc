@@ -932,7 +932,10 @@ class ClusterLaunch : public Cluster {
       EXPECT_NE(r.err.find("rank " + std::to_string(rank) + " of 2"), std::string::npos) << r.err;
       const auto j = r.json();
       EXPECT_EQ(j["remote"]["decoded_locally"], 0) << tag << " rank " << rank;
-      EXPECT_EQ(j["remote"]["workers"].size(), 2u) << tag << " rank " << rank << j.dump();
+      EXPECT_EQ(j["remote"]["workers"].size(), 2u) << tag << " rank " << rank << j.dump() << "\n"
+                                                   << r.err << "worker0:\n"
+                                                   << w0.process.err() << "worker1:\n"
+                                                   << w1.process.err();
       EXPECT_EQ(j["samples"], epochs * kFiles / 2);
       all.push_back(batches(tag + "-rank" + std::to_string(rank)));
     }

@@ -101,6 +101,29 @@ void expect_same(const DecodedBatch& a, const DecodedBatch& b) {
   }
 }
 
+// share_result (issue 21: the trainer's CPU per remote sample): a batch that came in one
+// result is a view of that result, the allocator never asked; without it, one copy into
+// the allocator's memory. Byte-identical either way.
+TEST_F(RemoteOps, ABatchFromOneResultIsAViewOfItWithShareResult) {
+  transport::WorkerNode worker(worker_options(), builtin());
+  transport::RemotePool pool(pool_options(worker));
+  ASSERT_TRUE(pool.wait_for_worker(5s, {}));
+  int allocations = 0;
+  const media::Allocator counting = [&](std::size_t n) {
+    ++allocations;
+    return media::default_allocate(n);
+  };
+  const DecodeSpec spec;
+  auto shared = remote_decode_batch(pool, spec, samples_, counting, {.share_result = true}, {});
+  ASSERT_TRUE(shared);
+  expect_same(*shared, local(spec));
+  EXPECT_EQ(allocations, 0);
+  auto copied = remote_decode_batch(pool, spec, samples_, counting, {}, {});
+  ASSERT_TRUE(copied);
+  expect_same(*copied, local(spec));
+  EXPECT_EQ(allocations, 1);
+}
+
 TEST_F(RemoteOps, ARemoteBatchIsByteIdenticalToALocalOne) {
   transport::WorkerNode worker(worker_options(), builtin());
   transport::RemotePool pool(pool_options(worker));

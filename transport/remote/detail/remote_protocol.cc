@@ -71,10 +71,12 @@ void configure_network(caf::actor_system_config& config, const Security& securit
   }
   config.set("scheduler.max-threads", 2);
   config.add_message_type<WirePayload>("brigade.payload");
-  // CAF's default scheduler (work stealing; idle threads poll in 50 µs naps for 25 ms,
-  // which costs a remote run's trainer ~0.15 ms of CPU per sample). Its sharing policy,
-  // or idle threads that sleep at once, at times left a directory unanswered for seconds
-  // in ClusterLaunch's two-rank runs when two ran at once (issue 21: not understood yet).
+  // The network's actors handle a few messages per task: a shared queue whose threads
+  // sleep on a condition variable until a message comes. CAF's default (work stealing)
+  // polls when idle, in 50 µs naps for its first 25 ms, which cost a remote run's trainer
+  // more CPU than receiving its results (issue 21). (The directory race once blamed on
+  // this policy was rank 1 connecting before rank 0 listened: see next_retry.)
+  config.set("scheduler.policy", caf::atom("sharing"));
   // BASP reads a message where it arrives, on the multiplexer's thread, rather than
   // copying its payload to a deserializing worker on another thread (one copy and one
   // thread hop less per result).

@@ -180,11 +180,14 @@ class JoinNetwork {
 /// directory goes (rank 0 may start after the workers, or restart) or does not answer
 /// (--join pointing at a worker's port). A refusal (a wrong token) is final. Attempts
 /// that fail in a row are tried again after next_retry (detail/remote_clock.h: 50 ms,
-/// doubling, at most kRetry); a join answered starts the count again.
+/// doubling, at most kRetry); a join answered starts the count again. kRetry is short:
+/// a worker waiting for rank 0 joins within a quarter second of its listening (a short
+/// job may otherwise end before it joins), and a refused connection costs little.
 class DirectoryJoin {
  public:
   enum class Phase { idle, connecting, joining, joined, refused };
-  static constexpr std::chrono::seconds kRetry{1}, kAnswer{5};
+  static constexpr std::chrono::milliseconds kRetry{250};
+  static constexpr std::chrono::seconds kAnswer{5};
 
   DirectoryJoin(Endpoint at, std::shared_ptr<const actors::Clock> clock, JoinNetwork& network);
 
