@@ -11,7 +11,7 @@
 namespace brigade::media::detail {
 namespace {
 
-using EntryFn = const FfmpegPlugin* (*)(int);
+using EntryFn = const FfmpegPlugin* (*)(int, const std::error_category*);
 
 struct Loaded {
   const FfmpegPlugin* plugin = nullptr;
@@ -29,7 +29,7 @@ const FfmpegPlugin* try_open(const std::string& path, std::string& why) {
     return nullptr;
   }
   auto entry = reinterpret_cast<EntryFn>(dlsym(handle, kPluginEntry));
-  const FfmpegPlugin* plugin = entry ? entry(kPluginAbi) : nullptr;
+  const FfmpegPlugin* plugin = entry ? entry(kPluginAbi, &media_category()) : nullptr;
   if (plugin == nullptr) {
     why = entry ? "built for another interface version (not this build's plugin)"
                 : std::string("no symbol ") + kPluginEntry;
@@ -46,7 +46,8 @@ std::vector<std::string> candidates() {
       info.dli_fname != nullptr && *info.dli_fname == '/') {
     const std::filesystem::path dir = std::filesystem::path(info.dli_fname).parent_path();
     paths.push_back((dir / kPluginFile).string());
-    paths.push_back((dir / ".." / BRIGADE_INSTALL_LIBDIR / kPluginFile).lexically_normal().string());
+    paths.push_back(
+        (dir / ".." / BRIGADE_INSTALL_LIBDIR / kPluginFile).lexically_normal().string());
   }
   paths.emplace_back(kPluginFile);
   return paths;

@@ -30,6 +30,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "media/audio.h"
@@ -40,7 +41,7 @@
 namespace brigade::media::detail {
 
 // Bumped whenever FfmpegPlugin or the types it passes change.
-inline constexpr int kPluginAbi = 1;
+inline constexpr int kPluginAbi = 2;
 inline constexpr const char* kPluginFile = "libbrigade_media_ffmpeg.so";
 inline constexpr const char* kPluginEnv = "BRIGADE_MEDIA_PLUGIN";
 inline constexpr const char* kPluginEntry = "brigade_media_ffmpeg_plugin";
@@ -130,5 +131,7 @@ bool ffmpeg_plugin_loaded() noexcept;
 }  // namespace brigade::media::detail
 
 // The plugin's one exported symbol: its FfmpegPlugin when `abi` is its kPluginAbi, else
-// nullptr.
-extern "C" const brigade::media::detail::FfmpegPlugin* brigade_media_ffmpeg_plugin(int abi);
+// nullptr. `host_category` is the caller's media_category(): the plugin's MediaErrors
+// carry it, so their error codes compare equal to the core's.
+extern "C" const brigade::media::detail::FfmpegPlugin* brigade_media_ffmpeg_plugin(
+    int abi, const std::error_category* host_category);

@@ -6,12 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "media/errors.h"
+#include "media/image.h"
 #include "media/synthetic.h"
 #include "media/transform.h"
 #include "media/video.h"
@@ -48,8 +50,8 @@ int decode_a_video() {
   options.frames = FrameSelection::evenly_spaced(2);
   const Tensor frames = load_video(Source::memory(clip, "clip.mp4"), options);
   if (frames.shape()[0] != 2) return 2;
-  const bool loaded = detail::ffmpeg_plugin_loaded() && mapped(detail::kPluginFile) &&
-                      mapped("libavcodec");
+  const bool loaded =
+      detail::ffmpeg_plugin_loaded() && mapped(detail::kPluginFile) && mapped("libavcodec");
   return loaded ? 0 : 1;
 }
 
@@ -59,9 +61,10 @@ int decode_without_the_plugin() {
     make_video(short_clip());
   } catch (const MediaError& e) {
     const std::string& cause = e.cause();
-    const bool named = e.code() == ErrorCode::unsupported && e.input() == "synthetic video" &&
-                       cause.find("/nonexistent/libbrigade_media_ffmpeg.so: ") != std::string::npos &&
-                       cause.find("No such file") != std::string::npos;
+    const bool named =
+        e.code() == ErrorCode::unsupported && e.input() == "synthetic video" &&
+        cause.find("/nonexistent/libbrigade_media_ffmpeg.so: ") != std::string::npos &&
+        cause.find("No such file") != std::string::npos;
     return named && !detail::ffmpeg_plugin_loaded() ? 0 : 1;
   }
   return 2;
@@ -82,6 +85,23 @@ TEST_F(Plugin, VideoDecodeLoadsIt) {
 
 TEST_F(Plugin, MissingPluginErrorNamesThePathAndTheCause) {
   EXPECT_EXIT(std::_Exit(decode_without_the_plugin()), ::testing::ExitedWithCode(0), "");
+}
+
+// The plugin builds its own copy of errors.cc; its errors must still carry the core's
+// category, or their error_code would not compare equal to the core's (and would print
+// as "brigade.media:4" instead of bad_data).
+TEST(PluginErrors, CarryTheCoresErrorCategory) {
+  Bytes png = make_image(ImageCodec::png, 32, 24, 1);
+  png.resize(png.size() / 2);
+  std::fill(png.begin() + 40, png.end(), std::uint8_t{7});
+  try {
+    load_image(Source::memory(png, "bad.png"));
+    FAIL() << "a corrupt PNG decoded";
+  } catch (const MediaError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::bad_data) << e.what();
+    EXPECT_EQ(e.error_code(), make_error_code(ErrorCode::bad_data));
+    EXPECT_EQ(&e.error_code().category(), &media_category());
+  }
 }
 
 }  // namespace

@@ -138,7 +138,6 @@ void decode_image(std::span<const std::uint8_t> bytes, const std::string& name,
       name, "while copying the filtered image");
 }
 
-
 ImageInfo probe_image(std::span<const std::uint8_t> bytes, const std::string& name) {
   if (detail::is_jpeg(bytes)) {
     const detail::JpegHeader h = detail::read_jpeg_header(bytes, name);

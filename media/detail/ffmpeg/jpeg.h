@@ -1,8 +1,7 @@
 #pragma once
-// Inside the FFmpeg plugin: JPEG decoding with libjpeg-turbo's TurboJPEG API (faster than FFmpeg's MJPEG
-// decoder on the same files; see bench/bench_decode.cc). Decodes to the JPEG's
-// own YUV planes (possibly DCT-scaled), then colour-converts and scales at the
-// output size with swscale.
+// Inside the FFmpeg plugin: JPEG decoding with libjpeg-turbo's TurboJPEG API (faster than FFmpeg's
+// MJPEG decoder on the same files; see bench/bench_decode.cc). Decodes to the JPEG's own YUV planes
+// (possibly DCT-scaled), then colour-converts and scales at the output size with swscale.
 
 #include <cstdint>
 #include <span>

@@ -15,16 +15,12 @@ class Plugin final : public detail::FfmpegPlugin {
                         const std::string& name) const override {
     return ffmpeg::probe_image(bytes, name);
   }
-  VideoInfo probe_video(const Source& source) const override {
-    return ffmpeg::probe_video(source);
-  }
+  VideoInfo probe_video(const Source& source) const override { return ffmpeg::probe_video(source); }
   Tensor load_video(const Source& source, const VideoOptions& options,
                     const Allocator& allocator) const override {
     return ffmpeg::load_video(source, options, allocator);
   }
-  AudioInfo probe_audio(const Source& source) const override {
-    return ffmpeg::probe_audio(source);
-  }
+  AudioInfo probe_audio(const Source& source) const override { return ffmpeg::probe_audio(source); }
   Tensor load_audio(const Source& source, const AudioOptions& options,
                     const Allocator& allocator) const override {
     return ffmpeg::load_audio(source, options, allocator);
@@ -54,7 +50,9 @@ class Plugin final : public detail::FfmpegPlugin {
 }  // namespace brigade::media::ffmpeg
 
 extern "C" __attribute__((visibility("default"))) const brigade::media::detail::FfmpegPlugin*
-brigade_media_ffmpeg_plugin(int abi) {
+brigade_media_ffmpeg_plugin(int abi, const std::error_category* host_category) {
+  if (abi != brigade::media::detail::kPluginAbi || host_category == nullptr) return nullptr;
+  brigade::media::detail::host_media_category.store(host_category);
   static const brigade::media::ffmpeg::Plugin plugin;
-  return abi == brigade::media::detail::kPluginAbi ? &plugin : nullptr;
+  return &plugin;
 }

@@ -3,12 +3,20 @@
 // FfmpegPlugin (detail/ffmpeg/plugin.cc binds them), one per public function of video.h,
 // audio.h, image.h and synthetic.h that needs FFmpeg. Same contracts as those.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <system_error>
 
 #include "media/detail/plugin.h"
+
+namespace brigade::media::detail {
+// The loading core's media_category(), which the plugin's own copy of errors.cc returns
+// once set (errors.cc); set by brigade_media_ffmpeg_plugin.
+extern std::atomic<const std::error_category*> host_media_category;
+}  // namespace brigade::media::detail
 
 namespace brigade::media::ffmpeg {
 

@@ -31,11 +31,9 @@ using detail::Rng;
   detail::synthetic_fail(what, why);
 }
 
-
 // Encodes one RGB image with an FFmpeg image encoder (png, bmp, libwebp).
 Bytes encode_ffmpeg_image(const char* encoder_name, AVPixelFormat pix,
-                          std::span<const std::uint8_t> rgb, int width,
-                          int height) {
+                          std::span<const std::uint8_t> rgb, int width, int height) {
   const std::string name = std::string("synthetic ") + encoder_name;
   const AVCodec* codec = avcodec_find_encoder_by_name(encoder_name);
   if (codec == nullptr) throw MediaError(ErrorCode::unsupported, name, "encoder not available");
