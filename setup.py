@@ -57,6 +57,8 @@ class CMakeBuild(build_ext):
                 "or Python development files: apt-get install pybind11-dev python3-dev)")
         out.mkdir(parents=True, exist_ok=True)
         self.copy_file(str(built), self.get_ext_fullpath(ext.name))
+        # media's FFmpeg plugin, loaded from next to the module (media/detail/plugin.h).
+        self.copy_file(str(built.parent / "libbrigade_media_ffmpeg.so"), str(out))
 
 
 setup(

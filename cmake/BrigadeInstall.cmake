@@ -1,6 +1,7 @@
 # The C++ package (issue 11): `cmake --install build --prefix P` installs
 #   P/lib/libbrigade_{actors,tensor,media,files,checkpoint,remote,device,loader,launch}.a
 #                                                         static, position-independent
+#   P/lib/libbrigade_media_ffmpeg.so                      media's FFmpeg plugin (dlopen)
 #   P/include/brigade/<room>/*.h                          public headers only
 #   P/lib/cmake/Brigade/BrigadeConfig.cmake (+ version)   imported targets Brigade::actors,
 #                                                         Brigade::media, Brigade::checkpoint,
@@ -22,11 +23,12 @@
 #
 # DEPENDENCIES. The libraries are static, so a program linking them links their
 # dependencies too: BrigadeConfig.cmake finds them (find_dependency: Threads, CapnProto,
-# spdlog, ZLIB, OpenSSL, CUDAToolkit when built with CUDA; pkg-config: FFmpeg,
-# libturbojpeg, libjpeg; CAF by hand, as cmake/BrigadeDependencies.cmake does, since CAF 0.17
+# spdlog, ZLIB, OpenSSL, CUDAToolkit when built with CUDA; pkg-config: libturbojpeg,
+# libjpeg; FFmpeg only at run time, through the plugin; CAF by hand, as
+# cmake/BrigadeDependencies.cmake does, since CAF 0.17
 # ships no CMake package) for the link only; brigade.pc lists them in Requires (their
 # .pc files) and Libs (CAF, CUDA's static runtime): plain, not .private, because the
-# dependencies are shared libraries and `pkg-config --static` would ask for FFmpeg's
+# dependencies are shared libraries and `pkg-config --static` would ask for their
 # own static dependencies, which Debian does not install. Only the modules' own targets are exported; the build's warning and
 # sanitizer interface targets are exported empty of meaning for users (Brigade::warnings
 # carries no usage requirement, it is LINK_ONLY).
@@ -63,6 +65,10 @@ install(TARGETS ${brigade_export_targets} EXPORT BrigadeTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/brigade)
 install(EXPORT BrigadeTargets NAMESPACE Brigade:: DESTINATION ${BRIGADE_CMAKE_DIR})
+# media's FFmpeg plugin, loaded at run time (media/detail/plugin.h): found next to a
+# program, in ../lib from it, or through the RUNPATH that BrigadeConfig.cmake and brigade.pc
+# give programs linked against the package.
+install(TARGETS brigade_media_ffmpeg LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 
 # Each room's public headers: a module's top level, and the rooms inside transport/ and
 # launch/ (DESIGN.md, section 1); not transport/wire/ (internal, above).

@@ -1,5 +1,7 @@
 #include "media/errors.h"
 
+#include <atomic>
+
 namespace brigade::media {
 namespace {
 
@@ -48,7 +50,19 @@ std::string_view error_code_name(ErrorCode code) {
   return "unknown";
 }
 
+#ifdef BRIGADE_MEDIA_FFMPEG_PLUGIN
+// Inside the FFmpeg plugin, which builds its own copy of this file: the loading core's
+// category (the plugin's entry point sets it), so that the plugin's error codes compare
+// equal to the core's (std::error_category compares by address).
+namespace detail {
+std::atomic<const std::error_category*> host_media_category{nullptr};
+}  // namespace detail
+#endif
+
 const std::error_category& media_category() noexcept {
+#ifdef BRIGADE_MEDIA_FFMPEG_PLUGIN
+  if (const std::error_category* host = detail::host_media_category.load()) return *host;
+#endif
   static const MediaCategory category;
   return category;
 }

@@ -33,6 +33,13 @@
 #include "media/tensor.h"
 
 namespace brigade::media {
+namespace detail {
+class PluginPacket;
+class PluginFrame;
+class PluginDemuxer;
+class PluginDecoder;
+class PluginReader;
+}  // namespace detail
 
 struct FrameSelection {
   enum class Kind { all, evenly_spaced, timestamps, range };
@@ -105,7 +112,7 @@ class Packet {
  private:
   friend class Demuxer;
   friend class VideoDecoder;
-  struct Impl;
+  using Impl = detail::PluginPacket;  // implemented by the FFmpeg plugin (detail/plugin.h)
   explicit Packet(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
@@ -123,7 +130,7 @@ class Frame {
  private:
   friend class VideoDecoder;
   friend class FrameConverter;
-  struct Impl;
+  using Impl = detail::PluginFrame;  // implemented by the FFmpeg plugin (detail/plugin.h)
   explicit Frame(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
@@ -144,7 +151,7 @@ class Demuxer {
 
  private:
   friend class VideoDecoder;
-  struct Impl;
+  using Impl = detail::PluginDemuxer;  // implemented by the FFmpeg plugin (detail/plugin.h)
   std::unique_ptr<Impl> impl_;
 };
 
@@ -163,7 +170,7 @@ class VideoDecoder {
   std::optional<Frame> receive();
 
  private:
-  struct Impl;
+  using Impl = detail::PluginDecoder;  // implemented by the FFmpeg plugin (detail/plugin.h)
   std::unique_ptr<Impl> impl_;
 };
 
@@ -192,7 +199,7 @@ class VideoReader {
   std::optional<Tensor> next_chunk(int chunk_frames, const Allocator& allocator = {});
 
  private:
-  struct Impl;
+  using Impl = detail::PluginReader;  // implemented by the FFmpeg plugin (detail/plugin.h)
   std::unique_ptr<Impl> impl_;
 };
 

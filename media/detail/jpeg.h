@@ -1,29 +1,16 @@
 #pragma once
-// JPEG decoding with libjpeg-turbo's TurboJPEG API (faster than FFmpeg's MJPEG
-// decoder on the same files; see bench/bench_decode.cc). Decodes to the JPEG's
-// own YUV planes (possibly DCT-scaled), then colour-converts and scales at the
-// output size with swscale.
+// JPEG recognition (the core's; libjpeg decoding for the transforms is libjpeg.h). The
+// TurboJPEG + swscale decoder behind load_image is the FFmpeg plugin's
+// (detail/ffmpeg/jpeg.h).
 
 #include <cstdint>
 #include <span>
-#include <string_view>
-
-#include "media/detail/geometry.h"
-#include "media/image.h"
 
 namespace brigade::media::detail {
 
-bool is_jpeg(std::span<const std::uint8_t> bytes);
-
-struct JpegHeader {
-  int width = 0;
-  int height = 0;
-  bool cmyk = false;  // CMYK or YCCK: TurboJPEG cannot convert these to RGB, FFmpeg can
-};
-JpegHeader read_jpeg_header(std::span<const std::uint8_t> bytes, std::string_view input);
-
-// Decodes `bytes` and writes `g` (planned for the full-size image) in `options.format` at dst.
-void decode_jpeg(std::span<const std::uint8_t> bytes, const ImageOptions& options,
-                 const Geometry& g, std::uint8_t* dst, std::string_view input);
+// The JPEG SOI marker followed by another marker.
+inline bool is_jpeg(std::span<const std::uint8_t> b) {
+  return b.size() >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF;
+}
 
 }  // namespace brigade::media::detail

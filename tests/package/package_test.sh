@@ -4,7 +4,8 @@
 #   2. no third-party header (FFmpeg, CAF, Cap'n Proto, spdlog, CUDA) is installed, and
 #      every installed header compiles alone with only the prefix's include folder;
 #   3. the consumer project (tests/package/consumer) configures with find_package(Brigade)
-#      from the prefix, builds and runs;
+#      from the prefix, builds (without linking FFmpeg) and runs, loading media's FFmpeg
+#      plugin from the prefix;
 #   4. the same program builds with `pkg-config --cflags --libs brigade` and runs.
 # Usage: package_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
@@ -50,6 +51,15 @@ echo "package_test: $(echo "$headers" | wc -l) headers, each self-contained"
 cmake -S "$src/tests/package/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" \
   -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$work/consumer" >/dev/null
+# FFmpeg is the plugin's (lib/libbrigade_media_ffmpeg.so, dlopen'ed), never the program's.
+if [ ! -f "$prefix/lib/libbrigade_media_ffmpeg.so" ]; then
+  echo "package_test: media's FFmpeg plugin is not installed" >&2
+  exit 1
+fi
+if readelf -d "$work/consumer/consumer" | grep -E 'NEEDED.*lib(av|sw)'; then
+  echo "package_test: the consumer links FFmpeg (it should only load the plugin)" >&2
+  exit 1
+fi
 [ "$("$work/consumer/consumer")" = ok ]
 echo "package_test: find_package(Brigade) consumer: ok"
 

@@ -1,6 +1,7 @@
 // A program built against an installed Brigade (tests/package): one use of each
-// library — media decodes a synthetic JPEG, actors runs a small pipeline, transport
-// round-trips a sampler checkpoint, launch reads a TOML config. Prints "ok".
+// library — media decodes a synthetic JPEG and PNG (through the FFmpeg plugin, found in
+// the package), actors runs a small pipeline, transport round-trips a sampler
+// checkpoint, launch reads a TOML config. Prints "ok".
 
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +31,10 @@ int main() {
   const auto jpeg = media::make_image(media::ImageCodec::jpeg, 64, 48, 7);
   const auto image = media::load_image(media::Source::memory(jpeg, "synthetic.jpg"));
   check(image.shape() == std::vector<std::int64_t>{48, 64, 3}, "decoding a JPEG");
+  // Through media's FFmpeg plugin, which the program finds in the package's lib folder.
+  const auto png = media::make_image(media::ImageCodec::png, 64, 48, 7);
+  const auto decoded = media::load_image(media::Source::memory(png, "synthetic.png"));
+  check(decoded.shape() == std::vector<std::int64_t>{48, 64, 3}, "decoding a PNG");
 
   std::vector<int> input(100);
   std::iota(input.begin(), input.end(), 0);

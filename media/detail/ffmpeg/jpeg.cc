@@ -1,4 +1,4 @@
-#include "media/detail/jpeg.h"
+#include "media/detail/ffmpeg/jpeg.h"
 
 #include <turbojpeg.h>
 
@@ -95,10 +95,6 @@ tjscalingfactor choose_scale(const ImageOptions& o, const Geometry& g, int w, in
 }
 
 }  // namespace
-
-bool is_jpeg(std::span<const std::uint8_t> b) {
-  return b.size() >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF;
-}
 
 JpegHeader read_jpeg_header(std::span<const std::uint8_t> bytes, std::string_view input) {
   tjhandle h = thread_decompressor();
