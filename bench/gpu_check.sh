@@ -166,6 +166,9 @@ for line in open(sys.argv[1]):
         calls = ", ".join(f"{k[:-3]} {v:.2f} ms" for k, v in r.items()
                           if k.endswith("_ms") and k != "kernel_ms")
         print(f"{b:<10} wait for a running kernel: {', '.join(waits) or 'none'} ({calls})")
+    elif b == "staging":
+        print(f"{b:<10} pinned staging ring {r['staged_gbps']:.1f} GB/s vs direct "
+              f"{r['direct_gbps']:.1f} GB/s (ratio {r['ratio']:.2f})")
     elif b == "events":
         print(f"{b:<10} create+record+destroy {r['create_record_destroy_us']:.2f} us, "
               f"pooled record {r['record_pooled_us']:.2f} us, query {r['query_us']:.2f} us")
