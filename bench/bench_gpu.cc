@@ -16,6 +16,9 @@
 //              ordered cudaMallocAsync/cudaFreeAsync take while a kernel runs on another
 //              stream (a training step): a call that waits for it is one the copy path
 //              must never make per batch (issue 22 item 6)
+//   staging    the copy stage from pageable batches through its pinned staging ring
+//              (CopyOptions::pinned_staging) against batches already pinned (issue 22
+//              item 6: what the pinned bound costs in bandwidth)
 //   events     cudaEventCreate + record + destroy per batch against recording a pooled
 //              event, and cudaEventQuery, in microseconds per call
 //
@@ -217,6 +220,37 @@ void bench_h2d(const std::shared_ptr<bt::Device>& device, std::size_t bytes, int
                "GB/s, ratio to pipelined %.3f\n",
                "h2d", bytes, iterations, total / plain / 1e9, total / pipelined / 1e9,
                total / staged / 1e9, ratio);
+}
+
+// Issue 22 item 6: the pinned staging ring (pageable decode output memcpy'd into 3
+// pinned buffers on the copy thread) against batches already in pinned memory.
+void bench_staging(const std::shared_ptr<bt::Device>& device, std::size_t bytes, int iterations) {
+  const std::vector<std::int64_t> shape{static_cast<std::int64_t>(bytes)};
+  bt::BufferPool pool(device, bt::BufferPool::Memory::pinned_host, {.max_buffers = 3});
+  std::vector<Tensor> pinned, pageable;
+  for (int i = 0; i < 3; ++i) {
+    pinned.push_back(filled_tensor(pool, shape, i));
+    pageable.push_back(Tensor::empty(DType::uint8, shape));
+    std::memcpy(pageable.back().data(), pinned.back().data(), bytes);
+  }
+  bt::CopyStage direct_stage(device, {.device_buffers = 4, .full_batch = shape});
+  bt::CopyStage staged_stage(device,
+                             {.device_buffers = 4, .full_batch = shape, .pinned_staging = 3});
+  time_copy_stage(direct_stage, pinned, 4);
+  time_copy_stage(staged_stage, pageable, 4);
+  const double direct = time_copy_stage(direct_stage, pinned, iterations);
+  const double staged = time_copy_stage(staged_stage, pageable, iterations);
+  const double total = static_cast<double>(bytes) * iterations;
+  Json("staging")
+      .add("bytes", static_cast<long long>(bytes))
+      .add("iterations", iterations)
+      .add("direct_gbps", total / direct / 1e9)
+      .add("staged_gbps", total / staged / 1e9)
+      .add("ratio", direct / staged)
+      .print();
+  std::fprintf(stderr, "%-10s %9zu B x %4d: direct %6.1f GB/s, staged %6.1f GB/s, ratio %.3f\n",
+               "staging", bytes, iterations, total / direct / 1e9, total / staged / 1e9,
+               direct / staged);
 }
 
 // Spin cycles that take `seconds` on this GPU, measured rather than taken from the
@@ -496,6 +530,7 @@ int main() {
   if (!device) return 1;
   section("h2d", [&] { bench_h2d(device, kImageBatch, 400); });
   section("h2d", [&] { bench_h2d(device, 64 << 20, 60); });
+  section("staging", [&] { bench_staging(device, 256 * 224 * 224 * 3, 60); });
   section("overlap", [&] { bench_overlap(device, 300); });
   section("normalize", [&] { bench_normalize(device, DType::float16, 200); });
   section("normalize", [&] { bench_normalize(device, DType::float32, 200); });

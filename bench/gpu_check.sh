@@ -124,8 +124,19 @@ run() {
   find_nccl
   # The NCCL that torch brings (loaded first, it is the one a dlopen of libnccl.so.2 in
   # the same process returns): compare with bench_gpu's "device" line.
-  python3 -c 'import torch; print("NCCL in torch:", torch.cuda.nccl.version())' >&2 2>/dev/null ||
-    echo "NCCL in torch: (no torch with CUDA here)" >&2
+  # With torch imported first, what does a dlopen of libnccl.so.2 (Brigade's, without
+  # BRIGADE_NCCL_LIBRARY) return in the same process? Both versions, side by side.
+  python3 - >&2 2>/dev/null <<'EOF' || echo "NCCL in torch: (no torch with CUDA here)" >&2
+import ctypes, torch
+print("NCCL in torch:", torch.cuda.nccl.version())
+try:
+    lib = ctypes.CDLL("libnccl.so.2", mode=ctypes.RTLD_LOCAL)
+    v = ctypes.c_int()
+    lib.ncclGetVersion(ctypes.byref(v))
+    print("NCCL a dlopen of libnccl.so.2 returns after import torch:", v.value)
+except OSError as e:
+    print("NCCL a dlopen of libnccl.so.2 returns after import torch: none (%s)" % e)
+EOF
   local status=0 json logs
   json=$(mktemp)
   logs=$(mktemp -d)
@@ -166,6 +177,9 @@ for line in open(sys.argv[1]):
         calls = ", ".join(f"{k[:-3]} {v:.2f} ms" for k, v in r.items()
                           if k.endswith("_ms") and k != "kernel_ms")
         print(f"{b:<10} wait for a running kernel: {', '.join(waits) or 'none'} ({calls})")
+    elif b == "staging":
+        print(f"{b:<10} pinned staging ring {r['staged_gbps']:.1f} GB/s vs direct "
+              f"{r['direct_gbps']:.1f} GB/s (ratio {r['ratio']:.2f})")
     elif b == "events":
         print(f"{b:<10} create+record+destroy {r['create_record_destroy_us']:.2f} us, "
               f"pooled record {r['record_pooled_us']:.2f} us, query {r['query_us']:.2f} us")

@@ -25,6 +25,43 @@
 // DeviceError with the library's name for the code, its message, the call and the
 // device. CUDA and NCCL types never appear in Brigade's public headers.
 //
+// DECISIONS FOR THE GPU PATH (issue 22; reviewed and tested without a GPU: each rule has
+// a CPU-device test, and what only a GPU can confirm is bench/gpu_check.sh's to show).
+//   1 Context. A thread without a CUDA context gets the device set once and kept; the
+//     previous device is restored only where the thread had a context (plan_device_scope,
+//     detail/device_scope.h). GPU: no context on GPU 0 from ranks on cuda:1..N
+//     (CudaContext.* in device_gpu_tests, 2+ GPUs).
+//   2 Errors in destructors. Event::ready is noexcept; an error counts as complete and is
+//     wait()'s to throw. GPU: a real sticky error (a faulting kernel) behaves as the CPU
+//     device's injected one.
+//   3, 4 NCCL. Non-blocking communicators; CollectiveControl (detail/collective_control.h)
+//     holds the rules: no lock across an ncclInProgress wait, which observes stop and a
+//     deadline; abort lock-free; finalize and poll before destroy, abort on error or
+//     timeout. Sends are not grouped: two ranks must not send to each other first
+//     (device_group.h, ORDER). GPU: NCCL's real timings of abort and finalize with a
+//     dead peer.
+//   5 Pinned pool with remote workers: sized from max(decode concurrency, remote tasks).
+//   6 Hot path. Full-batch buffers allocated up front; device memory stream-ordered
+//     (cudaMallocFromPoolAsync/cudaFreeAsync, a pool of the device's own); pooled
+//     events; fences queried with the pool unlocked. Pinned memory per rank is at most
+//     max(pinned_direct_mib, 3 batches): above the bound decode output stays pageable
+//     and the copy stage stages it through a pinned ring (CopyOptions::pinned_staging),
+//     one host memcpy per batch (2.5 ms per 19 MB on the CPU device, bench_gpu_staging),
+//     chosen over capping decode concurrency, which would cut what the job exists to
+//     feed. Normalize overlaps: two staging buffers and a copy queue (open_queue) whose
+//     first use of a buffer waits for its stream-ordered allocation. A receiver's header
+//     poll sleeps from its first poll (20 µs doubling to 1 ms); it never spins. GPU: that
+//     cudaFree/cudaHostAlloc never run per batch and that cudaFreeAsync does not wait for
+//     a running kernel (gpu_check.sh 'blocking'), the staged path's bandwidth against
+//     the direct one, the copy/normalize overlap in a profile.
+//   7 Pageable host tensors are detected and counted (page_locked, pageable_copies) or
+//     staged; __dlpack__(stream=2) is refused (python/tensor_export.h); NCCL calls run in
+//     the device's scope; the last error is cleared before the normalize launch;
+//     CUDAARCHS honoured, 80;90 plus 100;120 with nvcc >= 12.8. GPU: which NCCL a dlopen
+//     returns when torch loaded its own (gpu_check.sh prints both versions).
+//   8 CpuFaults: a sticky error after N events, frees that wait for queued work, slow
+//     copies, stream-ordered allocations; gpu_check.sh's probes and one summary.
+//
 // THREAD SAFETY. A Device may be used from several threads; submissions from
 // different threads interleave in an unspecified order (the copy stage submits from
 // one). Events are thread-safe. A Device is shared (std::shared_ptr): memory it
