@@ -454,6 +454,49 @@ TEST_F(RunTest, ClassFoldersPrintTheirClassesDigestLabelsAndCountSamplesPerClass
   EXPECT_EQ(slurp(digests).find("labels"), std::string::npos);
 }
 
+// [[sources]]: the mix on the info line, the samples per source and per "source/class"
+// in the JSON summary and on the log, each batch's sources in the digests.
+TEST_F(RunTest, AMixOfSourcesCountsSamplesPerSourceAndDigestsThem) {
+  const auto a = dir_ / "mix-a", b = dir_ / "mix-b";
+  for (int i : {0, 1, 2, 3}) {
+    fs::create_directories(a / (i < 2 ? "ant" : "bee"));
+    fs::copy_file(paths_[i], a / (i < 2 ? "ant" : "bee") / paths_[i].filename());
+  }
+  for (int i : {4, 5}) {
+    fs::create_directories(b / "cow");
+    fs::copy_file(paths_[i], b / "cow" / paths_[i].filename());
+  }
+  const auto config = dir_ / "mix.toml";
+  std::ofstream(config) << "batch_size = 2\nseed = 1\n[[sources]]\nname = \"first\"\ndata = \""
+                        << a.string() << "\"\nlabels = \"folder\"\nweight = 2\n"
+                        << "[[sources]]\nname = \"second\"\ndata = \"" << b.string()
+                        << "\"\nlabels = \"folder\"\n";
+  const auto digests = dir_ / "mix-digests";
+  const auto r = run("'" + config.string() + "' --json --digests-out '" + digests.string() + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("6 images, a mix of 2 sources (first × 2, second × 1)"), std::string::npos)
+      << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["samples"], 6);
+  const auto& sources = json["sources"];
+  EXPECT_EQ(sources["first"].get<int>() + sources["second"].get<int>(), 6) << sources;
+  const auto& classes = json["classes"];
+  EXPECT_EQ(classes["first/ant"].get<int>() + classes["first/bee"].get<int>(),
+            sources["first"].get<int>())
+      << classes;
+  EXPECT_EQ(classes["second/cow"], sources["second"]) << classes;
+  EXPECT_NE(r.err.find("samples per source: first "), std::string::npos) << r.err;
+  std::istringstream lines(slurp(digests));
+  int counted = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const auto at = line.find(" sources ");
+    ASSERT_NE(at, std::string::npos) << line;
+    std::istringstream words(line.substr(at + 9));
+    for (int s; words >> s; ++counted) EXPECT_TRUE(s == 0 || s == 1) << line;
+  }
+  EXPECT_EQ(counted, 6);
+}
+
 // With stdout or stderr closed, the ids file must not take descriptor 1 or 2.
 TEST_F(RunTest, ClosedStandardDescriptorsDoNotCaptureTheIdsFile) {
   for (const char* closed : {">&-", "2>&-"}) {
