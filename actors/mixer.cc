@@ -65,7 +65,8 @@ std::optional<std::uint64_t> rank_epoch_length(const MixFingerprint& f, std::uin
   const auto [sizes, cumulative] = rank_draws(f, rank, world);
   if (f.stop == MixStop::never) return std::nullopt;
   if (cumulative.back() <= 0) return 0;
-  if (f.stop == MixStop::after_count) return f.count;
+  if (f.stop == MixStop::after_count || f.stop == MixStop::total_count)
+    return rank_draw_count(f.stop, f.count, world);
   const std::uint64_t seed = pick_seed(f, epoch);
   std::vector<std::uint64_t> picks(sizes.size(), 0);
   for (std::uint64_t k = 0;; ++k) {
@@ -99,8 +100,16 @@ const char* to_string(MixStop stop) {
       return "after_count";
     case MixStop::never:
       return "never";
+    case MixStop::total_count:
+      return "total_count";
   }
   return "unknown";
+}
+
+std::uint64_t rank_draw_count(MixStop stop, std::uint64_t count, std::uint32_t world_size) {
+  if (stop != MixStop::total_count) return count;
+  const std::uint64_t w = std::max<std::uint32_t>(world_size, 1);
+  return count / w + (count % w != 0);
 }
 
 std::string describe_conflict(const MixFingerprint& saved, const MixFingerprint& caller) {
@@ -353,7 +362,10 @@ void WeightedMixSampler::start(std::uint64_t epoch, std::uint32_t epoch_world_si
 }
 
 std::optional<std::uint32_t> WeightedMixSampler::advance() {
-  if (options_.stop == MixStop::after_count && draw_ >= options_.count) return std::nullopt;
+  const bool counted =
+      options_.stop == MixStop::after_count || options_.stop == MixStop::total_count;
+  if (counted && draw_ >= rank_draw_count(options_.stop, options_.count, world_size_))
+    return std::nullopt;
   if (own_.cumulative.back() <= 0) return std::nullopt;
   const std::uint32_t i = pick(pick_seed_, draw_, own_.cumulative);
   if (picks_[i] >= own_.sizes[i] && options_.stop == MixStop::first_exhausted) return std::nullopt;
@@ -391,7 +403,10 @@ std::optional<Positioned<MixedSample>> WeightedMixSampler::next_owned() {
           old_ranks_.emplace(old_rank, RankDraws{std::move(sizes), std::move(cumulative)}).first;
     }
     const RankDraws& d = known->second;
-    const bool past_count = options_.stop == MixStop::after_count && k >= options_.count;
+    const bool counted =
+        options_.stop == MixStop::after_count || options_.stop == MixStop::total_count;
+    const bool past_count =
+        counted && k >= rank_draw_count(options_.stop, options_.count, epoch_world_size_);
     if (past_count || d.cumulative.back() <= 0) {
       throw SamplerStateError("mix: position " + std::to_string(g) + " is past the epoch of rank " +
                               std::to_string(old_rank));

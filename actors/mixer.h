@@ -20,9 +20,12 @@
 //
 // STOP POLICY. `first_exhausted` ends the mix's epoch at the first pick of a source
 // that has no sample left in its epoch e (a source with none at all ends it at once).
-// `after_count` ends it after `count` samples and `never` does not end it; under both,
-// sources without samples are never picked (and an epoch where no source has any
-// ends at once).
+// `after_count` ends it after `count` samples of each rank; `total_count` makes the
+// epoch `count` draws in all: each rank of the epoch's world size W draws
+// ceil(count / W) (every rank the same number, what a synchronous training step needs;
+// at another world size the same total is cut anew); `never` does not end it. Under
+// these three, sources without samples are never picked (and an epoch where no source
+// has any ends at once).
 //
 // POSITIONS AND RESUME. Rank r's own draw sequence in epoch e is draw 0, 1, … of the
 // rules above over its shards; its positions are those draw indices. `restore(state)`
@@ -39,7 +42,8 @@
 // started (`epoch_world_size`). A re-partitioned state owns runs of such positions
 // (`own_sequence` false), in its local order 0, 1, …, and yields draw k of old rank r
 // exactly as old rank r would have; epochs after the planned ones start fresh at W'.
-// A rank's epoch length comes from its shards (after_count: `count`; first_exhausted:
+// A rank's epoch length comes from its shards (after_count: `count`; total_count:
+// ceil(count / W); first_exhausted:
 // the draw where a source runs out, O(length) hash evaluations to find); a mix under
 // `never` has no end to divide, so its repartition() throws SamplerStateError (resume
 // it at its saved world size).
@@ -60,7 +64,16 @@ namespace brigade::actors {
 
 /// When a WeightedMixSampler's epoch ends. See the header comment. Stored in
 /// checkpoints by value: do not renumber.
-enum class MixStop : std::uint8_t { first_exhausted = 0, after_count = 1, never = 2 };
+enum class MixStop : std::uint8_t {
+  first_exhausted = 0,
+  after_count = 1,
+  never = 2,
+  total_count = 3
+};
+
+/// The draws of one rank in an epoch that started at world size `world_size` under
+/// after_count or total_count (`count` or ceil(count / world_size)).
+std::uint64_t rank_draw_count(MixStop stop, std::uint64_t count, std::uint32_t world_size);
 
 const char* to_string(MixStop stop);
 
@@ -69,7 +82,7 @@ struct MixOptions {
   std::vector<double> weights{};  // one per source: finite, >= 0, positive sum
   std::uint64_t seed = 0;
   MixStop stop = MixStop::first_exhausted;
-  std::uint64_t count = 0;  // samples per epoch under after_count
+  std::uint64_t count = 0;  // draws per rank (after_count) or in all (total_count) an epoch
   std::uint64_t epoch = 0;
 };
 

@@ -29,6 +29,7 @@
 #include "launch/config.h"
 #include "launch/loader/demo_dataset.h"
 #include "launch/loader/job.h"
+#include "launch/loader/job_settings.h"
 #include "launch/loader/remote_ops.h"
 #include "launch/loader/sources.h"
 #include "launch/process.h"
@@ -91,9 +92,11 @@ const char* end_name(launch::JobEnd end) {
 
 // The --json line. Figures start at the program's start; cpu_seconds and peak_rss_mb
 // exclude what happened before the job (the demo dataset's generation).
-// `class_counts`: samples delivered per class of a labelled dataset (else empty).
+// `class_counts`: samples delivered per class of a labelled dataset (else empty);
+// `source_counts`: per source of a mix (else empty).
 std::string summary_json(const launch::JobSummary& s, double cpu0,
-                         const std::vector<std::pair<std::string, std::uint64_t>>& class_counts) {
+                         const std::vector<std::pair<std::string, std::uint64_t>>& class_counts,
+                         const std::vector<std::pair<std::string, std::uint64_t>>& source_counts) {
   // The statistics as actors/stats.h describes them (the keys of the Python Loader's).
   const auto object = [](const auto& record, auto figures) {
     nlohmann::json o = nlohmann::json::object();
@@ -120,6 +123,11 @@ std::string summary_json(const launch::JobSummary& s, double cpu0,
     nlohmann::json classes = nlohmann::json::object();
     for (const auto& [name, count] : class_counts) classes[name] = count;
     j["classes"] = classes;
+  }
+  if (!source_counts.empty()) {
+    nlohmann::json sources = nlohmann::json::object();
+    for (const auto& [name, count] : source_counts) sources[name] = count;
+    j["sources"] = sources;
   }
   if (!s.failure.empty()) j["failure"] = s.failure;
   if (!s.checkpoint.empty()) j["checkpoint"] = s.checkpoint;
@@ -166,6 +174,7 @@ std::size_t label_count(const launch::Dataset& d) {
 // ", 10 classes (cat, dog, …)" for the info line (at most 8 names), "" unlabelled.
 std::string classes_text(const launch::Dataset& d) {
   if (!d.labelled()) return {};
+  if (!d.sources().empty()) return ", labelled (each source's labels are its own classes)";
   const auto& classes = d.classes();
   if (classes.empty()) return fmt::format(", labelled ({} label values)", label_count(d));
   std::string names;
@@ -174,28 +183,68 @@ std::string classes_text(const launch::Dataset& d) {
   return fmt::format(", {} classes ({})", classes.size(), names);
 }
 
-std::string class_name(const launch::Dataset& d, std::size_t label) {
-  return label < d.classes().size() ? d.classes()[label] : std::to_string(label);
+// The classes a run counts samples of: one slot per label value of a labelled dataset;
+// in a mix, per label value of each source (its labels are its own classes), named
+// "source/class".
+struct ClassSlots {
+  std::vector<std::size_t> first;  // per source (one for a dataset that is not joined)
+  std::vector<std::string> names;
+  std::size_t slot(const launch::Dataset& d, std::uint64_t id, std::int64_t label) const {
+    return first[d.source_of(id)] + static_cast<std::size_t>(label);
+  }
+};
+
+ClassSlots class_slots(const launch::Dataset& d) {
+  ClassSlots s;
+  if (!d.labelled()) return s;
+  const auto name = [](const std::vector<std::string>& classes, std::size_t l) {
+    return l < classes.size() ? classes[l] : std::to_string(l);
+  };
+  if (d.sources().empty()) {
+    s.first.push_back(0);
+    for (std::size_t l = 0; l < label_count(d); ++l) s.names.push_back(name(d.classes(), l));
+    return s;
+  }
+  for (const auto& src : d.sources()) {
+    s.first.push_back(s.names.size());
+    std::int64_t top = static_cast<std::int64_t>(src.classes.size()) - 1;
+    for (std::uint64_t i = src.offset; i < src.offset + src.size; ++i)
+      top = std::max(top, d.label(i));
+    for (std::size_t l = 0; l < static_cast<std::size_t>(top + 1); ++l)
+      s.names.push_back(src.name + "/" + name(src.classes, l));
+  }
+  return s;
 }
 
 // "samples per class: cat 120, dog 80" (up to 20 classes; beyond, the extremes).
-std::string class_counts_text(const launch::Dataset& d, const std::vector<std::uint64_t>& counts) {
+std::string counts_text(std::string_view what, const std::vector<std::string>& names,
+                        const std::vector<std::uint64_t>& counts) {
   if (counts.size() <= 20) {
-    std::string text = "samples per class:";
+    std::string text = fmt::format("samples per {}:", what);
     for (std::size_t l = 0; l < counts.size(); ++l)
-      text += fmt::format("{} {} {}", l ? "," : "", class_name(d, l), counts[l]);
+      text += fmt::format("{} {} {}", l ? "," : "", names[l], counts[l]);
     return text;
   }
   const auto [lo, hi] = std::minmax_element(counts.begin(), counts.end());
-  return fmt::format("samples per class ({} classes): fewest {} ({}), most {} ({})", counts.size(),
-                     *lo, class_name(d, static_cast<std::size_t>(lo - counts.begin())), *hi,
-                     class_name(d, static_cast<std::size_t>(hi - counts.begin())));
+  return fmt::format("samples per {} ({} of them): fewest {} ({}), most {} ({})", what,
+                     counts.size(), *lo, names[static_cast<std::size_t>(lo - counts.begin())], *hi,
+                     names[static_cast<std::size_t>(hi - counts.begin())]);
+}
+
+// ", a mix of 2 sources (photos × 3, web × 1)" for the info line; "" without sources.
+std::string sources_text(const launch::RunConfig& c) {
+  if (c.sources.empty()) return {};
+  std::string names;
+  for (const auto& s : c.sources)
+    names += fmt::format("{}{} × {}", names.empty() ? "" : ", ", s.name, s.weight);
+  return fmt::format(", a mix of {} sources ({})", c.sources.size(), names);
 }
 
 // `generation`: the time spent generating the demo dataset (zero when it existed).
 launch::Dataset load_dataset(const launch::RunConfig& c,
                              std::chrono::steady_clock::duration& generation) {
-  if (c.list.empty() && c.data.empty()) {
+  if (c.list.empty() && c.data.empty() && c.manifest.empty() && c.shards.empty() &&
+      c.sources.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
     launch::demo_folder(c.kind);
     generation = std::chrono::steady_clock::now() - t0;
@@ -238,25 +287,36 @@ int run(const launch::RunCommand& config) {
     if (!ids)
       throw launch::ConfigError(fmt::format("ids_out {}: cannot create the file", config.ids_out));
   }
-  spdlog::info("brigade: {} {}s{}, rank {} of {}, batch {}, {} epoch(s), {}", dataset.size(),
-               launch::to_string(config.kind), classes_text(dataset), *config.rank,
-               *config.world_size, *config.batch_size, config.epochs,
+  spdlog::info("brigade: {} {}s{}{}, rank {} of {}, batch {}, {} epoch(s), {}", dataset.size(),
+               launch::to_string(config.kind), sources_text(config), classes_text(dataset),
+               *config.rank, *config.world_size, *config.batch_size, config.epochs,
                config.shuffle ? fmt::format("shuffled with seed {}", config.seed) : "in order");
-  // Samples delivered per label (a labelled dataset's), for the JSON summary.
-  std::vector<std::uint64_t> per_label(dataset.labelled() ? label_count(dataset) : 0);
+  // Samples delivered per class (a labelled dataset's) and per source (a mix's), for the
+  // JSON summary.
+  const auto slots = class_slots(dataset);
+  std::vector<std::uint64_t> per_label(slots.names.size());
+  std::vector<std::uint64_t> per_source(dataset.sources().size());
+  std::vector<std::string> source_names;
+  for (const auto& s : dataset.sources()) source_names.push_back(s.name);
   launch::ProgressReporter progress(config.progress && isatty(STDERR_FILENO));
   launch::RunStatistics statistics(config);
   const launch::JobHooks hooks{
       .on_batch =
           [&](const launch::JobBatch& batch) {
             statistics.on_batch(batch);
-            for (auto label : batch.labels) ++per_label[static_cast<std::size_t>(label)];
+            for (std::size_t i = 0; i < batch.labels.size(); ++i)
+              ++per_label[slots.slot(dataset, batch.ids[i], batch.labels[i])];
+            for (auto source : batch.sources) ++per_source[static_cast<std::size_t>(source)];
             if (digests) {
               digests << batch.epoch << ' ' << fmt::format("{:016x}", fnv1a(batch.data));
               for (auto id : batch.ids) digests << ' ' << id;
               if (dataset.labelled()) {
                 digests << " labels";
                 for (auto label : batch.labels) digests << ' ' << label;
+              }
+              if (!batch.sources.empty()) {
+                digests << " sources";
+                for (auto source : batch.sources) digests << ' ' << source;
               }
               digests << '\n';
             }
@@ -289,7 +349,10 @@ int run(const launch::RunCommand& config) {
         "(first batch at {:.3f} s), {} failed",
         summary.counts.samples, summary.counts.batches, summary.samples_per_s,
         summary.time_to_first_batch_s, summary.counts.failed);
-    if (!per_label.empty()) spdlog::info("brigade: {}", class_counts_text(dataset, per_label));
+    if (!per_source.empty())
+      spdlog::info("brigade: {}", counts_text("source", source_names, per_source));
+    if (!per_label.empty())
+      spdlog::info("brigade: {}", counts_text("class", slots.names, per_label));
     if (!summary.checkpoint.empty())
       spdlog::info("brigade: checkpoint written to {}", summary.checkpoint);
     if (summary.remote) {
@@ -308,10 +371,12 @@ int run(const launch::RunCommand& config) {
     }
   }
   if (config.json) {
-    std::vector<std::pair<std::string, std::uint64_t>> class_counts;
+    std::vector<std::pair<std::string, std::uint64_t>> class_counts, source_counts;
     for (std::size_t l = 0; l < per_label.size(); ++l)
-      class_counts.emplace_back(class_name(dataset, l), per_label[l]);
-    std::printf("%s\n", summary_json(summary, cpu0, class_counts).c_str());
+      class_counts.emplace_back(slots.names[l], per_label[l]);
+    for (std::size_t s = 0; s < per_source.size(); ++s)
+      source_counts.emplace_back(source_names[s], per_source[s]);
+    std::printf("%s\n", summary_json(summary, cpu0, class_counts, source_counts).c_str());
   }
   std::fflush(stdout);
   const int code = summary.end == launch::JobEnd::interrupted ? 128 + g_signal.load()
@@ -358,6 +423,7 @@ struct WorkerArgs {
   std::string image_key, video_key, label_key;
   std::string kind = "image";
   std::string labels = "none";
+  std::string config;
   int threads = 0;
   int window = 0;
 };
@@ -384,23 +450,36 @@ int worker(const WorkerArgs& a) {
   o.window = static_cast<std::uint32_t>(a.window);
   o.security = {launch::read_job_token(a.token_file, getenv), a.tls_cert, a.tls_key, a.tls_ca};
   std::vector<launch::SampleLocation> files;
-  if (int(!a.data.empty()) + int(!a.list.empty()) + int(!a.shards.empty()) > 1)
-    throw launch::ConfigError("--data, --list and --shards: give one of them");
-  if (!a.data.empty() || !a.list.empty() || !a.shards.empty()) {
+  if (int(!a.data.empty()) + int(!a.list.empty()) + int(!a.shards.empty()) +
+          int(!a.config.empty()) >
+      1)
+    throw launch::ConfigError("--config, --data, --list and --shards: give one of them");
+  std::optional<launch::RunConfig> listing;
+  if (!a.config.empty()) {
+    // The trainer's own file: its data keys ([[sources]] too), kind and labels.
+    listing.emplace();
+    launch::apply_toml_file(*listing, a.config);
+    if (listing->sources.empty() && listing->data.empty() && listing->list.empty() &&
+        listing->manifest.empty() && listing->shards.empty())
+      throw launch::ConfigError(fmt::format(
+          "--config {}: names no data (data, list, manifest, shards or [[sources]])", a.config));
+  } else if (!a.data.empty() || !a.list.empty() || !a.shards.empty()) {
     if (a.kind != "image" && a.kind != "video") throw launch::ConfigError("--kind: image or video");
     if (a.labels != "none" && a.labels != "folder")
       throw launch::ConfigError("--labels: none or folder");
+    listing.emplace();
+    listing->data = a.data;
+    listing->list = a.list;
+    listing->kind = a.kind == "video" ? launch::MediaKind::video : launch::MediaKind::image;
+    listing->labels = a.labels == "folder" ? launch::Labels::folder : launch::Labels::none;
+    listing->shards = a.shards;
+    if (!a.image_key.empty()) listing->image_key = a.image_key;
+    if (!a.video_key.empty()) listing->video_key = a.video_key;
+    listing->label_key = a.label_key;
+  }
+  if (listing) {
     // The trainer's listing (open_dataset), so that ids and the fingerprint agree.
-    launch::RunConfig listing;
-    listing.data = a.data;
-    listing.list = a.list;
-    listing.kind = a.kind == "video" ? launch::MediaKind::video : launch::MediaKind::image;
-    listing.labels = a.labels == "folder" ? launch::Labels::folder : launch::Labels::none;
-    listing.shards = a.shards;
-    if (!a.image_key.empty()) listing.image_key = a.image_key;
-    if (!a.video_key.empty()) listing.video_key = a.video_key;
-    listing.label_key = a.label_key;
-    auto d = launch::open_dataset(listing, false);
+    auto d = launch::open_dataset(*listing, false);
     o.fingerprint = d.identity_hash();
     files.reserve(d.size());
     for (std::size_t i = 0; i < d.size(); ++i) files.push_back(d.location(i));
@@ -541,6 +620,9 @@ int main(int argc, char** argv) {
                          "PEM certificate (TLS; with --tls-key, --tls-ca)");
   worker_cmd->add_option("--tls-key", wa.tls_key, "PEM private key");
   worker_cmd->add_option("--tls-ca", wa.tls_ca, "PEM CA that signs every peer's certificate");
+  worker_cmd->add_option("--config", wa.config,
+                         "the trainer's TOML config as this node sees it (optional): the "
+                         "dataset its data keys name ([[sources]] too), its other keys ignored");
   worker_cmd->add_option("--data", wa.data, "the dataset's folder as this node sees it (optional)");
   worker_cmd->add_option("--list", wa.list, "the dataset's list as this node sees it (optional)");
   worker_cmd->add_option("--shards", wa.shards,

@@ -63,11 +63,13 @@ media::Tensor id_tensor(const std::vector<std::uint64_t>& ids) {
                        std::shared_ptr<void>(owned, data), data);
 }
 
-// A batch's labels as an int64 tensor that owns them (moved, not copied).
-media::Tensor label_tensor(std::vector<std::int64_t>&& labels) {
-  auto owned = std::make_shared<std::vector<std::int64_t>>(std::move(labels));
+// A batch's column (labels: int64, sources: int32) as a tensor that owns it (moved,
+// not copied).
+template <class T>
+media::Tensor column_tensor(std::vector<T>&& values, media::DType dtype) {
+  auto owned = std::make_shared<std::vector<T>>(std::move(values));
   void* data = owned->data();
-  return media::Tensor(media::DType::int64, {static_cast<std::int64_t>(owned->size())},
+  return media::Tensor(dtype, {static_cast<std::int64_t>(owned->size())},
                        std::shared_ptr<void>(owned, data), data);
 }
 
@@ -116,6 +118,7 @@ Loader::Loader(const LoaderSettings& settings, py::object converter, py::object 
   config_ = read_settings(settings, ignored_);
   auto dataset = launch::open_dataset(config_, settings.demo);
   labelled_ = dataset.labelled();
+  mixed_ = !dataset.sources().empty();
   job_ = std::make_unique<launch::Job>(config_, std::move(dataset),
                                        launch::JobOptions{.stage = stage_});
   const auto& d = job_->dataset();
@@ -147,7 +150,7 @@ void Loader::set_epoch(std::uint64_t epoch) { requested_epoch_ = epoch; }
 
 std::uint64_t Loader::epoch() const {
   if (requested_epoch_) return *requested_epoch_;
-  if (job_->in_epoch()) return job_->state().epoch;
+  if (job_->in_epoch()) return launch::epoch_of(job_->state());
   return job_->next_epoch();
 }
 
@@ -161,7 +164,8 @@ bool Loader::begin() {
   stop_requested_ = false;  // a stop() between iterations stops nothing
   if (job_->in_epoch()) {
     // Continue an epoch that has handed out nothing yet (iter() twice), else leave it.
-    if (handed_in_epoch_ == 0 && (!requested_epoch_ || *requested_epoch_ == job_->state().epoch)) {
+    if (handed_in_epoch_ == 0 &&
+        (!requested_epoch_ || *requested_epoch_ == launch::epoch_of(job_->state()))) {
       requested_epoch_.reset();
       epoch_ended_ = false;
       return true;
@@ -223,7 +227,9 @@ py::object Loader::to_python(launch::JobBatch batch, Held& held) {
     out["data"] = convert(std::move(batch.data));
   }
   out["ids"] = convert(id_tensor(batch.ids));
-  if (labelled_) out["label"] = convert(label_tensor(std::move(batch.labels)));
+  if (labelled_)
+    out["label"] = convert(column_tensor(std::move(batch.labels), media::DType::int64));
+  if (mixed_) out["source"] = convert(column_tensor(std::move(batch.sources), media::DType::int32));
   if (!batch.failed.empty()) out["failed"] = convert(id_tensor(batch.failed));
   if (!batch.meta.empty()) {
     py::dict meta;

@@ -13,7 +13,8 @@
 //
 // BATCHES. next() returns one batch of the epoch as a dict: the job's pooled uint8
 // (float32 with normalize) tensor ("data"), its ids ("ids"), when the dataset is labelled
-// their labels ("label", int64, one per id: JobBatch::labels, handed over without a copy)
+// their labels ("label", int64, one per id: JobBatch::labels, handed over without a copy),
+// with [[sources]] each sample's source ("source", int32: JobBatch::sources, the same way)
 // and, when samples of the batch failed, their ids ("failed"). Each is a view holding the
 // C++ buffer: the buffer goes back to the job's pool when the last holder
 // (the ExportedTensor, or the DLPack capsule a consumer took from it, and the torch or numpy array
@@ -152,6 +153,7 @@ class Loader {
   // Whether batches carry labels: read by to_python() on the engine's threads too,
   // which must not touch job_ (replaced by restore(), reset by the destructor).
   bool labelled_ = false;
+  bool mixed_ = false;  // a mix of sources: batches carry "source" (JobBatch::sources)
   std::unique_ptr<launch::Job> job_;
   std::uint64_t handed_in_epoch_ = 0;  // batches handed out of the epoch in progress
   pybind11::object converter_, stage_fn_;

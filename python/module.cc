@@ -236,6 +236,19 @@ through DLPack without a copy (torch.from_dlpack, numpy.from_dlpack).)")
                              [](const python::Loader& l) { return *l.config().batch_size; })
       .def_property_readonly("classes",
                              [](const python::Loader& l) { return l.dataset().classes(); })
+      .def_property_readonly("sources",
+                             [](const python::Loader& l) {
+                               std::vector<std::string> names;
+                               for (const auto& s : l.dataset().sources()) names.push_back(s.name);
+                               return names;
+                             })
+      .def_property_readonly("source_classes",
+                             [](const python::Loader& l) {
+                               std::vector<std::vector<std::string>> classes;
+                               for (const auto& s : l.dataset().sources())
+                                 classes.push_back(s.classes);
+                               return classes;
+                             })
       .def_property_readonly("files", [](const python::Loader& l) {
         const auto& d = l.dataset();
         std::vector<std::string> files;

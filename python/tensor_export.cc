@@ -63,6 +63,14 @@ bool on_cuda(const transport::DeviceBatch& b) {
 
 // Makes the batch's memory ready for the consumer's `stream` (STREAMS).
 void synchronize(const transport::DeviceBatch& batch, const py::object& stream) {
+  if (!stream.is_none() && py::isinstance<py::int_>(stream) && stream.cast<std::int64_t>() == 2) {
+    throw py::value_error(
+        "__dlpack__: stream 2 (cudaStreamPerThread) is refused: the batch's memory is reused "
+        "after the stream named here has run what was queued when the batch is dropped, and 2 "
+        "then names the dropping thread's per-thread stream, not yours; pass your stream's "
+        "handle (torch.cuda.current_stream().cuda_stream), 1 (the legacy default stream) or "
+        "-1 (wait on the host)");
+  }
   if (!on_cuda(batch)) {
     if (!stream.is_none())
       throw py::value_error("__dlpack__: a CPU-device batch takes no stream (stream=None)");
@@ -73,8 +81,8 @@ void synchronize(const transport::DeviceBatch& batch, const py::object& stream) 
   const std::int64_t s = stream.is_none() ? 1 : stream.cast<std::int64_t>();
   if (s == 0 || s < -1) {
     throw py::value_error(fmt::format(
-        "__dlpack__: stream {} is not a CUDA stream (None or 1: the legacy default stream, 2: "
-        "the per-thread default stream, -1: no ordering, else a cudaStream_t)",
+        "__dlpack__: stream {} is not a CUDA stream (None or 1: the legacy default stream, "
+        "-1: no ordering, else a cudaStream_t)",
         s));
   }
   if (s == -1) {

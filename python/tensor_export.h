@@ -18,11 +18,13 @@
 // STREAMS (device batches, DLPack's rules). On CUDA, `__dlpack__(stream)` orders the
 // consumer's stream after the batch's copy, device-side (DeviceBatch::use_on: no host
 // wait), and makes that stream the one the memory's reuse waits for: None or 1 is the
-// legacy default stream, 2 the per-thread default stream, any other positive integer
-// a cudaStream_t; -1 (the consumer synchronizes itself) waits on the host for the copy
-// instead; 0 is refused (ambiguous, as DLPack says). On the CPU device the stream must
-// be None, and the export waits on the host for the copy (the GIL released). Host
-// tensors take None only.
+// legacy default stream, any other positive integer a cudaStream_t; -1 (the consumer
+// synchronizes itself) waits on the host for the copy instead; 0 is refused (ambiguous,
+// as DLPack says), and so is 2, the per-thread default stream, on every device (the
+// reuse event would be recorded on the dropping thread's per-thread stream, not the
+// consumer's: transport/device/device_copy.h, CONSUMER CONTRACT). On the CPU device
+// the stream must be None, and the export waits on the host for the copy (the GIL
+// released). Host tensors take None only.
 //
 // Every dtype of media::DType, with DLPack's strides in elements.
 

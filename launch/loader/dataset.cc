@@ -1,5 +1,8 @@
 #include "launch/loader/dataset.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
@@ -104,25 +107,92 @@ std::string_view Dataset::identity(std::size_t i) const {
   return slice(identities_, identity_end_, i);
 }
 
-std::string Dataset::resolve(std::string_view path) const {
-  if (root_.empty() || (!path.empty() && path.front() == '/')) return std::string(path);
-  return (std::filesystem::path(root_) / path).string();
+std::string Dataset::resolve(std::string_view path, const std::string& root) const {
+  if (root.empty() || (!path.empty() && path.front() == '/')) return std::string(path);
+  return (std::filesystem::path(root) / path).string();
+}
+
+const std::string& Dataset::root_of(std::size_t i) const {
+  return sources_.empty() ? root_ : source_roots_[source_of(i)];
+}
+
+std::uint32_t Dataset::source_of(std::size_t i) const {
+  if (sources_.empty()) return 0;
+  const auto it = std::upper_bound(sources_.begin(), sources_.end(), i,
+                                   [](std::size_t id, const auto& s) { return id < s.offset; });
+  return static_cast<std::uint32_t>(it - sources_.begin() - 1);
 }
 
 std::string Dataset::path(std::size_t i) const {
-  if (!member_container_.empty()) return resolve(containers_[member_container_[i]]);
-  return resolve(identity(i));
+  if (!member_container_.empty() && member_container_[i] != kNoContainer) {
+    // A joined dataset's containers are stored resolved (join()).
+    return sources_.empty() ? resolve(containers_[member_container_[i]], root_)
+                            : containers_[member_container_[i]];
+  }
+  return resolve(identity(i), root_of(i));
 }
 
 SampleLocation Dataset::location(std::size_t i) const {
-  if (member_container_.empty()) return {.path = path(i)};
+  if (member_container_.empty() || member_container_[i] == kNoContainer) return {.path = path(i)};
   return {.path = path(i), .offset = member_offset_[i], .size = member_size_[i]};
 }
 
 std::uint32_t Dataset::container_of(std::size_t i) const {
-  if (member_container_.empty())
-    throw std::logic_error("Dataset::container_of: the samples are files, not members");
+  if (member_container_.empty() || member_container_[i] == kNoContainer)
+    throw std::logic_error("Dataset::container_of: sample " + std::to_string(i) +
+                           " is a file, not a member");
   return member_container_[i];
+}
+
+Dataset Dataset::join(std::vector<Dataset> parts, std::vector<std::string> names) {
+  if (parts.empty() || parts.size() != names.size())
+    throw std::invalid_argument("Dataset::join: one name per source, at least one source");
+  Dataset out;
+  out.meta_names_ = parts.front().meta_names_;
+  out.meta_values_.assign(out.meta_names_.size(), {});
+  out.meta_end_.assign(out.meta_names_.size(), {});
+  const bool labelled = parts.front().labelled();
+  bool members = false;
+  for (const auto& p : parts) members = members || !p.member_container_.empty();
+  for (std::size_t s = 0; s < parts.size(); ++s) {
+    const Dataset& p = parts[s];
+    const auto where = "source " + std::to_string(s) + " (" + names[s] + "): ";
+    if (p.empty()) throw std::invalid_argument(where + "no samples");
+    if (p.labelled() != labelled) {
+      throw std::invalid_argument(where + (labelled ? "has no labels, where source 0 has"
+                                                    : "has labels, where source 0 has none"));
+    }
+    if (p.meta_names_ != out.meta_names_)
+      throw std::invalid_argument(where + "other metadata columns than source 0's");
+    out.sources_.push_back({.name = names[s],
+                            .offset = out.size(),
+                            .size = p.size(),
+                            .classes = p.classes_,
+                            .identity_hash = p.identity_hash(),
+                            .first_container = static_cast<std::uint32_t>(out.containers_.size()),
+                            .containers = static_cast<std::uint32_t>(p.containers_.size())});
+    out.source_roots_.push_back(p.root_);
+    const auto first_container = static_cast<std::uint32_t>(out.containers_.size());
+    for (const auto& c : p.containers_) out.containers_.push_back(p.resolve(c, p.root_));
+    const std::uint64_t base = out.identities_.size();
+    out.identities_ += p.identities_;
+    for (const auto end : p.identity_end_) out.identity_end_.push_back(base + end);
+    out.labels_.insert(out.labels_.end(), p.labels_.begin(), p.labels_.end());
+    for (std::size_t c = 0; c < out.meta_names_.size(); ++c) {
+      const std::uint64_t meta_base = out.meta_values_[c].size();
+      out.meta_values_[c] += p.meta_values_[c];
+      for (const auto end : p.meta_end_[c]) out.meta_end_[c].push_back(meta_base + end);
+    }
+    if (!members) continue;
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      const bool member = !p.member_container_.empty();
+      out.member_container_.push_back(member ? first_container + p.member_container_[i]
+                                             : kNoContainer);
+      out.member_offset_.push_back(member ? p.member_offset_[i] : 0);
+      out.member_size_.push_back(member ? p.member_size_[i] : 0);
+    }
+  }
+  return out;
 }
 
 std::int64_t Dataset::label(std::size_t i) const {
@@ -135,6 +205,12 @@ std::string_view Dataset::meta(std::size_t i, std::size_t column) const {
 }
 
 std::uint64_t Dataset::identity_hash() const {
+  if (!sources_.empty()) {
+    actors::IdentityHasher h(sources_.size());
+    for (const auto& s : sources_)
+      h.add(fmt::format("{}\n{}\n{:016x}", s.name, s.size, s.identity_hash));
+    return h.value();
+  }
   actors::IdentityHasher h(size());
   for (std::size_t i = 0; i < size(); ++i) h.add(identity(i));
   if (!labelled()) return h.value();

@@ -18,6 +18,15 @@
 // for plain integer labels. The identity hash covers the classes and labels of a
 // labelled dataset, so a checkpoint of another labelling does not resume this one.
 //
+// JOINED DATASETS. join() puts several datasets (the sources of a mix: a config's
+// [[sources]]) one after the other in one id space: source s's sample j is id
+// offset(s) + j, with its identity, location, label and metadata unchanged, so every
+// reader by id (the read stage, a remote worker, the batches' labels) is unchanged too.
+// Each source keeps its own root, containers, classes and labels: a label is an index
+// into its own source's classes (two sources' label 0 may be different classes), and
+// classes() of the joined dataset is empty. sources() lists them; a dataset that is not
+// joined has none.
+//
 // METADATA. Named columns (set_meta_columns() before the first add()), one text value
 // per sample and column ("" where the source has none).
 //
@@ -66,11 +75,29 @@ struct SampleEntry {
   std::span<const std::string_view> meta{};  // one per meta_columns(), in their order
 };
 
+/// One source of a joined dataset: ids [offset, offset + size).
+struct DatasetSource {
+  std::string name{};
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+  std::vector<std::string> classes{};  // its labels' class names (empty: integer labels)
+  std::uint64_t identity_hash = 0;     // its own Dataset::identity_hash()
+  // Its containers (tar shards) are the joined dataset's [first_container,
+  // first_container + containers).
+  std::uint32_t first_container = 0;
+  std::uint32_t containers = 0;
+};
+
 class Dataset {
  public:
   /// An empty dataset whose relative identities are paths under `root` ("": the
   /// working directory).
   explicit Dataset(std::string root = {});
+
+  /// The sources one after the other in one id space (JOINED DATASETS), named by
+  /// `names` (as many). Throws std::invalid_argument naming the source for one without
+  /// samples, labels in some sources only, or metadata columns that differ.
+  static Dataset join(std::vector<Dataset> sources, std::vector<std::string> names);
 
   /// Names the metadata columns; before the first add().
   void set_meta_columns(std::vector<std::string> names);
@@ -110,17 +137,25 @@ class Dataset {
   const std::vector<std::string>& meta_columns() const { return meta_names_; }
   std::string_view meta(std::size_t i, std::size_t column) const;
 
+  /// A joined dataset's sources, in id order (empty when not joined).
+  const std::vector<DatasetSource>& sources() const { return sources_; }
+  /// The source of sample i (0 when not joined).
+  std::uint32_t source_of(std::size_t i) const;
+
   /// The containers' paths as given to add_container (containers().size() of them).
   const std::vector<std::string>& containers() const { return containers_; }
-  /// The container of member i (a dataset of members only, else std::logic_error).
+  /// The container of member i (std::logic_error for a file: no container).
   std::uint32_t container_of(std::size_t i) const;
 
   /// A hash of the identities in id order (actors::hash_sample_identities of them), and
-  /// of the classes and labels when labelled: DatasetFingerprint::identity_hash.
+  /// of the classes and labels when labelled: DatasetFingerprint::identity_hash. A
+  /// joined dataset's: of its sources' names, sizes and identity hashes.
   std::uint64_t identity_hash() const;
 
  private:
-  std::string resolve(std::string_view path) const;
+  std::string resolve(std::string_view path, const std::string& root) const;
+  const std::string& root_of(std::size_t i) const;
+  static constexpr std::uint32_t kNoContainer = ~std::uint32_t{0};
 
   std::string root_;
   std::string identities_;                   // packed
@@ -131,8 +166,11 @@ class Dataset {
   std::vector<std::string> meta_values_;              // per column, packed
   std::vector<std::vector<std::uint64_t>> meta_end_;  // per column
   std::vector<std::string> containers_;
-  std::vector<std::uint32_t> member_container_;  // empty, or one per sample (all members)
+  // Empty, or one per sample: kNoContainer for a file (a joined dataset's file source).
+  std::vector<std::uint32_t> member_container_;
   std::vector<std::uint64_t> member_offset_, member_size_;
+  std::vector<DatasetSource> sources_;
+  std::vector<std::string> source_roots_;  // one per source
 };
 
 }  // namespace brigade::launch

@@ -16,6 +16,7 @@
 #include "actors/pipeline.h"
 #include "launch/loader/decode.h"
 #include "launch/loader/detail/batch.h"
+#include "launch/loader/detail/job_sampling.h"
 #include "launch/loader/remote_ops.h"
 #include "launch/loader/shards.h"
 #include "transport/checkpoint/checkpoint.h"
@@ -159,7 +160,7 @@ CheckpointError bad_set(const std::string& reason) {
   return CheckpointError(CheckpointErrorKind::mismatched, "state_dict", reason);
 }
 
-// The files' states, checked to be of one save.
+// The files' states, checked to be of one save (and of one kind: a sampler's or a mix's).
 std::vector<transport::DecodedCheckpoint> decode_set(
     std::span<const std::vector<std::byte>> files) {
   if (files.empty()) throw bad_set("no rank state given");
@@ -167,12 +168,11 @@ std::vector<transport::DecodedCheckpoint> decode_set(
   for (std::size_t i = 0; i < files.size(); ++i) {
     decoded.push_back(
         transport::decode_checkpoint_file(files[i], fmt::format("state_dict (rank state {})", i)));
-    if (!decoded.back().sampler) throw bad_set("a weighted mix's checkpoint, not a Loader's");
   }
   const auto& first = decoded.front();
   for (const auto& d : decoded) {
     if (d.world_size() != first.world_size() || d.generation() != first.generation() ||
-        d.job != first.job) {
+        d.job != first.job || d.mix.has_value() != first.mix.has_value()) {
       throw bad_set(fmt::format(
           "the rank states are not of one save: rank {} of {} (generation {}, job {:016x}) "
           "and rank {} of {} (generation {}, job {:016x})",
@@ -183,19 +183,17 @@ std::vector<transport::DecodedCheckpoint> decode_set(
   return decoded;
 }
 
-}  // namespace
-
-transport::LoadedCheckpoint checkpoint_from_files(std::span<const std::vector<std::byte>> files,
-                                                  std::uint32_t rank, std::uint32_t w) {
-  const auto decoded = decode_set(files);
-  std::vector<actors::SamplerState> states;
-  for (const auto& d : decoded) states.push_back(*d.sampler);
-  const auto& first = decoded.front();
+// The state of `rank` of `w` from one save's states (S: a sampler's or a mix's), with
+// the figures of `loaded` filled in.
+template <class S, class Loaded>
+Loaded state_from(const std::vector<S>& states, const transport::DecodedCheckpoint& first,
+                  std::uint32_t rank, std::uint32_t w) {
   const std::uint32_t saved_w = first.world_size();
-  transport::LoadedCheckpoint loaded{.generation = first.generation(),
-                                     .saved_world_size = saved_w,
-                                     .job = first.job,
-                                     .run = first.run};
+  Loaded loaded{};
+  loaded.generation = first.generation();
+  loaded.saved_world_size = saved_w;
+  loaded.job = first.job;
+  loaded.run = first.run;
   if (saved_w == w) {
     auto own = std::find_if(states.begin(), states.end(),
                             [rank](const auto& s) { return s.rank == rank; });
@@ -225,12 +223,33 @@ transport::LoadedCheckpoint checkpoint_from_files(std::span<const std::vector<st
   return loaded;
 }
 
+}  // namespace
+
+std::uint64_t epoch_of(const JobState& state) {
+  return std::visit([](const auto& s) { return s.epoch; }, state);
+}
+
+JobResume checkpoint_from_files(std::span<const std::vector<std::byte>> files, std::uint32_t rank,
+                                std::uint32_t w) {
+  const auto decoded = decode_set(files);
+  if (decoded.front().mix) {
+    std::vector<actors::MixState> states;
+    for (const auto& d : decoded) states.push_back(*d.mix);
+    return state_from<actors::MixState, transport::LoadedMixCheckpoint>(states, decoded.front(),
+                                                                        rank, w);
+  }
+  std::vector<actors::SamplerState> states;
+  for (const auto& d : decoded) states.push_back(*d.sampler);
+  return state_from<actors::SamplerState, transport::LoadedCheckpoint>(states, decoded.front(),
+                                                                       rank, w);
+}
+
 // -- Job ---------------------------------------------------------------------------
 
 struct Job::Impl {
   RunConfig c;
   Dataset d;
-  std::unique_ptr<actors::DistributedSampler> sampler;
+  detail::JobSampling sampler;
   ReadFile read_file;  // JobOptions::read_file, or empty for media::read_file
   BatchStage stage;    // JobOptions::stage
   std::shared_ptr<detail::BatchPool> batches = std::make_shared<detail::BatchPool>();
@@ -265,7 +284,7 @@ struct Job::Impl {
   Impl(RunConfig config, Dataset dataset, JobOptions options)
       : c(std::move(config)),
         d(std::move(dataset)),
-        sampler(make_sampler(c, d)),
+        sampler(c, d),
         read_file(std::move(options.read_file)),
         stage(std::move(options.stage)) {
     if (stage.run && (stage.concurrency < 1 || stage.concurrency > kMaxConcurrency)) {
@@ -303,11 +322,18 @@ struct Job::Impl {
     full.insert(full.begin(), *c.batch_size);
     std::size_t full_bytes = 1;
     for (auto d : full) full_bytes *= static_cast<std::size_t>(d);
-    pinned = std::make_shared<transport::BufferPool>(
-        device, transport::BufferPool::Memory::pinned_host,
-        transport::BufferPool::Options{.max_buffers = host_batches, .min_capacity = full_bytes});
     auto copy = copy_options(c);
     copy.full_batch = std::move(full);
+    // The pinned bound (DEVICE in job.h): decode writes into pinned buffers only while
+    // they fit pinned_direct_mib; else into ordinary memory, staged by the copy stage.
+    const auto direct_limit = static_cast<std::size_t>(c.pinned_direct_mib) << 20;
+    if (host_batches * full_bytes <= direct_limit) {
+      pinned = std::make_shared<transport::BufferPool>(
+          device, transport::BufferPool::Memory::pinned_host,
+          transport::BufferPool::Options{.max_buffers = host_batches, .min_capacity = full_bytes});
+    } else {
+      copy.pinned_staging = kPinnedStaging;
+    }
     to_device.emplace(device, std::move(copy));
   }
 
@@ -338,11 +364,10 @@ struct Job::Impl {
   // Restores `options.resume` or `resume_from`, and fixes this run's checkpoint
   // identity (transport/checkpoint/checkpoint.h, JOBS AND RUNS).
   void restore(const JobOptions& options) {
-    std::optional<transport::LoadedCheckpoint> loaded = options.resume;
+    std::optional<JobResume> loaded = options.resume;
     if (!loaded && !c.resume_from.empty()) {
       try {
-        loaded = transport::load_checkpoint(c.resume_from, *c.rank, *c.world_size,
-                                            {.expected = sampler->fingerprint()});
+        loaded = sampler.load(c.resume_from, *c.rank, *c.world_size);
       } catch (const transport::CheckpointError& e) {
         if (e.kind() == transport::CheckpointErrorKind::conflict) {
           throw ConfigError(
@@ -352,27 +377,35 @@ struct Job::Impl {
         }
         throw;
       }
-      spdlog::info(
-          "brigade: resuming from {} (generation {}, saved at world size {}): epoch {}, "
-          "{} of {} samples of this rank left",
-          c.resume_from, loaded->generation, loaded->saved_world_size, loaded->state.epoch,
-          loaded->state.remaining(), loaded->state.share());
     }
-    run_id = loaded ? transport::resumed_run(*loaded, *c.world_size, c.launch_id)
-                    : transport::fresh_run(sampler->fingerprint(), *c.world_size, c.launch_id);
-    if (!loaded) return;
-    const auto& state = loaded->state;
+    if (!loaded) {
+      run_id = sampler.fresh_run(*c.world_size, c.launch_id);
+      return;
+    }
+    const JobState state = std::visit([](const auto& l) { return JobState(l.state); }, *loaded);
+    std::visit(
+        [&](const auto& l) {
+          if (!c.resume_from.empty() && !options.resume) {
+            spdlog::info(
+                "brigade: resuming from {} (generation {}, saved at world size {}): epoch {}, "
+                "{} samples of this rank left",
+                c.resume_from, l.generation, l.saved_world_size, l.state.epoch,
+                sampler.remaining(state));
+          }
+          run_id = transport::resumed_run(l, *c.world_size, c.launch_id);
+        },
+        *loaded);
     try {
-      sampler->restore(state);  // also a finished epoch: the state plans the next ones
+      sampler.restore(state);  // also a finished epoch: the state plans the next ones
     } catch (const actors::SamplerStateError& e) {
       throw ConfigError(fmt::format("the checkpoint state conflicts with this job: {}", e.what()));
     }
-    restored_committed = state.committed;  // what state() reports until an epoch runs
-    if (state.remaining() == 0) {
-      next_epoch = state.epoch + 1;
+    restored_committed = std::visit([](const auto& s) { return s.committed; }, state);
+    if (sampler.remaining(state) == 0) {
+      next_epoch = epoch_of(state) + 1;
       return;
     }
-    next_epoch = state.epoch;
+    next_epoch = epoch_of(state);
     restored = true;
   }
 
@@ -390,8 +423,8 @@ struct Job::Impl {
 
   // The samples the next epoch begun delivers or fails (a restored epoch: its rest).
   std::uint64_t epoch_samples(std::uint64_t e) const {
-    return restored && e == next_epoch ? sampler->state(restored_committed).remaining()
-                                       : sampler->size_of(e);
+    return restored && e == next_epoch ? sampler.remaining(sampler.state(restored_committed))
+                                       : sampler.size_of(e);
   }
 
   // The samples this process consumes over the job; without an epoch limit, over the
@@ -400,7 +433,7 @@ struct Job::Impl {
     if (next_epoch >= c.epochs) return 0;
     std::uint64_t n = epoch_samples(next_epoch);
     if (open_ended()) return n;
-    for (auto e = next_epoch + 1; e < c.epochs; ++e) n += sampler->size_of(e);
+    for (auto e = next_epoch + 1; e < c.epochs; ++e) n += sampler.size_of(e);
     return n;
   }
 
@@ -440,7 +473,7 @@ struct Job::Impl {
     if (pool) return build_remote(build);
     auto decoded =
         actors::PipelineBuilder()
-            .add_source(std::ref(*sampler))
+            .add_source(std::ref(sampler))
             .pipe(
                 read,
                 {.concurrency = c.read_concurrency,
@@ -462,6 +495,11 @@ struct Job::Impl {
 
   // The batch with its samples' labels (a labelled dataset's) and metadata (`meta`).
   JobBatch label(JobBatch b) const {
+    if (!d.sources().empty()) {
+      b.sources.resize(b.ids.size());
+      for (std::size_t i = 0; i < b.ids.size(); ++i)
+        b.sources[i] = static_cast<std::int32_t>(d.source_of(b.ids[i]));
+    }
     b.meta.resize(d.meta_columns().size());
     for (std::size_t m = 0; m < b.meta.size(); ++m) {
       b.meta[m].reserve(b.ids.size());
@@ -499,6 +537,7 @@ struct Job::Impl {
       JobBatch out{.epoch = b.epoch,
                    .ids = b.ids,
                    .labels = b.labels,
+                   .sources = b.sources,
                    .meta = b.meta,
                    .data = {},
                    .failed = b.failed};
@@ -554,7 +593,7 @@ struct Job::Impl {
       if (then) then(config);
     };
     auto decoded = actors::PipelineBuilder()
-                       .add_source(std::ref(*sampler))
+                       .add_source(std::ref(sampler))
                        .aggregate(static_cast<std::size_t>(*c.batch_size),
                                   {.drop_last = c.drop_last, .name = "batch"})
                        .pipe(remote, {.concurrency = inflight,
@@ -578,7 +617,7 @@ struct Job::Impl {
     if (restored && e == next_epoch) {
       start = restored_committed;
     } else {
-      sampler->set_epoch(e);
+      sampler.set_epoch(e);
     }
     if (open_ended() && !c.failure_budget.is_unlimited()) {
       // Without an epoch limit a rate counts over the epochs begun so far.
@@ -666,9 +705,9 @@ struct Job::Impl {
     return batches_of(epoch_samples(e));
   }
 
-  actors::SamplerState state() const {
+  JobState state() const {
     const auto commits = in_epoch ? pipeline->committed() : (ran ? committed : restored_committed);
-    return sampler->state(commits, run_id.first_generation + saves);
+    return sampler.state(commits, run_id.first_generation + saves);
   }
 };
 
@@ -692,7 +731,7 @@ std::uint64_t Job::batches_in_epoch(std::optional<std::uint64_t> epoch) const {
   return impl_->batches_in(
       epoch.value_or(impl_->in_epoch ? impl_->epoch->load() : impl_->next_epoch));
 }
-actors::SamplerState Job::state() const { return impl_->state(); }
+JobState Job::state() const { return impl_->state(); }
 JobCounts Job::counts() const { return impl_->counts; }
 std::uint64_t Job::expected_samples() const { return impl_->expected; }
 actors::PipelineStats Job::stats() const { return impl_->pipeline->stats(); }
@@ -703,20 +742,36 @@ std::optional<RemoteSummary> Job::remote_summary() const {
                        impl_->decoded_locally.load()};
 }
 
-std::filesystem::path Job::write_checkpoint(const std::optional<actors::SamplerState>& saved) {
+bool Job::wait_for_ranks(std::chrono::milliseconds timeout) const {
+  if (!impl_->pool) return true;
+  return impl_->pool->wait_for_subscribers(static_cast<std::size_t>(*impl_->c.world_size), timeout,
+                                           {});
+}
+
+std::filesystem::path Job::write_checkpoint(const std::optional<JobState>& saved) {
   auto s = saved ? *saved : state();
-  s.generation = impl_->run_id.first_generation + impl_->saves;
-  auto path = transport::write_checkpoint(
-      impl_->c.checkpoint_dir, s,
-      {.run = impl_->run_id, .keep = static_cast<std::uint32_t>(impl_->c.keep_checkpoints)});
+  const auto generation = impl_->run_id.first_generation + impl_->saves;
+  const transport::WriteOptions options{
+      .run = impl_->run_id, .keep = static_cast<std::uint32_t>(impl_->c.keep_checkpoints)};
+  auto path = std::visit(
+      [&](auto& state) {
+        state.generation = generation;
+        return transport::write_checkpoint(impl_->c.checkpoint_dir, state, options);
+      },
+      s);
   ++impl_->saves;
   return path;
 }
 
-std::vector<std::byte> Job::checkpoint_bytes(const std::optional<actors::SamplerState>& saved) {
+std::vector<std::byte> Job::checkpoint_bytes(const std::optional<JobState>& saved) {
   auto s = saved ? *saved : state();
-  s.generation = impl_->run_id.first_generation + impl_->saves;
-  auto bytes = transport::encode_checkpoint(s, impl_->run_id);
+  const auto generation = impl_->run_id.first_generation + impl_->saves;
+  auto bytes = std::visit(
+      [&](auto& state) {
+        state.generation = generation;
+        return transport::encode_checkpoint(state, impl_->run_id);
+      },
+      s);
   ++impl_->saves;
   return bytes;
 }
@@ -751,10 +806,24 @@ class Runner {
       s_.end = JobEnd::failed;
       s_.failure = e.what();
     }
+    if (s_.end == JobEnd::finished) hold_directory();
     return finish();
   }
 
  private:
+  // Rank 0 hosting the directory keeps it until every rank has subscribed (a rank
+  // started later than this one finished would find no directory), at most
+  // kDirectoryHold, and not past an interrupt.
+  void hold_directory() {
+    const auto until = Clock::now() + kDirectoryHold;
+    while (!job_.wait_for_ranks(std::chrono::milliseconds(100))) {
+      if (stop_reason() || Clock::now() >= until) {
+        spdlog::warn("brigade: not every rank subscribed to the directory; closing it");
+        return;
+      }
+    }
+  }
+
   void run_epoch() {
     for (;;) {
       if (const auto end = stop_reason()) {

@@ -47,10 +47,14 @@
 //
 // DEVICE. With `device` set, a last stage ("to_device", io, concurrency 1) copies each
 // batch to the device on its own queue (transport/device/device_copy.h): batches are decoded
-// straight into page-locked buffers of a pool sized to the pipeline (one host copy),
-// and JobBatch::device holds the batch on the device (JobBatch::data is then empty),
-// normalized there when `normalize` is set (the host batch is then NHWC uint8, and
-// `layout` is the normalized batch's). The consumer waits for a batch — wait(), or
+// straight into page-locked buffers of a pool sized to the pipeline (one host copy)
+// while that pool, (3 × max(decode concurrency, remote tasks) + 8) full batches, fits
+// `pinned_direct_mib` (default 1 GiB); a bigger job decodes into ordinary memory and the
+// copy stage stages each batch through kPinnedStaging pinned buffers (one host memcpy
+// more, on the copy stage's thread): pinned memory per rank is at most
+// max(pinned_direct_mib, 3 full batches). JobBatch::device holds the batch on the device
+// (JobBatch::data is then empty), normalized there when `normalize` is set (the host batch is then
+// NHWC uint8, and `layout` is the normalized batch's). The consumer waits for a batch — wait(), or
 // use_on(its stream) — and nothing else does; run_job's consumer waits before each
 // on_batch. At most kDeviceBatches batches are on the device at once (the one the
 // consumer holds included): that bound is the copy stage's backpressure. Batches, on
@@ -71,6 +75,18 @@
 // actors::PipelineFailure naming the lost workers once none has been live for
 // kNoWorkerGrace (5 s).
 //
+// MIXING. With [[sources]] (RunConfig::sources) the dataset is the sources' joined
+// dataset (Dataset::join, open_dataset) and the sampler a weighted mix of them
+// (launch/loader/detail/job_sampling.h): an epoch is N draws in all (epoch_samples, else
+// the sum of the sources' sizes), each rank drawing ceil(N / W), so every rank delivers
+// the same number of batches; a draw picks source i with probability weight_i / Σ
+// weights and yields that source's next sample (each source in its own shuffled order,
+// starting over when it runs out). JobBatch::sources says which source each sample came
+// from; its label is its own source's class index (sources do not share classes).
+// Checkpoints hold the mix's state (actors::MixState): exact resume, and elastic resume
+// at another world size (the draws left are cut among the new ranks; later epochs are
+// N draws again). A remote worker reads a sample by its location as for one dataset.
+//
 // THREADING. A Job is driven by one thread (next(), begin_epoch(), state()); stop()
 // may be called from any thread.
 
@@ -83,8 +99,10 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "actors/mixer.h"
 #include "actors/sampler.h"
 #include "actors/stats.h"
 #include "launch/loader/dataset.h"
@@ -99,6 +117,8 @@ namespace brigade::launch {
 
 /// Batches on the device at once with `device` set (see DEVICE).
 inline constexpr std::size_t kDeviceBatches = 4;
+/// Pinned staging buffers of a device job over its pinned_direct_mib (see DEVICE).
+inline constexpr std::size_t kPinnedStaging = 3;
 /// RunConfig::epochs for a job without an epoch limit (the Python Loader's default):
 /// finished() is never true, and a rate budget counts over the epochs begun so far.
 inline constexpr std::uint64_t kUnlimitedEpochs = ~std::uint64_t{0};
@@ -110,6 +130,13 @@ inline constexpr std::uint64_t kUnlimitedEpochs = ~std::uint64_t{0};
 std::unique_ptr<actors::DistributedSampler> make_sampler(const RunConfig& config,
                                                          const Dataset& dataset);
 
+/// A job's checkpoint state: its sampler's, or its mix's (MIXING).
+using JobState = std::variant<actors::SamplerState, actors::MixState>;
+/// A loaded checkpoint of either kind, to resume a job from (JobOptions::resume).
+using JobResume = std::variant<transport::LoadedCheckpoint, transport::LoadedMixCheckpoint>;
+/// The epoch a state is in.
+std::uint64_t epoch_of(const JobState& state);
+
 /// A delivered batch.
 struct JobBatch {
   std::uint64_t epoch = 0;
@@ -117,6 +144,9 @@ struct JobBatch {
   // labels[i] is sample ids[i]'s label (Dataset::label) when the dataset is labelled;
   // else empty
   std::vector<std::int64_t> labels{};
+  // sources[i] is the source (index into RunConfig::sources) of sample ids[i] in a mix
+  // (MIXING); else empty
+  std::vector<std::int32_t> sources{};
   // With `meta` (RunConfig::meta, a manifest's columns): meta[c][i] is sample ids[i]'s
   // text in column config.meta[c] (Dataset::meta), copied; else empty. Only what was
   // asked for travels: no column, no cost.
@@ -172,11 +202,12 @@ using transport::CheckpointErrorKind;
 /// rank, as a Python state_dict keeps them) for rank `rank` of `world_size`: with one
 /// save's files at the same world size, the file of `rank` among them (exact resume);
 /// at another world size, every rank's file of that save, re-partitioned
-/// (actors::repartition: elastic resume). Throws CheckpointError: `mismatched` for no
-/// file, files of different saves, or no file of `rank`; `incomplete` for an elastic
-/// resume that lacks a rank's file; a decoding error names the file's index.
-transport::LoadedCheckpoint checkpoint_from_files(std::span<const std::vector<std::byte>> files,
-                                                  std::uint32_t rank, std::uint32_t world_size);
+/// (actors::repartition: elastic resume). A sampler's files or a mix's (all of one kind). Throws
+/// CheckpointError: `mismatched` for no file, files of different saves, or no file of `rank`;
+/// `incomplete` for an elastic resume that lacks a rank's file; a decoding error names the file's
+/// index.
+JobResume checkpoint_from_files(std::span<const std::vector<std::byte>> files, std::uint32_t rank,
+                                std::uint32_t world_size);
 
 /// A stage of the consumer's own (the Python Loader's Python stage), run on each batch
 /// inside the job's pipeline, after the decode (and to_device): the engine runs it
@@ -199,7 +230,7 @@ struct BatchStage {
 struct JobOptions {
   /// Start from this checkpoint instead of `resume_from` (e.g. a Python state_dict:
   /// checkpoint_from_files()); its fingerprint must match the job's sampling.
-  std::optional<transport::LoadedCheckpoint> resume{};
+  std::optional<JobResume> resume{};
   /// Reads a sample's bytes instead of media::read_file (a test's fault injection);
   /// it reports failure by throwing, as media::read_file does (media::MediaError).
   ReadFile read_file{};
@@ -249,18 +280,16 @@ class Job {
   std::uint64_t batches_in_epoch(std::optional<std::uint64_t> epoch = std::nullopt) const;
 
   /// This rank's checkpoint state for what next() has returned (see CHECKPOINTS).
-  actors::SamplerState state() const;
+  JobState state() const;
   /// Writes state() (or `state`, one of this job's earlier states) into
   /// config.checkpoint_dir as the next generation of this run's set
   /// (transport/checkpoint/checkpoint.h), pruning to keep_checkpoints sets. Returns the file.
   /// Throws transport::CheckpointError.
-  std::filesystem::path write_checkpoint(
-      const std::optional<actors::SamplerState>& state = std::nullopt);
+  std::filesystem::path write_checkpoint(const std::optional<JobState>& state = std::nullopt);
   /// state() (or `state`, one of this job's earlier states) as the bytes of a checkpoint
   /// file of this run (the next generation), for callers that store it themselves (a
   /// Python state_dict; checkpoint_from_files() reads it back).
-  std::vector<std::byte> checkpoint_bytes(
-      const std::optional<actors::SamplerState>& state = std::nullopt);
+  std::vector<std::byte> checkpoint_bytes(const std::optional<JobState>& state = std::nullopt);
 
   JobCounts counts() const;
   /// The samples this process consumes over the job (delivered or failed), as planned.
@@ -268,6 +297,11 @@ class Job {
   actors::PipelineStats stats() const;  // of the epoch in progress (or the last)
   /// With remote workers: the pool's figures so far. Any thread.
   std::optional<RemoteSummary> remote_summary() const;
+  /// Rank 0 hosting the directory: waits at most `timeout` until every rank
+  /// (world_size trainers, this one included) has subscribed to it; true once they have,
+  /// and at once for a job that hosts none. A rank that finishes before another has
+  /// started keeps the directory up this way (run_job: at most kDirectoryHold).
+  bool wait_for_ranks(std::chrono::milliseconds timeout) const;
 
  private:
   struct Impl;
@@ -303,6 +337,10 @@ struct JobHooks {
   /// pointer keeps the job alive): `brigade run`'s statistics reporter.
   std::function<void(std::shared_ptr<const Job>)> on_job{};
 };
+
+/// How long run_job keeps a finished rank 0's directory for ranks yet to subscribe
+/// (an interrupt ends the wait).
+inline constexpr std::chrono::seconds kDirectoryHold{10};
 
 enum class JobEnd { finished, stopped, interrupted, already_complete, failed };
 

@@ -55,6 +55,24 @@ class ConfigError : public std::invalid_argument {
   std::string key_;
 };
 
+/// One source of a mix: a config's [[sources]] table (a Python Loader's sources=[{...}]).
+/// Its samples come from its own data keys (one of data, list, manifest, shards, with
+/// the keys of that kind, as the job's keys of the same names say); `kind`, `meta` and
+/// everything else are the job's. Checked when parsed (launch/loader/job_settings.h
+/// SOURCES).
+struct SourceConfig {
+  std::string name{};  // default "source<i>"; unique
+  double weight = 1;   // finite, > 0: the share of the epoch's draws (relative)
+  std::string data{}, list{}, manifest{}, manifest_format{};
+  std::string path_column = "path";
+  std::string label_column{}, classes{};
+  Labels labels = Labels::none;
+  std::vector<std::string> shards{};
+  std::string image_key = "jpg;jpeg;png;webp;ppm;pgm;pbm;pnm";
+  std::string video_key = "mp4";
+  std::string label_key{};
+};
+
 /// The job's description: what a Job is told, from `brigade run` or the Python Loader
 /// (what only `brigade run` reads, its output files and reports, is launch/config.h's
 /// RunOutput). Unset optionals take the documented defaults in resolve(); after
@@ -111,6 +129,10 @@ struct RunConfig {
   // (the CPU device: the whole device path, host memory standing in) or "cuda:N".
   // "cuda" on a build without CUDA is a ConfigError ("this build has no CUDA").
   std::string device{};
+  // --pinned-direct-mib MIB ; pinned_direct_mib: with a device, the most page-locked
+  // memory decode may write batches into directly (DEVICE in job.h); above it, pageable
+  // decode output staged through 3 pinned buffers. 0 always stages; at most 2^20.
+  int pinned_direct_mib = 1024;
   // imagenet: uint8 → float, (x / 255 - mean) / std, on the device with one, else on
   // the CPU in the decode stage (float32, channels per `layout`).
   Normalize normalize = Normalize::none;
@@ -170,7 +192,18 @@ struct RunConfig {
   // shards at a time (actors::DistributedBlockSampler: the shards' order shuffled per
   // epoch, the samples within each window of W shards).
   std::uint64_t shuffle_window = 0;
+
+  // ---- Several datasets mixed by weight ([[sources]]; launch/loader/job.h MIXING)
+  // With sources, data/list/manifest/shards must not be given: each source has its own.
+  std::vector<SourceConfig> sources{};
+  // Draws per epoch of a mix, over all ranks (each rank draws ceil(N / world size));
+  // 0: the sum of the sources' sizes.
+  std::uint64_t epoch_samples = 0;
 };
+
+/// The job's description with `source`'s data keys in place of the job's (and no
+/// sources): what open_dataset lists for that source.
+RunConfig source_config(const RunConfig& job, const SourceConfig& source);
 
 /// Whether this rank hosts the directory of remote workers: a resolved remote config
 /// with a directory, on rank 0.

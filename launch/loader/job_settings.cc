@@ -448,6 +448,17 @@ const std::vector<Key>& keys() {
        0,
        false,
        "cpu|cuda:N"},
+      {"pinned_direct_mib",
+       "--pinned-direct-mib",
+       Type::non_negative,
+       "with --device: the most page-locked memory (MiB) that decode may write batches "
+       "into directly (default 1024); a job that would need more decodes into ordinary "
+       "memory and stages each batch through 3 pinned buffers (one host memcpy more)",
+       {},
+       [](RunConfig& c, const Value& v) { c.pinned_direct_mib = as_count(v); },
+       1 << 20,
+       false,
+       "MIB"},
       {"normalize", "--normalize", Type::choice,
        "uint8 to float, (x/255 - mean)/std with ImageNet's mean and std (or "
        "--normalize-mean/--normalize-std), channels per --layout: on the device with "
@@ -678,6 +689,18 @@ const std::vector<Key>& keys() {
        0,
        false,
        "FIELD"},
+      {"epoch_samples",
+       "--epoch-samples",
+       Type::non_negative,
+       "with [[sources]]: draws per epoch over all ranks (each rank draws ceil(N / world "
+       "size)); 0 (default): the sum of the sources' sizes",
+       {},
+       [](RunConfig& c, const Value& v) {
+         c.epoch_samples = static_cast<std::uint64_t>(as_int(v));
+       },
+       std::numeric_limits<std::int64_t>::max(),
+       false,
+       "N"},
       {"shuffle_window",
        "--shuffle-window",
        Type::non_negative,
@@ -1039,6 +1062,129 @@ void set_key(RunConfig& config, const Key& key, const Value& value, const std::s
   note_origin(config, key, where);
 }
 
+// The node as the checked value of `spec`, a path resolved against `folder`.
+Value node_value(const Key& spec, const toml::node& node, const std::string& where,
+                 const std::filesystem::path& folder) {
+  Value value = toml_value(node, where, spec);
+  value = check(spec, std::move(value), where, show(node));
+  if (spec.type == Type::path) {
+    std::filesystem::path p(as_text(value));
+    if (p.is_relative() && !folder.empty()) value = (folder / p).lexically_normal().string();
+  }
+  if (spec.type == Type::paths && !folder.empty()) {
+    for (auto& item : std::get<std::vector<std::string>>(value)) {
+      std::filesystem::path p(item);
+      if (p.is_relative()) item = (folder / p).lexically_normal().string();
+    }
+  }
+  return value;
+}
+
+// The job's keys a [[sources]] table takes (besides name and weight): where a source's
+// samples come from.
+constexpr std::array<std::string_view, 12> kSourceKeys{
+    "data",    "list",   "manifest", "manifest_format", "path_column", "label_column",
+    "classes", "labels", "shards",   "image_key",       "video_key",   "label_key"};
+
+std::string source_keys_list() {
+  std::string out = "name, weight";
+  for (auto k : kSourceKeys) out += ", " + std::string(k);
+  return out;
+}
+
+SourceConfig source_from(const RunConfig& c, std::string name, double weight) {
+  return {.name = std::move(name),
+          .weight = weight,
+          .data = c.data,
+          .list = c.list,
+          .manifest = c.manifest,
+          .manifest_format = c.manifest_format,
+          .path_column = c.path_column,
+          .label_column = c.label_column,
+          .classes = c.classes,
+          .labels = c.labels,
+          .shards = c.shards,
+          .image_key = c.image_key,
+          .video_key = c.video_key,
+          .label_key = c.label_key};
+}
+
+// One [[sources]] table (SOURCES in job_settings.h).
+SourceConfig apply_source(const toml::table& table, std::size_t index, const std::string& name,
+                          const std::filesystem::path& folder) {
+  const std::string at = fmt::format("sources[{}]", index);
+  RunConfig listing;  // the job's defaults for the source's keys
+  std::string source_name = fmt::format("source{}", index);
+  double weight = 1;
+  const auto line_of = [&](const toml::node& node) {
+    return fmt::format("{}:{}", name, node.source().begin.line);
+  };
+  for (auto&& [k, node] : table) {
+    const std::string key(k.str());
+    const std::string where = fmt::format(
+        "{}:{}", name, k.source().begin.line ? k.source().begin.line : node.source().begin.line);
+    if (key == "name") {
+      const auto text = node.value<std::string>();
+      if (!node.is_string() || text->empty()) {
+        throw ConfigError(
+            fmt::format("{}: {}.name: expected a non-empty string, got {}", where, at, show(node)),
+            at + ".name");
+      }
+      source_name = *text;
+      continue;
+    }
+    if (key == "weight") {
+      const auto w = node.value<double>();
+      if (!node.is_number() || !std::isfinite(*w) || !(*w > 0)) {
+        throw ConfigError(fmt::format("{}: {}.weight: expected a finite number > 0, got {}", where,
+                                      at, show(node)),
+                          at + ".weight");
+      }
+      weight = *w;
+      continue;
+    }
+    const Key* spec = find_key(key);
+    if (!spec || std::find(kSourceKeys.begin(), kSourceKeys.end(), key) == kSourceKeys.end()) {
+      throw ConfigError(fmt::format("{}: {}: unknown key '{}' (a source takes {}; the job's other "
+                                    "keys go outside [[sources]])",
+                                    where, at, key, source_keys_list()),
+                        at + "." + key);
+    }
+    set_key(listing, *spec, node_value(*spec, node, where, folder), where, {});
+  }
+  if (listing.data.empty() && listing.list.empty() && listing.manifest.empty() &&
+      listing.shards.empty()) {
+    throw ConfigError(
+        fmt::format("{}: {}: no data: give data, list, manifest or shards", line_of(table), at),
+        at + ".data");
+  }
+  return source_from(listing, std::move(source_name), weight);
+}
+
+void apply_sources(RunConfig& config, const toml::node& node, const std::string& where,
+                   const std::string& name, const std::filesystem::path& folder) {
+  const auto* array = node.as_array();
+  if (!array || array->empty() || !array->is_array_of_tables()) {
+    throw ConfigError(
+        fmt::format("{}: sources: expected tables ([[sources]] with data = ... and weight = ...), "
+                    "got {}",
+                    where, show(node)),
+        "sources");
+  }
+  std::vector<SourceConfig> sources;
+  for (std::size_t i = 0; i < array->size(); ++i) {
+    sources.push_back(apply_source(*array->get(i)->as_table(), i, name, folder));
+    for (std::size_t j = 0; j < i; ++j) {
+      if (sources[j].name == sources[i].name) {
+        throw ConfigError(fmt::format("{}: sources[{}].name: '{}' is also sources[{}]'s name",
+                                      where, i, sources[i].name, j),
+                          fmt::format("sources[{}].name", i));
+      }
+    }
+  }
+  config.sources = std::move(sources);
+}
+
 void apply_table(RunConfig& config, const toml::table& table, const std::string& prefix,
                  const std::string& name, const std::filesystem::path& folder,
                  const FrontEndSetting& front_end) {
@@ -1051,6 +1197,10 @@ void apply_table(RunConfig& config, const toml::table& table, const std::string&
       apply_table(config, *node.as_table(), key, name, folder, front_end);
       continue;
     }
+    if (key == "sources") {
+      apply_sources(config, node, where, name, folder);
+      continue;
+    }
     const Key* spec = find_key(key);
     if (!spec) {
       throw ConfigError(
@@ -1058,19 +1208,7 @@ void apply_table(RunConfig& config, const toml::table& table, const std::string&
                         : fmt::format("{}: unknown key '{}'", where, key),
           key);
     }
-    Value value = toml_value(node, where, *spec);
-    value = check(*spec, std::move(value), where, show(node));
-    if (spec->type == Type::path) {
-      std::filesystem::path p(as_text(value));
-      if (p.is_relative() && !folder.empty()) value = (folder / p).lexically_normal().string();
-    }
-    if (spec->type == Type::paths && !folder.empty()) {
-      for (auto& item : std::get<std::vector<std::string>>(value)) {
-        std::filesystem::path p(item);
-        if (p.is_relative()) item = (folder / p).lexically_normal().string();
-      }
-    }
-    set_key(config, *spec, value, where, front_end);
+    set_key(config, *spec, node_value(*spec, node, where, folder), where, front_end);
   }
 }
 
@@ -1202,22 +1340,53 @@ void resolve_transform(RunConfig& config) {
 
 }  // namespace
 
-void resolve(RunConfig& config, const Getenv& getenv) {
-  detail::resolve_launch(config, getenv);
+namespace {
+
+// The checks of one listing's data keys (the job's, or a source's: `at` "sources[i].").
+void check_data_keys(const RunConfig& config, const std::string& at) {
   if (!config.data.empty() && !config.list.empty()) {
-    throw ConfigError("data and list: give one of them, not both", "list");
+    throw ConfigError(fmt::format("{}data and {}list: give one of them, not both", at, at),
+                      at + "list");
   }
   if (!config.shards.empty() &&
       (!config.data.empty() || !config.list.empty() || !config.manifest.empty())) {
-    throw ConfigError("shards: give shards, data, list or manifest, not several", "shards");
-  }
-  if (config.shuffle_window > 0 && config.shards.empty()) {
-    throw ConfigError("shuffle_window: the shard-block shuffle needs shards", "shuffle_window");
+    throw ConfigError(fmt::format("{}shards: give shards, data, list or manifest, not several", at),
+                      at + "shards");
   }
   if (!config.manifest.empty() && (!config.data.empty() || !config.list.empty())) {
-    throw ConfigError(fmt::format("manifest and {}: give one of them, not both",
+    throw ConfigError(fmt::format("{}manifest and {}{}: give one of them, not both", at, at,
                                   config.data.empty() ? "list" : "data"),
-                      "manifest");
+                      at + "manifest");
+  }
+}
+
+}  // namespace
+
+void resolve(RunConfig& config, const Getenv& getenv) {
+  detail::resolve_launch(config, getenv);
+  check_data_keys(config, "");
+  if (!config.sources.empty()) {
+    const std::pair<const char*, bool> listings[] = {{"data", !config.data.empty()},
+                                                     {"list", !config.list.empty()},
+                                                     {"manifest", !config.manifest.empty()},
+                                                     {"shards", !config.shards.empty()}};
+    for (const auto& [key, given] : listings) {
+      if (!given) continue;
+      throw ConfigError(fmt::format("sources and {}: a mix takes its samples from each "
+                                    "[[sources]] table's own {}; give one or the other",
+                                    key, key),
+                        "sources");
+    }
+    for (std::size_t i = 0; i < config.sources.size(); ++i)
+      check_data_keys(source_config(config, config.sources[i]), fmt::format("sources[{}].", i));
+  } else if (config.epoch_samples > 0) {
+    throw ConfigError("epoch_samples: sets the draws of a mix's epoch; it needs [[sources]]",
+                      "epoch_samples");
+  }
+  bool any_shards = !config.shards.empty();
+  for (const auto& s : config.sources) any_shards = any_shards || !s.shards.empty();
+  if (config.shuffle_window > 0 && !any_shards) {
+    throw ConfigError("shuffle_window: the shard-block shuffle needs shards", "shuffle_window");
   }
   if (config.launch_id.empty()) {
     if (const char* id = getenv("TORCHELASTIC_RUN_ID"); id && *id) {

@@ -16,11 +16,12 @@
 //   [stages.read] concurrency (--read-concurrency), [stages.decode] concurrency
 //   (--decode-concurrency), rank, world_size, max_failures, ids_out,
 //   stop_after_batches, json, progress (--no-progress), layout, checkpoint_dir,
-//   keep_checkpoints, launch_id, resume_from, device, normalize, normalize_dtype,
-//   normalize_mean, normalize_std, transform, size, resize, scale, ratio,
+//   keep_checkpoints, launch_id, resume_from, device, pinned_direct_mib, normalize,
+//   normalize_dtype, normalize_mean, normalize_std, transform, size, resize, scale, ratio,
 //   flip_probability, exif_orientation, roi_decode, interpolation, clip_stride,
 //   [remote] workers, directory, on_no_workers, token_file, tls_cert, tls_key, tls_ca,
-//   task_timeout, max_attempts, inflight (--remote-inflight). Relative paths in a TOML
+//   task_timeout, max_attempts, inflight (--remote-inflight), [[sources]] (SOURCES),
+//   epoch_samples. Relative paths in a TOML
 //   file resolve against the file's folder. [remote] workers is an array of "HOST:PORT"
 //   strings or one comma-separated string; --workers takes the comma-separated form.
 //   The keys that only shape `brigade run`'s output (ids_out, digests_out,
@@ -28,6 +29,24 @@
 //   so that one file serves the command line and the Python Loader; the job does not
 //   hold them (RunConfig has no field for them): their values go to the front end's
 //   FrontEndSetting (launch/config.h RunOutput; the Python Loader lists them as ignored).
+//
+// SOURCES. Several datasets mixed by weight: an array of tables, one per source,
+//   [[sources]]                      # sources[0]
+//   name = "photos"                  # default "source<i>"; unique
+//   data = "photos/"                 # or list, manifest, shards (one of them), with
+//   labels = "folder"                #   the keys of that kind: manifest_format,
+//   weight = 3                       #   path_column, label_column, classes, labels,
+//   [[sources]]                      #   image_key, video_key, label_key
+//   shards = ["web-{0000..0015}.tar"]
+//   weight = 1                       # finite, > 0 (default 1)
+// (a Python Loader's sources=[{"data": ..., "weight": 3}, ...] is the same array). The
+// job's data, list, manifest and shards must then be absent; everything else (kind,
+// meta, batch_size, shuffle_window, …) is the job's. epoch_samples sets the draws per
+// epoch (default: the sum of the sources' sizes). A later document's sources (keywords
+// after a file) replace the earlier ones as a whole. Errors name the table by index and
+// the key: "run.toml:9: sources[1]: unknown key 'wieght' (a source takes name, weight,
+// data, …)", "run.toml:7: sources[0].weight: expected a finite number > 0, got -1",
+// "sources[1]: no data: give data, list, manifest or shards", "sources and data: …".
 //
 // LAUNCH ENVIRONMENT. resolve() reads what launchers already set; Brigade ships none.
 //   torchrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT.

@@ -215,7 +215,32 @@ Dataset read_list(const std::string& list_file) {
   return d;
 }
 
+namespace {
+
+Dataset open_sources(const RunConfig& c) {
+  std::vector<Dataset> parts;
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < c.sources.size(); ++i) {
+    const auto at = fmt::format("sources[{}]", i);
+    try {
+      parts.push_back(open_dataset(source_config(c, c.sources[i]), false));
+    } catch (const ConfigError& e) {
+      throw ConfigError(fmt::format("{} ({}): {}", at, c.sources[i].name, e.what()),
+                        e.key().empty() ? at : at + "." + e.key());
+    }
+    names.push_back(c.sources[i].name);
+  }
+  try {
+    return Dataset::join(std::move(parts), std::move(names));
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(fmt::format("sources: {}", e.what()), "sources");
+  }
+}
+
+}  // namespace
+
 Dataset open_dataset(const RunConfig& c, bool demo_allowed) {
+  if (!c.sources.empty()) return open_sources(c);
   const bool by_folder = c.labels == Labels::folder;
   if (by_folder && (!c.list.empty() || !c.manifest.empty())) {
     throw ConfigError(

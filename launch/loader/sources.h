@@ -50,7 +50,9 @@ Dataset list_class_folders(const std::string& dir, MediaKind kind);
 /// Throws ConfigError if it cannot be read or has no entry.
 Dataset read_list(const std::string& list_file);
 
-/// The dataset `config` names: its `shards` (launch/loader/shards.h), else its
+/// The dataset `config` names: with `sources`, each source's dataset (as below, from
+/// source_config()) joined in their order (Dataset::join; an error names the source's
+/// index and name); else its `shards` (launch/loader/shards.h), else its
 /// `manifest`, else its `list`, else its `data` folder, else (with `demo_allowed`) the
 /// demo dataset of its kind (generated on first use: demo_folder()); a folder is listed
 /// by list_class_folders with `labels` folder, else list_folder.

@@ -110,8 +110,22 @@ Scratch& thread_scratch() {
 
 }  // namespace
 
+bool cpu_has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2") != 0;
+  return has;
+}
+
 void resample_rgb(const std::uint8_t* src, std::ptrdiff_t stride, int src_x0, int src_y0,
                   const Taps& tx, const Taps& ty, bool flip, std::uint8_t* dst) {
+  if (cpu_has_avx2()) {
+    resample_rgb_avx2(src, stride, src_x0, src_y0, tx, ty, flip, dst);
+  } else {
+    resample_rgb_reference(src, stride, src_x0, src_y0, tx, ty, flip, dst);
+  }
+}
+
+void resample_rgb_reference(const std::uint8_t* src, std::ptrdiff_t stride, int src_x0, int src_y0,
+                            const Taps& tx, const Taps& ty, bool flip, std::uint8_t* dst) {
   const int out_w = static_cast<int>(tx.first.size());
   const int out_h = static_cast<int>(ty.first.size());
   const int row0 = ty.lo(), rows = std::max(ty.hi() - row0, 0);

@@ -49,8 +49,26 @@ Taps make_taps(const AxisPlan& plan, Interpolation filter = Interpolation::bilin
 /// Resamples RGB24 input whose pixel (x, y) is at src + (y - src_y0) * stride +
 /// (x - src_x0) * 3, covering at least [tx.lo(), tx.hi()) x [ty.lo(), ty.hi()), into a
 /// contiguous out_count_x x out_count_y RGB24 image at dst; `flip` mirrors it
-/// horizontally (as a flip after the resize would).
+/// horizontally (as a flip after the resize would). Runs resample_rgb_avx2 where the
+/// CPU has AVX2 (checked once), else resample_rgb_reference: the same bytes either way.
 void resample_rgb(const std::uint8_t* src, std::ptrdiff_t stride, int src_x0, int src_y0,
                   const Taps& tx, const Taps& ty, bool flip, std::uint8_t* dst);
+
+/// The portable implementation: whole-row accumulations over a transposed copy of the
+/// region (compiler-vectorized). The reference the AVX2 path is tested against.
+void resample_rgb_reference(const std::uint8_t* src, std::ptrdiff_t stride, int src_x0, int src_y0,
+                            const Taps& tx, const Taps& ty, bool flip, std::uint8_t* dst);
+
+/// Whether this CPU runs resample_rgb_avx2.
+bool cpu_has_avx2();
+
+/// AVX2 intrinsics, bit for bit resample_rgb_reference's result (integer sums do not
+/// depend on the order of their terms): the horizontal pass reads each source row in
+/// place, an output pixel's taps two pixels per 8-lane multiply, and writes mirrored
+/// when flipping; the vertical pass accumulates 32 bytes of a row over all its taps in
+/// registers. Reads up to 16 bytes past a row's last tapped pixel where the rows below
+/// hold them, else from a padded copy of the row. Only where cpu_has_avx2().
+void resample_rgb_avx2(const std::uint8_t* src, std::ptrdiff_t stride, int src_x0, int src_y0,
+                       const Taps& tx, const Taps& ty, bool flip, std::uint8_t* dst);
 
 }  // namespace brigade::media::detail

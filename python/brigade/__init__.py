@@ -9,6 +9,7 @@
             images = batch["data"]          # uint8 [N, 224, 224, 3] (layout="nchw": [N, 3, 224, 224])
             ids = batch["ids"]              # int64 [N]: the samples' ids (index in the file list)
             labels = batch.get("label")     # int64 [N] with labels="folder": class index
+            source = batch.get("source")    # int32 [N] with sources=[...]: the sample's source
             failed = batch.get("failed")    # int64 ids of samples that failed, when any did
             paths = [loader.files[i] for i in ids.tolist()]
 
@@ -155,7 +156,9 @@ class Loader:
             flip_probability, normalize, normalize_mean, normalize_std, normalize_dtype,
             device ("cuda:N": batches copied to the GPU on Brigade's own stream and handed
             out there, see README; "cpu": the same path in host memory), checkpoint_dir,
-            keep_checkpoints, launch_id, resume_from, stages={"read":
+            keep_checkpoints, launch_id, resume_from, sources=[{"data": DIR, "weight": 3,
+            "labels": "folder", "name": "a"}, {"shards": [...], "weight": 1}] (several
+            datasets mixed by weight: README, Mixing datasets), epoch_samples, stages={"read":
             {"concurrency": N}, "decode": {...}}, remote={"workers": [...], ...}); they
             override the config file's. None means "not given".
 
@@ -341,6 +344,19 @@ class Loader:
         ``labels="folder"``: the data folder's subfolders, sorted, as ImageFolder's
         ``classes``); empty for an unlabelled one."""
         return list(self._impl.classes)
+
+    @property
+    def sources(self) -> List[str]:
+        """With ``sources=[...]`` (a mix): the sources' names in order, ``batch["source"]``
+        holding indices into it; empty otherwise."""
+        return list(self._impl.sources)
+
+    @property
+    def source_classes(self) -> List[List[str]]:
+        """With ``sources=[...]``: each source's class names. A mixed sample's label is an
+        index into its own source's classes (``source_classes[s][label]``), not into a
+        shared list; ``classes`` is empty for a mix."""
+        return [list(c) for c in self._impl.source_classes]
 
     @property
     def files(self) -> List[str]:

@@ -130,7 +130,8 @@ TEST(WeightedMix, ResumesExactlyFromACommittedState) {
   }
 }
 
-// A random mix of 1-3 sources for rank r of W (stop first_exhausted or after_count).
+// A random mix of 1-3 sources for rank r of W (stop first_exhausted, after_count or
+// total_count; never when allowed).
 struct MixCase {
   std::vector<std::uint64_t> sizes;
   std::vector<bool> random;
@@ -162,7 +163,9 @@ MixCase random_mix(std::mt19937_64& rng, bool may_never) {
   }
   c.options.weights[0] += 1;
   c.options.seed = rng();
-  c.options.stop = static_cast<MixStop>(rng() % (may_never ? 3 : 2));
+  constexpr MixStop kStops[] = {MixStop::first_exhausted, MixStop::after_count,
+                                MixStop::total_count, MixStop::never};
+  c.options.stop = kStops[rng() % (may_never ? 4 : 3)];
   c.options.count = rng() % 50;
   c.options.epoch = rng() % 3;
   return c;
@@ -185,7 +188,9 @@ TEST(WeightedMix, StraddlingChainsDeliverEveryEpochExactlyOnce) {
     std::vector<std::uint32_t> worlds;
     if (i < 120) {
       worlds = fixed[i % 3];
-      c.options.stop = static_cast<MixStop>(i / 3 % 2);
+      constexpr MixStop kCounted[] = {MixStop::first_exhausted, MixStop::after_count,
+                                      MixStop::total_count};
+      c.options.stop = kCounted[i / 3 % 3];
     } else {
       for (std::size_t k = 0, m = 2 + rng() % 3; k < m; ++k)
         worlds.push_back(1 + static_cast<std::uint32_t>(rng() % 5));
@@ -205,6 +210,58 @@ TEST(WeightedMix, StraddlingChainsDeliverEveryEpochExactlyOnce) {
     job.run(worlds, rng);
     if (HasFatalFailure()) return;
   }
+}
+
+// total_count: N draws in all per epoch, ceil(N / W) on every rank, so ranks deliver
+// equal counts; a 2 → 3 re-partition mid-epoch delivers the rest exactly once.
+TEST(WeightedMix, TotalCountGivesEveryRankCeilOfTheTotal) {
+  MixCase c;
+  c.sizes = {20, 7};
+  c.random = {true, true};
+  c.tails = {TailPolicy::none, TailPolicy::none};
+  c.options = {.weights = {1, 3}, .seed = 4, .stop = MixStop::total_count, .count = 27};
+  for (std::uint32_t r = 0; r < 2; ++r) {
+    auto mix = c.make(r, 2);
+    std::uint64_t n = 0;
+    while (mix.next()) ++n;
+    EXPECT_EQ(n, 14u);  // ceil(27 / 2)
+  }
+  for (std::uint32_t r = 0; r < 3; ++r) {
+    auto mix = c.make(r, 3);
+    std::uint64_t n = 0;
+    while (mix.next()) ++n;
+    EXPECT_EQ(n, 9u);  // 27 / 3
+  }
+  EXPECT_EQ(rank_draw_count(MixStop::total_count, 27, 4), 7u);
+  EXPECT_EQ(rank_draw_count(MixStop::after_count, 27, 4), 27u);
+  // Mid-epoch at W = 2 (rank 0 delivered 5, rank 1 delivered 8), resumed at W = 3:
+  // every remaining draw once, the shares differ by at most one.
+  std::vector<MixState> saved;
+  std::multiset<std::pair<std::uint32_t, std::uint64_t>> all, delivered;
+  for (std::uint32_t r = 0; r < 2; ++r) {
+    auto mix = c.make(r, 2);
+    std::uint64_t k = 0;
+    while (auto m = mix.next()) {
+      all.insert({m->value.source, m->value.sample.id});
+      if (k++ < 5 + 3 * r) delivered.insert({m->value.source, m->value.sample.id});
+    }
+    saved.push_back(c.make(r, 2).state({.watermark = 5 + 3 * r}, 1));
+  }
+  std::vector<std::uint64_t> shares;
+  for (std::uint32_t r = 0; r < 3; ++r) {
+    auto mix = c.make(r, 3);
+    mix.restore(repartition(saved, r, 3));
+    std::uint64_t n = 0;
+    while (auto m = mix.next()) {
+      delivered.insert({m->value.source, m->value.sample.id});
+      ++n;
+    }
+    shares.push_back(n);
+  }
+  EXPECT_EQ(delivered, all);
+  EXPECT_LE(*std::max_element(shares.begin(), shares.end()) -
+                *std::min_element(shares.begin(), shares.end()),
+            1u);
 }
 
 TEST(WeightedMix, ElasticSharesAreBalancedAndStateRoundTrips) {

@@ -3,9 +3,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "launch/config.h"
 #include "launch/loader/demo_dataset.h"
@@ -78,6 +83,39 @@ TEST_F(Profile, BoundsTheSampleAndRefusesRemoteJobsAndBadConcurrency) {
   EXPECT_THROW(profile_job(c, dataset, {.samples = 0, .concurrency = {0}}), ConfigError);
   c.workers = {transport::Endpoint{"127.0.0.1", 1}};
   EXPECT_THROW(profile_job(c, dataset, {.samples = 0, .concurrency = {1}}), ConfigError);
+}
+
+// A shard's member is read as its byte range, not as the whole shard. Each shard starts
+// with a corrupt member: read right, it fails alone (once per shard and pass); read as
+// the whole shard, every sample of the shard decodes the same bytes (all fail or none).
+TEST_F(Profile, ReadsEachShardMemberAsItsByteRange) {
+  const auto data = root_ / "data", shards = root_ / "shards";
+  fs::create_directories(shards);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(data))
+    if (e.path().filename() != "img-99999.jpg") names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  ASSERT_EQ(names.size(), 20u);
+  for (std::size_t s = 0; s < 2; ++s) {
+    const std::string bad = "a-corrupt" + std::to_string(s) + ".jpg";
+    std::ofstream(data / bad) << "not a JPEG either";
+    std::string cmd = "tar --format=gnu -cf '" +
+                      (shards / ("train-" + std::to_string(s) + ".tar")).string() + "' -C '" +
+                      data.string() + "' '" + bad + "'";
+    for (std::size_t i = s * 10; i < s * 10 + 10; ++i) cmd += " '" + names[i] + "'";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+  RunCommand c;
+  apply_flag(c, "--shards", (shards / "train-{0..1}.tar").string());
+  apply_flag(c, "--batch-size", "4");
+  apply_flag(c, "--size", "32");
+  apply_flag(c, "--threads", "2");
+  resolve(c, [](const char*) -> const char* { return nullptr; });
+  const auto report = profile_job(c, open_dataset(c), {.samples = 0, .concurrency = {1}});
+  EXPECT_EQ(report.samples, 22u);
+  ASSERT_EQ(report.stages.size(), 2u);
+  EXPECT_EQ(report.stages[0].runs.at(0).failed, 0u);
+  EXPECT_EQ(report.stages[1].runs.at(0).failed, 2u);  // the corrupt members, nothing else
 }
 
 TEST_F(Profile, TheCommandPrintsJsonWithTheTomlToPaste) {

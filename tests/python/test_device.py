@@ -109,6 +109,14 @@ def test_a_host_tensor_and_a_cpu_device_batch_take_no_stream(images):
         batch["ids"].__dlpack__(stream=1)
 
 
+def test_the_per_thread_default_stream_is_refused_saying_why(images):
+    # Issue 22 item 7: stream 2 would make the memory's reuse wait on the dropping
+    # thread's per-thread stream; refused on every device, so that CI sees it.
+    batch = next(iter(make_loader(images, batch_size=4, device="cpu", output="dlpack")))
+    with pytest.raises(ValueError, match="cudaStreamPerThread.*refused"):
+        batch["data"].__dlpack__(stream=2)
+
+
 def _cudart():
     for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12",
                  ctypes.util.find_library("cudart")):
@@ -150,7 +158,9 @@ def test_cuda_batches_are_exported_on_the_gpu_and_hold_the_host_batches_bytes(im
     for a, b in zip(host, gpu):
         data = b["data"]
         assert data.device == "cuda:0" and data.__dlpack_device__() == (2, 0)
-        for stream in (None, 1, 2, -1):
+        with pytest.raises(ValueError, match="cudaStreamPerThread"):
+            data.__dlpack__(stream=2)
+        for stream in (None, 1, -1):
             capsule = data.__dlpack__(stream=stream)
             t = _dltensor(capsule)
             assert (t.device.device_type, t.device.device_id) == (2, 0)

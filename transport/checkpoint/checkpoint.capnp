@@ -90,6 +90,7 @@ enum MixStop {
   firstExhausted @0;
   afterCount @1;
   never @2;
+  totalCount @3;
 }
 
 # What actors::MixState adds to the fields of RankState.

@@ -84,7 +84,7 @@ constexpr std::uint16_t kMaxEnum<actors::SamplerKind> = 3;  // blocks
 template <>
 constexpr std::uint16_t kMaxEnum<actors::TailPolicy> = 2;  // pad
 template <>
-constexpr std::uint16_t kMaxEnum<actors::MixStop> = 2;  // never
+constexpr std::uint16_t kMaxEnum<actors::MixStop> = 3;  // total_count
 
 template <class Enum, class Schema>
 Enum enum_from(Schema value, const char* what, const fs::path& file) {

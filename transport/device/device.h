@@ -200,6 +200,16 @@ class Device {
 
   /// Blocks until all submitted work has run (teardown and tests; not on hot paths).
   virtual void synchronize() = 0;
+
+  /// Another queue on the same device, for work that overlaps this queue's (the copy
+  /// stage's host-to-device copies while its normalize kernel runs): CUDA, a new
+  /// non-blocking stream on the same GPU; the CPU device, a second worker sharing its
+  /// faults and its pinned ranges. The two are ordered only by events (record on one,
+  /// wait_for on the other). Device memory is stream-ordered (cudaMallocFromPoolAsync
+  /// on the allocating queue): another queue's first use of it must wait for an event
+  /// recorded on the allocating queue after the allocation
+  /// (BufferPool::Options::fence_allocations).
+  virtual std::shared_ptr<Device> open_queue() = 0;
 };
 
 /// Opens the device with a queue of its own (each call: a new CUDA stream, or a new

@@ -1,5 +1,6 @@
 #include "transport/device/device_copy.h"
 
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <stdexcept>
@@ -12,6 +13,7 @@ struct DeviceBatchState {
   std::shared_ptr<Device> device;
   std::shared_ptr<void> memory;
   std::shared_ptr<Event> ready;
+  std::shared_ptr<Event> copied;  // == ready without a copy queue
   media::DType dtype = media::DType::uint8;
   std::vector<std::int64_t> shape;
   Layout layout = Layout::nhwc;
@@ -37,23 +39,36 @@ struct DeviceBatchState {
 };
 
 struct CopyState {
-  std::shared_ptr<Device> device;
+  std::shared_ptr<Device> device;  // the outputs' queue: the copy, or normalize
+  std::shared_ptr<Device> copies;  // with normalize: the copy queue (OVERLAP)
   CopyOptions options;
   BufferPool outputs;
-  BufferPool staging;  // uint8 input of the normalize kernel
+  BufferPool staging;                // uint8 input of the normalize kernel
+  std::optional<BufferPool> pinned;  // PINNED STAGING
   std::mutex mutex;
   std::deque<std::pair<std::shared_ptr<Event>, std::shared_ptr<void>>> foreign;
   std::uint64_t pageable = 0;  // under mutex
+  std::uint64_t staged = 0;    // under mutex
 
   CopyState(std::shared_ptr<Device> d, CopyOptions o, std::size_t in_bytes, std::size_t out_bytes)
       : device(d),
+        copies(o.normalize ? d->open_queue() : d),
         options(std::move(o)),
         outputs(d, BufferPool::Memory::device,
                 {.max_buffers = options.device_buffers, .min_capacity = out_bytes}),
-        staging(d, BufferPool::Memory::device, {.max_buffers = 1, .min_capacity = in_bytes}) {
+        staging(d, BufferPool::Memory::device,
+                {.max_buffers = kNormalizeStaging,
+                 .min_capacity = in_bytes,
+                 .fence_allocations = true}) {
+    if (options.pinned_staging > 0) {
+      pinned.emplace(
+          d, BufferPool::Memory::pinned_host,
+          BufferPool::Options{.max_buffers = options.pinned_staging, .min_capacity = in_bytes});
+    }
     if (out_bytes == 0) return;
     outputs.reserve(options.device_buffers);
-    if (options.normalize) staging.reserve(1);
+    if (options.normalize) staging.reserve(kNormalizeStaging);
+    if (pinned) pinned->reserve(options.pinned_staging);
   }
 
   ~CopyState() {
@@ -96,14 +111,18 @@ std::size_t DeviceBatch::nbytes() const {
   for (auto d : state_->shape) n *= static_cast<std::size_t>(d);
   return n;
 }
-bool DeviceBatch::ready() const { return state_->ready->ready(); }
-void DeviceBatch::wait() const { state_->ready->wait(); }
+bool DeviceBatch::ready() const { return state_->ready->ready() && state_->copied->ready(); }
+void DeviceBatch::wait() const {
+  state_->copied->wait();
+  state_->ready->wait();
+}
 void DeviceBatch::use_on(ExternalStream stream) const {
   state_->device->wait_on(stream, state_->ready);
   std::lock_guard lock(state_->mutex);
   state_->consumer = stream;
 }
 const std::shared_ptr<Event>& DeviceBatch::event() const { return state_->ready; }
+const std::shared_ptr<Event>& DeviceBatch::copied() const { return state_->copied; }
 const std::shared_ptr<void>& DeviceBatch::memory() const { return state_->memory; }
 
 DeviceBatch make_device_batch(std::shared_ptr<Device> device, std::shared_ptr<void> memory,
@@ -112,6 +131,7 @@ DeviceBatch make_device_batch(std::shared_ptr<Device> device, std::shared_ptr<vo
   auto s = std::make_shared<detail::DeviceBatchState>();
   s->device = std::move(device);
   s->memory = std::move(memory);
+  s->copied = ready;
   s->ready = std::move(ready);
   s->dtype = dtype;
   s->shape = std::move(shape);
@@ -165,31 +185,61 @@ DeviceBatch CopyStage::operator()(const media::Tensor& host, std::stop_token sto
   auto out = s.outputs.take(out_bytes, stop);  // the bound: waits while all are in use
   auto& device = *s.device;
   for (auto& f : out.fences) device.wait_for(f);
-  BufferPool::Buffer staging;
+  // The DMA's source: the host tensor, or the pinned staging buffer it is copied into.
+  const void* src = host.data();
+  BufferPool::Buffer pinned;
+  if (s.pinned && in_bytes > 0 && !device.page_locked(src)) {
+    pinned = s.pinned->take(in_bytes, stop);  // waits for the DMA that last read it
+    std::memcpy(pinned.memory.get(), src, in_bytes);
+    src = pinned.memory.get();
+    ++s.staged;
+  }
+  std::shared_ptr<Event> copied, done;
   if (norm) {
-    staging = s.staging.take(in_bytes, stop);
-    for (auto& f : staging.fences) device.wait_for(f);
-    device.copy_to_device(staging.memory.get(), host.data(), in_bytes);
+    auto staging = s.staging.take(in_bytes, stop);
+    auto& copies = *s.copies;
+    // Its allocation on `device` (first use), else the normalize that last read it.
+    for (auto& f : staging.fences) copies.wait_for(f);
+    copies.copy_to_device(staging.memory.get(), src, in_bytes);
+    copied = copies.record();
+    device.wait_for(copied);
     job.src = static_cast<const std::uint8_t*>(staging.memory.get());
     job.dst = out.memory.get();
     device.normalize(job);
-  } else if (in_bytes > 0) {
-    device.copy_to_device(out.memory.get(), host.data(), in_bytes);
+    done = device.record();
+    BufferPool::fence(staging.memory, done);
+  } else {
+    if (in_bytes > 0) device.copy_to_device(out.memory.get(), src, in_bytes);
+    done = copied = device.record();
   }
-  auto done = device.record();
-  if (staging.memory) BufferPool::fence(staging.memory, done);
-  if (!BufferPool::fence(host.owner(), done)) {
-    s.foreign.emplace_back(done, host.owner());
+  if (pinned.memory) {
+    BufferPool::fence(pinned.memory, copied);
+  } else if (!BufferPool::fence(host.owner(), copied)) {
+    s.foreign.emplace_back(copied, host.owner());
     if (in_bytes > 0 && !device.page_locked(host.data())) ++s.pageable;
   }
-  return make_device_batch(s.device, std::move(out.memory), std::move(done), dtype,
-                           std::move(shape), layout);
+  auto b = std::make_shared<detail::DeviceBatchState>();
+  b->device = s.device;
+  b->memory = std::move(out.memory);
+  b->ready = std::move(done);
+  b->copied = std::move(copied);
+  b->dtype = dtype;
+  b->shape = std::move(shape);
+  b->layout = layout;
+  return DeviceBatch(std::move(b));
 }
 
 const std::shared_ptr<Device>& CopyStage::device() const { return state_->device; }
 std::uint64_t CopyStage::pageable_copies() const {
   std::lock_guard lock(state_->mutex);
   return state_->pageable;
+}
+std::uint64_t CopyStage::staged_copies() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->staged;
+}
+const BufferPool* CopyStage::pinned_staging() const {
+  return state_->pinned ? &*state_->pinned : nullptr;
 }
 BufferPool& CopyStage::pool() const { return state_->outputs; }
 std::size_t CopyStage::foreign_in_flight() const {

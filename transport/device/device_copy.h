@@ -17,6 +17,23 @@
 // buffer goes back to its pinned pool only after the copy completes) and returns. It
 // never waits for the copy. Order is preserved: batches complete in call order.
 //
+// OVERLAP (normalize). The uint8 batch is copied into one of two device staging
+// buffers on a second queue of the device (Device::open_queue: a copy stream), and the
+// normalize kernel runs on the device's queue after an event recorded there: batch
+// i + 1's copy runs while batch i is normalized. A staging buffer is reused after the
+// normalize that read it (its fence); its first use on the copy queue waits for its
+// stream-ordered allocation on the device's queue (BufferPool fence_allocations).
+//
+// PINNED STAGING (CopyOptions::pinned_staging = N > 0). A host tensor in pageable
+// memory (not page-locked: decoded into ordinary memory) is copied on the calling
+// thread into one of N page-locked buffers, and the DMA reads that: the pinned
+// footprint is N buffers (full-batch capacity with `full_batch`) however many batches
+// decode holds upstream, at the price of one host memcpy per batch on the copy
+// stage's thread. The host tensor is free as soon as the call returns. A staging
+// buffer is reused once the DMA that read it has completed (take() waits for it).
+// With N = 0 a pageable tensor is copied from where it is (slow and synchronous on
+// CUDA; counted by pageable_copies()).
+//
 // CONSUMER CONTRACT (DeviceBatch). The consumer, and only the consumer, waits: either
 // on the host, `batch.wait()` (or polls `batch.ready()`), or device-side with
 // `batch.use_on(stream)`, which orders its stream after the copy without blocking. The
@@ -28,7 +45,8 @@
 // Not cudaStreamPerThread (2, which DLPack's __dlpack__(stream=2) passes): the reuse
 // event is recorded on the stream named in use_on() when the batch is dropped, and 2
 // then names the dropping thread's per-thread stream, not the consumer's; the memory
-// could be reused while the consumer's work still reads it. Use an explicit stream.
+// could be reused while the consumer's work still reads it. Use an explicit stream
+// (the Python export refuses __dlpack__(stream=2): python/tensor_export.h, STREAMS).
 //
 // Host tensors whose memory does not come from a BufferPool are kept alive by the stage
 // until their copy completes (checked at each call and when the stage is destroyed).
@@ -83,6 +101,10 @@ class DeviceBatch {
 
   /// The event that completes with the copy, and the device memory's handle.
   const std::shared_ptr<Event>& event() const;
+  /// The event after which the host bytes have been read: event() without normalize;
+  /// with it, the copy queue's event before the kernel (OVERLAP). wait() waits on both
+  /// and throws either's error (the CPU device's queues do not share errors).
+  const std::shared_ptr<Event>& copied() const;
   const std::shared_ptr<void>& memory() const;
 
  private:
@@ -103,7 +125,14 @@ struct CopyOptions {
   /// with its capacity when the stage is made (BufferPool CAPACITY), so that no batch,
   /// smaller or full, allocates or frees device memory on the hot path.
   std::vector<std::int64_t> full_batch{};
+  /// Page-locked buffers that pageable host tensors are copied into first (see PINNED
+  /// STAGING); 0: none, pageable tensors are copied from where they are.
+  std::size_t pinned_staging = 0;
 };
+
+/// Device staging buffers (uint8 input of normalize): two, so that one batch's copy
+/// overlaps the previous batch's normalize (OVERLAP).
+inline constexpr std::size_t kNormalizeStaging = 2;
 
 class CopyStage {
  public:
@@ -122,6 +151,10 @@ class CopyStage {
   /// Copies made so far from pageable host memory (slow, synchronous on CUDA): a
   /// producer that should decode into a pinned pool does not.
   std::uint64_t pageable_copies() const;
+  /// Copies made through the pinned staging buffers (PINNED STAGING), and their pool
+  /// (nullptr without pinned_staging).
+  std::uint64_t staged_copies() const;
+  const BufferPool* pinned_staging() const;
 
  private:
   std::shared_ptr<detail::CopyState> state_;

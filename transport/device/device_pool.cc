@@ -56,6 +56,7 @@ struct PoolState {
   BufferPool::Memory kind;
   std::size_t max_buffers;
   std::size_t min_capacity = 0;
+  bool fence_allocations = false;
   mutable std::mutex mutex;
   std::condition_variable_any returned;
   std::vector<std::shared_ptr<PooledBlock>> idle;  // oldest first
@@ -115,6 +116,7 @@ BufferPool::BufferPool(std::shared_ptr<Device> device, Memory memory, Options op
   state_->kind = memory;
   state_->max_buffers = options.max_buffers;
   state_->min_capacity = options.min_capacity;
+  state_->fence_allocations = options.fence_allocations && memory == Memory::device;
 }
 
 void BufferPool::reserve(std::size_t buffers) {
@@ -131,6 +133,7 @@ void BufferPool::reserve(std::size_t buffers) {
     auto block = std::make_shared<PooledBlock>();
     try {
       block->memory = host ? s.device->allocate_host(bytes) : s.device->allocate_device(bytes);
+      if (s.fence_allocations) block->fences.push_back(s.device->record());
     } catch (...) {
       std::lock_guard lock(s.mutex);
       --s.buffers;
@@ -224,6 +227,7 @@ BufferPool::Buffer take_from(const std::shared_ptr<PoolState>& state, std::size_
       try {
         fresh->memory =
             host ? s.device->allocate_host(capacity) : s.device->allocate_device(capacity);
+        if (s.fence_allocations) fresh->fences.push_back(s.device->record());
       } catch (...) {
         lock.lock();
         --s.buffers;

@@ -60,6 +60,11 @@ class BufferPool {
   struct Options {
     std::size_t max_buffers = 8;
     std::size_t min_capacity = 0;  // bytes; see CAPACITY
+    /// Device pools used from another queue than the pool's device (Device::open_queue):
+    /// device memory is stream-ordered, allocated on the pool's device queue, so each
+    /// new buffer is fenced with an event recorded there right after its allocation,
+    /// and its first taker's queue waits for it like any fence.
+    bool fence_allocations = false;
   };
   /// A buffer from take(): `memory.get()` is the data pointer (at least the requested
   /// bytes, aligned to ≥ 256 bytes); dropping every copy of `memory` returns it.

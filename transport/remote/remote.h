@@ -353,6 +353,15 @@ class RemotePool {
   PoolStats stats() const;
   /// The directory's bound address (host_directory; its port if `directory` had 0).
   std::optional<Endpoint> directory_address() const;
+  /// Rank 0 (host_directory): waits until `count` distinct trainers (this pool's own
+  /// included) have subscribed to the directory, at most `timeout`, or until `stop`.
+  /// True once they have, and at once without a directory hosted here. So rank 0 can
+  /// keep the directory until a rank that started late has found it (its worker list
+  /// outlives the directory).
+  bool wait_for_subscribers(std::size_t count, std::chrono::milliseconds timeout,
+                            std::stop_token stop);
+  /// Distinct trainers that have subscribed to the directory hosted here so far.
+  std::size_t subscribers() const;
   /// Why the directory could not be reached, while it has not been reached (after a
   /// failed attempt); nullopt once reached, before the first attempt, or without one.
   std::optional<std::string> directory_unreachable() const;

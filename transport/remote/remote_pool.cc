@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <set>
 #include <unordered_map>
 
@@ -29,7 +31,8 @@ struct DispatcherState {
   std::string directory_key;
   bool subscribing = false;
   detail::TimePoint next_subscribe{};
-  std::string directory_error;  // why it could not be reached, the last time
+  std::uint32_t subscribe_failures = 0;  // in a row (next_retry)
+  std::string directory_error;           // why it could not be reached, the last time
   static inline const char* name = "brigade.pool.dispatcher";
 };
 
@@ -175,16 +178,20 @@ void subscribe(Dispatcher* self) {
         st.subscribing = false;
         if (!dir) {  // the port answered before the directory was published there
           const auto& t = st.shared->table;
-          st.next_subscribe = t.clock().now() + t.options().reconnect_interval;
+          st.next_subscribe =
+              next_retry(t.clock().now(), ++st.subscribe_failures, t.options().reconnect_interval);
           return;
         }
+        st.subscribe_failures = 0;
         send_subscribe(dir);
       },
       [self, at](const std::string& why) {
         auto& st = self->state;
         const auto& t = st.shared->table;
         st.subscribing = false;
-        st.next_subscribe = t.clock().now() + t.options().reconnect_interval;
+        // Soon at first (rank 0 may be about to listen), then less often.
+        st.next_subscribe =
+            next_retry(t.clock().now(), ++st.subscribe_failures, t.options().reconnect_interval);
         {
           std::lock_guard lock(st.shared->table.mutex);
           if (!st.directory) st.shared->table.set_directory_unreachable(why);
@@ -238,7 +245,8 @@ caf::behavior dispatcher_actor(Dispatcher* self, std::shared_ptr<Shared> shared)
       st.directory = {};
       st.directory_key.clear();
       const auto& t = st.shared->table;
-      st.next_subscribe = t.clock().now() + t.options().reconnect_interval;
+      st.next_subscribe =
+          next_retry(t.clock().now(), ++st.subscribe_failures, t.options().reconnect_interval);
       return;
     }
     auto& sh = *st.shared;
@@ -335,9 +343,19 @@ caf::behavior dispatcher_actor(Dispatcher* self, std::shared_ptr<Shared> shared)
 
 // -- the directory (rank 0) --------------------------------------------------------
 
+// The trainers that have subscribed to the directory so far (RemotePool::
+// wait_for_subscribers): written by the directory actor, waited on by the job's thread.
+struct SubscriberCount {
+  std::mutex mutex;
+  std::condition_variable_any changed;
+  std::size_t count = 0;  // distinct subscribers ever, gone ones included
+};
+
 struct DirectoryState {
   std::string token;  // its digest (token_digest)
   std::shared_ptr<Guard> guard;
+  std::shared_ptr<SubscriberCount> counted;
+  std::set<caf::actor_addr> ever;  // every subscriber so far (a resubscription counts once)
   std::string key = random_key();
   std::map<caf::actor_addr, std::string> workers;  // joined worker → its endpoint
   std::map<caf::actor_addr, caf::actor> subscribers;
@@ -359,9 +377,11 @@ void refuse_peer(Directory* self, const std::string& why, bool answer = true) {
   if (sender && answer) self->send(sender, refuse_atom::value, why);
 }
 
-caf::behavior directory_actor(Directory* self, std::string token, std::shared_ptr<Guard> guard) {
+caf::behavior directory_actor(Directory* self, std::string token, std::shared_ptr<Guard> guard,
+                              std::shared_ptr<SubscriberCount> counted) {
   self->state.token = token_digest(token);
   self->state.guard = std::move(guard);
+  self->state.counted = std::move(counted);
   auto broadcast = [self] {
     const auto bytes = worker_list(self->state);
     for (auto& [a, s] : self->state.subscribers) self->send(s, workers_atom::value, bytes);
@@ -413,8 +433,14 @@ caf::behavior directory_actor(Directory* self, std::string token, std::shared_pt
         }
         if (!sender) return;
         self->monitor(sender);
-        self->state.subscribers[sender.address()] = sender;
-        self->send(sender, workers_atom::value, worker_list(self->state));
+        auto& st = self->state;
+        st.subscribers[sender.address()] = sender;
+        self->send(sender, workers_atom::value, worker_list(st));
+        if (st.ever.insert(sender.address()).second) {
+          std::lock_guard lock(st.counted->mutex);
+          st.counted->count = st.ever.size();
+          st.counted->changed.notify_all();
+        }
       },
   };
 }
@@ -427,6 +453,7 @@ struct RemotePool::Impl {
   caf::actor_system_config config;
   std::unique_ptr<caf::actor_system> system;
   caf::actor directory;
+  std::shared_ptr<SubscriberCount> subscribers = std::make_shared<SubscriberCount>();
   std::unique_ptr<Listener> listener;  // the directory's, without TLS
   std::optional<Endpoint> directory_bound;
 
@@ -439,10 +466,10 @@ struct RemotePool::Impl {
                       o.clock ? std::chrono::milliseconds::zero() : o.heartbeat_timeout);
     system = std::make_unique<caf::actor_system>(config);
     if (o.host_directory && o.directory) {
-      directory = spawn_guarded<DirectoryState>(*system, guard,
-                                                [token = o.security.token, g = guard](auto* self) {
-                                                  return directory_actor(self, token, g);
-                                                });
+      directory = spawn_guarded<DirectoryState>(
+          *system, guard, [token = o.security.token, g = guard, c = subscribers](auto* self) {
+            return directory_actor(self, token, g, c);
+          });
       try {
         if (o.security.tls()) {
           directory_bound =
@@ -560,6 +587,20 @@ bool detail::PoolAccess::wait(const RemotePool& pool,
 }
 
 std::optional<Endpoint> RemotePool::directory_address() const { return impl_->directory_bound; }
+
+bool RemotePool::wait_for_subscribers(std::size_t count, std::chrono::milliseconds timeout,
+                                      std::stop_token stop) {
+  if (!impl_->directory) return true;
+  auto& c = *impl_->subscribers;
+  std::unique_lock lock(c.mutex);
+  return c.changed.wait_for(lock, stop, timeout, [&] { return c.count >= count; });
+}
+
+std::size_t RemotePool::subscribers() const {
+  if (!impl_->directory) return 0;
+  std::lock_guard lock(impl_->subscribers->mutex);
+  return impl_->subscribers->count;
+}
 
 std::optional<std::string> RemotePool::directory_unreachable() const {
   std::lock_guard lock(impl_->shared->table.mutex);

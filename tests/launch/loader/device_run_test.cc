@@ -105,6 +105,20 @@ TEST_F(DeviceRun, NormalizesOnTheDevice) {
   }
 }
 
+// Issue 22 item 6, the pinned bound: a job whose direct pinned pool would exceed
+// pinned_direct_mib (0 here) decodes into ordinary memory and the copy stage stages
+// each batch through its pinned ring; the batches are the same bits, normalized or not.
+TEST_F(DeviceRun, OverThePinnedBoundBatchesAreStagedAndIdentical) {
+  const auto host = run(config(""));
+  auto staged = config("cpu");
+  staged.pinned_direct_mib = 0;
+  EXPECT_EQ(run(staged), host);
+  auto direct = config("cpu", Normalize::imagenet);
+  auto both = config("cpu", Normalize::imagenet);
+  both.pinned_direct_mib = 0;
+  EXPECT_EQ(run(both), run(direct));
+}
+
 // One CPU normalize (media/normalize.h): the decode stage normalizing on the host
 // (`normalize` without a device) and the CPU device's normalize give the same bits, in
 // both layouts, with ImageNet's and other statistics.

@@ -317,7 +317,7 @@ TEST_P(Job, AnAbandonedEpochIsLeftAndAnOpenEndedJobKeepsItsRateOverEveryEpoch) {
   EXPECT_EQ(job.next_epoch(), 1u);
   for (std::uint64_t e = 1; e < 5; ++e) {
     job.begin_epoch();
-    EXPECT_EQ(job.state().epoch, e);
+    EXPECT_EQ(launch::epoch_of(job.state()), e);
     std::uint64_t samples = 0;
     for (const auto& b : drain(job)) samples += b.ids.size() + b.failed.size();
     EXPECT_EQ(samples, 11u) << "epoch " << e;

@@ -192,6 +192,9 @@ TEST(Checkpoint, RoundTripsEveryField) {
   ASSERT_TRUE(m.mix);
   EXPECT_FALSE(m.sampler);
   EXPECT_EQ(*m.mix, mix);
+  mix.fingerprint.stop = actors::MixStop::total_count;  // appended to the enum: value 3
+  EXPECT_EQ(*decode_checkpoint_file(encode_checkpoint(mix, run), "m").mix, mix);
+  mix.fingerprint.stop = actors::MixStop::after_count;
   expect_error([&] { decode_checkpoint(encode_checkpoint(mix), "m"); },
                CheckpointErrorKind::corrupt, "weighted mix");
 }

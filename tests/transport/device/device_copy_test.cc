@@ -291,6 +291,88 @@ TEST(CopyStage, AFullBatchShapeAllocatesOnceAndNeverFreesOnTheHotPath) {
   }
 }
 
+// Issue 22 item 6, overlap: with normalize, batch i + 1's copy runs on the copy queue
+// while batch i's normalize waits on the device's queue. Ordered by events: the
+// device's queue is paused, so no normalize can run, yet batch 1's host bytes are read
+// (its copied() event completes). On one queue, or with one staging buffer (the copy
+// into it waits for batch 0's normalize), batch 1's copy sat behind that normalize.
+TEST(CopyStage, ACopyOverlapsThePreviousBatchsNormalize) {
+  Fixture f;
+  const NormalizeOptions norm{.mean = {10, 20, 30}, .stddev = {2, 4, 8}};
+  CopyStage stage(f.device, {.normalize = norm, .full_batch = {2, 4, 4, 3}});
+  f.device->synchronize();  // the stage's buffers are allocated (stream-ordered)
+  f.device->pause();
+  auto b0 = stage(host_batch(f.host, 1));
+  auto b1 = stage(host_batch(f.host, 2));
+  auto copied = std::async(std::launch::async, [&] { b1.copied()->wait(); });
+  // A generous guard, not a time bound: without overlap the wait ends only at resume().
+  const bool overlapped = copied.wait_for(60s) == std::future_status::ready;
+  EXPECT_FALSE(b0.ready()) << "batch 0's normalize cannot have run";
+  f.device->resume();
+  EXPECT_TRUE(overlapped) << "batch 1's copy waited for batch 0's normalize";
+  copied.get();
+  for (auto* b : {&b0, &b1}) EXPECT_NO_THROW(b->wait());
+  EXPECT_FLOAT_EQ(b0.data_as<float>()[0], (1 - 10.0f) / 2.0f);
+  EXPECT_FLOAT_EQ(b1.data_as<float>()[0], (2 - 10.0f) / 2.0f);
+}
+
+// Device memory is stream-ordered (cudaMallocFromPoolAsync on the device's queue): the
+// copy queue's first use of a staging buffer must wait for its allocation there. The
+// CPU device's ordered_allocations fault fails a use before the allocating queue ran
+// it; the device's queue is paused while the stage allocates and copies.
+TEST(CopyStage, TheCopyQueueWaitsForAStagingBuffersOrderedAllocation) {
+  auto device = std::make_shared<CpuDevice>(detail::CpuFaults{.ordered_allocations = true});
+  BufferPool host(device, BufferPool::Memory::pinned_host, {.max_buffers = 4});
+  const NormalizeOptions norm{.mean = {0, 0, 0}, .stddev = {1, 1, 1}};
+  for (const bool full : {true, false}) {  // reserved up front, or allocated by the call
+    device->pause();
+    CopyOptions options{.normalize = norm};
+    if (full) options.full_batch = {2, 4, 4, 3};
+    CopyStage stage(device, options);
+    auto batch = stage(host_batch(host, 3));
+    device->resume();
+    EXPECT_NO_THROW(batch.wait()) << (full ? "reserved" : "allocated on the call");
+    EXPECT_FLOAT_EQ(batch.data_as<float>()[16], 4.0f);  // NCHW: channel 1 of pixel 0
+  }
+}
+
+// Issue 22 item 6, the pinned footprint: pageable host tensors (decoded into ordinary
+// memory) go through a ring of pinned_staging page-locked buffers, so the pinned memory
+// is that ring, not one buffer per batch decode holds; the tensor is free on return.
+TEST(CopyStage, PageableInputGoesThroughABoundedPinnedRing) {
+  auto device = std::make_shared<CpuDevice>();
+  const std::vector<std::int64_t> full{2, 4, 4, 3};
+  CopyStage stage(device, {.device_buffers = 2, .full_batch = full, .pinned_staging = 2});
+  ASSERT_NE(stage.pinned_staging(), nullptr);
+  EXPECT_EQ(stage.pinned_staging()->stats().buffers, 2u) << "reserved when the stage is made";
+  const auto allocated = device->allocations();
+  device->pause();
+  auto t = Tensor::empty(DType::uint8, full);  // heap memory: pageable
+  std::iota(t.data_as<std::uint8_t>(), t.data_as<std::uint8_t>() + t.nbytes(), 0);
+  auto first = stage(t);
+  EXPECT_EQ(stage.foreign_in_flight(), 0u) << "the pageable tensor is not held";
+  t.data_as<std::uint8_t>()[0] = 200;  // the batch has its own copy already
+  device->resume();
+  first.wait();
+  EXPECT_EQ(bytes_of(first)[0], 0);
+  first = {};
+  for (int i = 0; i < 20; ++i) {
+    auto u = Tensor::empty(DType::uint8, {1 + i % 2, 4, 4, 3});
+    std::fill_n(u.data_as<std::uint8_t>(), u.nbytes(), static_cast<std::uint8_t>(i));
+    auto b = stage(u);
+    b.wait();
+    EXPECT_EQ(bytes_of(b), bytes_of(u)) << "batch " << i;
+  }
+  EXPECT_EQ(stage.staged_copies(), 21u);
+  EXPECT_EQ(stage.pageable_copies(), 0u);
+  EXPECT_EQ(device->allocations(), allocated) << "the ring and the outputs, allocated once";
+  EXPECT_EQ(stage.pinned_staging()->stats().buffers, 2u);
+  // Page-locked input (a pinned pool's) is copied from where it is, not staged.
+  BufferPool pinned(device, BufferPool::Memory::pinned_host, {.max_buffers = 1});
+  stage(host_batch(pinned, 9)).wait();
+  EXPECT_EQ(stage.staged_copies(), 21u);
+}
+
 TEST(BufferPool, ReserveAllocatesFullCapacityBuffersUpFront) {
   auto device = std::make_shared<CpuDevice>();
   BufferPool pool(device, BufferPool::Memory::device, {.max_buffers = 3, .min_capacity = 1000});

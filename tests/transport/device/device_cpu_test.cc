@@ -30,6 +30,33 @@ TEST(CpuDevice, RunsWorkInSubmissionOrderAfterTheCallReturns) {
   for (int i = 0; i < 100; ++i) EXPECT_EQ(order[i], i);
 }
 
+// FAULTS, ordered_allocations: device memory exists once its queue reaches the
+// allocation; a second queue (open_queue) that uses it earlier fails, and one that
+// waits for an event recorded after the allocation does not.
+TEST(CpuDevice, OrderedAllocationsFailAnotherQueuesUseBeforeTheAllocationRan) {
+  auto device = std::make_shared<CpuDevice>(CpuFaults{.ordered_allocations = true});
+  auto copies = device->open_queue();
+  std::vector<std::uint8_t> host(64, 7);
+  device->pause();
+  auto early = device->allocate_device(64);
+  copies->copy_to_device(early.get(), host.data(), 64);
+  try {
+    copies->record()->wait();
+    ADD_FAILURE() << "a use before the allocation ran went unseen";
+  } catch (const DeviceError& e) {
+    EXPECT_EQ(e.code(), "use-before-allocation");
+  }
+  auto ordered = device->allocate_device(64);
+  copies->wait_for(device->record());
+  copies->copy_to_device(ordered.get(), host.data(), 64);
+  auto done = copies->record();
+  EXPECT_FALSE(done->ready());
+  device->resume();
+  EXPECT_NO_THROW(done->wait());
+  EXPECT_EQ(static_cast<std::uint8_t*>(ordered.get())[63], 7);
+  EXPECT_EQ(device->live_allocations(), 2) << "one count for both queues";
+}
+
 TEST(CpuDevice, EventsCompleteInOrder) {
   auto device = std::make_shared<CpuDevice>();
   device->pause();

@@ -614,6 +614,54 @@ TEST(Remote, ADirectoryThatCannotBeReachedSaysWhy) {
   EXPECT_FALSE(reached.directory_unreachable());
 }
 
+// Rank 0 keeps its directory until every rank has subscribed (issue 21: a rank started
+// late found none, rank 0 having finished): the wait ends when the second trainer
+// subscribes, and a stop ends a wait for a rank that never comes.
+TEST(Remote, TheDirectoryHostWaitsUntilEveryRankHasSubscribedOrAStop) {
+  RemotePool host(directory_host());
+  ASSERT_TRUE(host.wait_for_subscribers(1, 60s, {}));  // its own pool
+  EXPECT_EQ(host.subscribers(), 1u);
+  std::stop_source stop;
+  std::thread stopper([&] { stop.request_stop(); });
+  EXPECT_FALSE(host.wait_for_subscribers(2, std::chrono::hours(1), stop.get_token()));
+  stopper.join();
+  PoolOptions o;
+  o.directory = host.directory_address();
+  o.security = kSecurity;
+  {
+    RemotePool rank1(o);
+    EXPECT_TRUE(host.wait_for_subscribers(2, 60s, {}));
+  }
+  EXPECT_EQ(host.subscribers(), 2u);  // gone, but it had subscribed
+  // Without a directory hosted there is nothing to wait for.
+  RemotePool rank1(o);
+  EXPECT_TRUE(rank1.wait_for_subscribers(5, std::chrono::hours(1), {}));
+}
+
+// A rank that starts before rank 0 listens finds the directory once it does (its
+// refused connections are tried again, soon at first: next_retry).
+TEST(Remote, ARankFindsADirectoryThatStartsListeningAfterIt) {
+  const int probe = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ::getsockname(probe, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(probe);
+  const Endpoint at{"127.0.0.1", ntohs(a.sin_port)};
+  PoolOptions o;
+  o.directory = at;
+  o.security = kSecurity;
+  RemotePool rank1(o);
+  ASSERT_TRUE(until(rank1, [](const auto& t) { return t.directory_unreachable().has_value(); }));
+  auto ho = directory_host();
+  ho.directory = at;
+  RemotePool host(ho);
+  EXPECT_TRUE(host.wait_for_subscribers(2, 60s, {}));
+  EXPECT_FALSE(rank1.directory_unreachable());
+}
+
 TEST(Remote, TheDirectoryRefusesAWrongToken) {
   RemotePool pool(directory_host());
   auto wo = worker_options();

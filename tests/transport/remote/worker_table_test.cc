@@ -337,6 +337,20 @@ TEST_F(WorkerSessions, AtItsEndTheWorkerHandsOutNoTaskAndRefusesHellos) {
             "worker 10.0.0.9:7000 is stopping");
 }
 
+// -- retries -------------------------------------------------------------------------------
+
+TEST(NextRetry, WaitsFiftyMillisecondsThenDoublesUpToTheCap) {
+  const TimePoint t0{std::chrono::seconds(100)};
+  EXPECT_EQ(next_retry(t0, 1, 1000ms) - t0, 50ms);
+  EXPECT_EQ(next_retry(t0, 2, 1000ms) - t0, 100ms);
+  EXPECT_EQ(next_retry(t0, 3, 1000ms) - t0, 200ms);
+  EXPECT_EQ(next_retry(t0, 5, 1000ms) - t0, 800ms);
+  EXPECT_EQ(next_retry(t0, 6, 1000ms) - t0, 1000ms);
+  EXPECT_EQ(next_retry(t0, 4'000'000'000u, 1000ms) - t0, 1000ms);  // no overflow
+  EXPECT_EQ(next_retry(t0, 1, 20ms) - t0, 20ms);                   // a cap below the first wait
+  EXPECT_EQ(next_retry(t0, 0, 1000ms) - t0, 50ms);
+}
+
 // -- the directory join -----------------------------------------------------------------
 
 struct FakeJoinNetwork final : JoinNetwork {
@@ -358,25 +372,35 @@ class WorkerJoin : public ::testing::Test {
   using Calls = std::vector<std::string>;
 };
 
-// Rank 0 starts after the worker: the connect fails, and is tried again every second.
-TEST_F(WorkerJoin, AnUnreachableDirectoryIsTriedAgainEverySecond) {
+// Rank 0 starts after the worker: the connect fails, and is tried again 50 ms later,
+// then after 100, 200, … ms, at most a second apart; a join answered starts over.
+TEST_F(WorkerJoin, AnUnreachableDirectoryIsTriedAgainSoonThenLessOften) {
   join_.tick();
   EXPECT_EQ(net_.calls, Calls{"connect"});
-  join_.connect_failed("connection refused");
-  advance(999ms);
-  EXPECT_EQ(net_.calls, Calls{"connect"});
-  advance(1ms);
-  EXPECT_EQ(net_.calls, (Calls{"connect", "connect"}));
+  for (auto wait : {50ms, 100ms, 200ms, 400ms, 800ms, 1000ms, 1000ms}) {
+    join_.connect_failed("connection refused");
+    const auto calls = net_.calls.size();
+    advance(wait - 1ms);
+    EXPECT_EQ(net_.calls.size(), calls) << wait.count();
+    advance(1ms);
+    EXPECT_EQ(net_.calls.size(), calls + 1) << wait.count();
+    EXPECT_EQ(net_.calls.back(), "connect");
+  }
   join_.connected();
   EXPECT_EQ(net_.calls.back(), "join");
   join_.joined();
   EXPECT_EQ(join_.phase(), DirectoryJoin::Phase::joined);
   advance(10s);
-  EXPECT_EQ(net_.calls.size(), 3u);  // joined: nothing more
+  EXPECT_EQ(net_.calls.back(), "join");  // joined: nothing more
+  join_.directory_gone();                // the count starts over: 50 ms
+  advance(49ms);
+  EXPECT_EQ(net_.calls.back(), "forget");
+  advance(1ms);
+  EXPECT_EQ(net_.calls.back(), "connect");
 }
 
 // --join at a worker's port: the join is never answered; given up after 5 s, tried
-// again a second later; an answer of the given-up attempt is ignored.
+// again 50 ms later; an answer of the given-up attempt is ignored.
 TEST_F(WorkerJoin, AJoinNobodyAnswersIsTriedAgain) {
   join_.tick();
   join_.connected();
@@ -386,7 +410,7 @@ TEST_F(WorkerJoin, AJoinNobodyAnswersIsTriedAgain) {
   EXPECT_EQ(net_.calls, (Calls{"connect", "join", "forget"}));
   join_.joined();  // late
   EXPECT_EQ(join_.phase(), DirectoryJoin::Phase::idle);
-  advance(1s);
+  advance(50ms);
   EXPECT_EQ(net_.calls.back(), "connect");
   EXPECT_EQ(join_.attempts(), 1u);
 }

@@ -23,6 +23,20 @@ void CpuFaultState::check(const char* call) const {
   }
 }
 
+void CpuFaultState::check_allocated(const void* p, std::size_t n, const char* call) const {
+  if (!faults.ordered_allocations || p == nullptr) return;
+  const auto start = reinterpret_cast<std::uintptr_t>(p);
+  std::lock_guard lock(pending_mutex);
+  auto it = pending.upper_bound(start + std::max<std::size_t>(n, 1) - 1);
+  if (it == pending.begin()) return;
+  --it;
+  if (start < it->first + it->second) {
+    throw DeviceError("device", "use-before-allocation", call, {DeviceKind::cpu, 0},
+                      "injected: device memory used before its stream-ordered allocation ran "
+                      "on the allocating queue");
+  }
+}
+
 std::shared_ptr<CpuEvent> CpuEvent::completed() {
   std::promise<void> p;
   p.set_value();
@@ -46,7 +60,23 @@ CpuDevice::CpuDevice(CpuFaults faults) : faults_(std::make_shared<CpuFaultState>
   faults_->sticky = std::make_exception_ptr(
       DeviceError("device", "sticky-error", "", spec(),
                   "injected: the device is broken, as by a faulting kernel"));
+  start_worker();
+}
+
+CpuDevice::CpuDevice(SameDevice same)
+    : host_ranges_(same.device->host_ranges_),
+      live_(same.device->live_),
+      faults_(same.device->faults_) {
+  start_worker();
+}
+
+void CpuDevice::start_worker() {
   worker_ = std::thread([q = queue_, f = faults_] { run(*q, *f); });
+}
+
+std::shared_ptr<Device> CpuDevice::open_queue() {
+  faults_->check("cudaStreamCreateWithFlags (CPU device)");
+  return std::make_shared<CpuDevice>(SameDevice{this});
 }
 
 CpuDevice::~CpuDevice() {
@@ -173,13 +203,32 @@ bool CpuDevice::page_locked(const void* host) const {
   --it;
   return p < it->first + it->second;
 }
+// ordered_allocations: the memory is pending until this queue's worker reaches the
+// allocation (a control task: it runs on a broken device too); freed before then, it
+// leaves the pending list with the free.
 std::shared_ptr<void> CpuDevice::allocate_device(std::size_t nbytes) {
-  return allocate(nbytes, "cudaMalloc (CPU device)");
+  auto memory = allocate(nbytes, "cudaMallocFromPoolAsync (CPU device)");
+  if (!faults_->faults.ordered_allocations) return memory;
+  const auto start = reinterpret_cast<std::uintptr_t>(memory.get());
+  {
+    std::lock_guard lock(faults_->pending_mutex);
+    faults_->pending[start] = std::max<std::size_t>(nbytes, 1);
+  }
+  auto settled = [faults = faults_, start] {
+    std::lock_guard lock(faults->pending_mutex);
+    faults->pending.erase(start);
+  };
+  enqueue(settled, true);
+  return std::shared_ptr<void>(memory.get(), [memory, settled](void*) mutable {
+    settled();
+    memory.reset();
+  });
 }
 
 void CpuDevice::copy_to_device(void* dst, const void* src, std::size_t nbytes) {
   faults_->check("cudaMemcpyAsync (CPU device)");
-  submit([=, delay = faults_->faults.copy_delay] {
+  submit([=, faults = faults_.get(), delay = faults_->faults.copy_delay] {
+    faults->check_allocated(dst, nbytes, "cudaMemcpyAsync (CPU device)");
     if (delay.count() > 0) std::this_thread::sleep_for(delay);
     std::memcpy(dst, src, nbytes);
   });
@@ -187,7 +236,8 @@ void CpuDevice::copy_to_device(void* dst, const void* src, std::size_t nbytes) {
 
 void CpuDevice::copy_to_host(void* dst, const void* src, std::size_t nbytes) {
   faults_->check("cudaMemcpyAsync (CPU device)");
-  submit([=, delay = faults_->faults.copy_delay] {
+  submit([=, faults = faults_.get(), delay = faults_->faults.copy_delay] {
+    faults->check_allocated(src, nbytes, "cudaMemcpyAsync (CPU device)");
     if (delay.count() > 0) std::this_thread::sleep_for(delay);
     std::memcpy(dst, src, nbytes);
   });
@@ -195,7 +245,11 @@ void CpuDevice::copy_to_host(void* dst, const void* src, std::size_t nbytes) {
 
 void CpuDevice::normalize(const NormalizeJob& job) {
   faults_->check("normalize (CPU device)");
-  submit([job] { normalize_reference(job); });
+  submit([job, faults = faults_.get()] {
+    faults->check_allocated(job.src, 1, "normalize (CPU device)");
+    faults->check_allocated(job.dst, 1, "normalize (CPU device)");
+    normalize_reference(job);
+  });
 }
 
 std::shared_ptr<Event> CpuDevice::record() {

@@ -23,6 +23,12 @@
 //                        run, as cudaFree and cudaFreeHost wait for the device
 //                        (frees_that_waited() counts the frees that found work queued).
 //   copy_delay           each copy occupies the worker at least this long (a slow link).
+//   ordered_allocations  device memory is stream-ordered, as cudaMallocFromPoolAsync's:
+//                        it exists only once the allocating queue's worker reaches the
+//                        allocation; a copy or normalize on any queue (open_queue) that
+//                        touches it before then fails with DeviceError{"device",
+//                        "use-before-allocation"} (its next event reports it), where
+//                        CUDA would read or write memory not yet (or no longer) owned.
 // Without faults (the default) none of this costs anything.
 
 #include <atomic>
@@ -49,6 +55,7 @@ struct CpuFaults {
   std::optional<std::size_t> sticky_after_events{};
   bool free_waits_for_work = false;
   std::chrono::microseconds copy_delay{0};
+  bool ordered_allocations = false;
 };
 
 // What the device's faults share with its events and its memory's deleters, which may
@@ -60,6 +67,11 @@ struct CpuFaultState {
   std::atomic<std::size_t> records{0};
   std::atomic<long> frees_that_waited{0};
   void check(const char* call) const;  // throws the sticky error once broken
+  // ordered_allocations: device ranges (start → bytes) whose allocation has not run yet.
+  mutable std::mutex pending_mutex;
+  std::map<std::uintptr_t, std::size_t> pending;
+  // Throws use-before-allocation if [p, p + n) touches a pending range.
+  void check_allocated(const void* p, std::size_t n, const char* call) const;
 };
 
 class CpuEvent final : public Event {
@@ -78,6 +90,11 @@ class CpuEvent final : public Event {
 class CpuDevice final : public Device {
  public:
   explicit CpuDevice(CpuFaults faults = {});
+  // A second queue of `device` (open_queue): its faults, pinned ranges and live count.
+  struct SameDevice {
+    const CpuDevice* device;
+  };
+  explicit CpuDevice(SameDevice same);
   // Runs what is queued, then joins the worker. Dropped by a task on the worker itself
   // (the last reference held by something a task released), it detaches the worker,
   // which runs the rest of the queue and ends: the queue is shared with the worker, so
@@ -96,6 +113,7 @@ class CpuDevice final : public Device {
   std::shared_ptr<Event> record_on(ExternalStream stream) override;
   void wait_on(ExternalStream stream, const std::shared_ptr<Event>& event) override;
   void synchronize() override;
+  std::shared_ptr<Device> open_queue() override;
 
   /// Queues any task (the CPU collective queues its transfers here).
   void submit(std::function<void()> task);
@@ -129,6 +147,7 @@ class CpuDevice final : public Device {
   void enqueue(std::function<void()> task, bool control);
   static void run(Queue& q, const CpuFaultState& faults);
   std::shared_ptr<void> allocate(std::size_t nbytes, const char* call);
+  void start_worker();
   // Live allocate_host ranges (start → bytes), shared with their deleters.
   struct HostRanges {
     mutable std::mutex mutex;

@@ -287,7 +287,7 @@ DirectoryJoin::DirectoryJoin(Endpoint at, std::shared_ptr<const actors::Clock> c
 
 void DirectoryJoin::retry_later() {
   phase_ = Phase::idle;
-  next_attempt_ = clock_->now() + kRetry;
+  next_attempt_ = next_retry(clock_->now(), ++failures_, kRetry);
 }
 
 void DirectoryJoin::tick() {
@@ -316,7 +316,7 @@ void DirectoryJoin::connected() {
 void DirectoryJoin::connect_failed(const std::string& why) {
   if (phase_ != Phase::connecting) return;
   if (why != last_error_) {
-    spdlog::info("brigade worker: cannot reach the directory at {} (trying again every second): {}",
+    spdlog::info("brigade worker: cannot reach the directory at {} (trying again): {}",
                  at_.to_string(), why);
   }
   last_error_ = why;
@@ -326,6 +326,7 @@ void DirectoryJoin::connect_failed(const std::string& why) {
 void DirectoryJoin::joined() {
   if (phase_ != Phase::joining) return;
   phase_ = Phase::joined;
+  failures_ = 0;
   last_error_.clear();
   spdlog::info("brigade worker: joined the directory at {}", at_.to_string());
 }

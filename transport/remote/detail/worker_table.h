@@ -178,7 +178,9 @@ class JoinNetwork {
 
 /// Keeps a worker in the directory: connects, joins, and joins again when the
 /// directory goes (rank 0 may start after the workers, or restart) or does not answer
-/// (--join pointing at a worker's port). A refusal (a wrong token) is final.
+/// (--join pointing at a worker's port). A refusal (a wrong token) is final. Attempts
+/// that fail in a row are tried again after next_retry (detail/remote_clock.h: 50 ms,
+/// doubling, at most kRetry); a join answered starts the count again.
 class DirectoryJoin {
  public:
   enum class Phase { idle, connecting, joining, joined, refused };
@@ -193,11 +195,13 @@ class DirectoryJoin {
   void connect_failed(const std::string& why);
   void joined();
   void refused(const std::string& why);
-  /// The directory's actor is gone: joined again after kRetry.
+  /// The directory's actor is gone: joined again (next_retry).
   void directory_gone();
 
   Phase phase() const { return phase_; }
   std::uint64_t attempts() const { return attempts_; }
+  /// When the next connection is due (idle).
+  TimePoint next_attempt() const { return next_attempt_; }
 
  private:
   void retry_later();
@@ -208,6 +212,7 @@ class DirectoryJoin {
   Phase phase_ = Phase::idle;
   TimePoint next_attempt_{}, answer_by_{};
   std::uint64_t attempts_ = 0;
+  std::uint32_t failures_ = 0;  // in a row, since the last join answered
   std::string last_error_;
 };
 

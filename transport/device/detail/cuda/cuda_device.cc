@@ -176,6 +176,8 @@ void CudaDevice::synchronize() {
   BRIGADE_CUDA_CHECK(cudaStreamSynchronize(stream_), index_);
 }
 
+std::shared_ptr<Device> CudaDevice::open_queue() { return std::make_shared<CudaDevice>(index_); }
+
 bool cuda_compiled() { return true; }
 
 CudaAvailability cuda_probe() {

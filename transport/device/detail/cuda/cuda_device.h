@@ -57,6 +57,9 @@ class CudaDevice final : public Device, public std::enable_shared_from_this<Cuda
   std::shared_ptr<Event> record_on(ExternalStream stream) override;
   void wait_on(ExternalStream stream, const std::shared_ptr<Event>& event) override;
   void synchronize() override;
+  // A new CudaDevice on the same GPU: its own stream (and memory pool, unused by the
+  // copy stage's copy queue, which allocates nothing).
+  std::shared_ptr<Device> open_queue() override;
 
   int index() const { return index_; }
   cudaStream_t stream() const { return stream_; }

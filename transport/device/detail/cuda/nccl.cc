@@ -7,10 +7,9 @@
 // Communicators are non-blocking (ncclConfig_t::blocking = 0) so that joining and the
 // host-side completion of each call can be waited for while observing a stop request
 // and a deadline, and aborted (ncclCommAbort) instead of hanging on a peer that never
-// comes. No lock is held across such a wait: abort() from another thread takes the
-// communicator between two polls (or, if a call is stuck inside NCCL, aborts without
-// the lock, which is how NCCL unblocks a hung call). Teardown finalizes and polls
-// (ncclCommFinalize) before destroying, and aborts what does not finish in time.
+// comes. Those rules (no lock across a wait, abort lock-free, finalize and poll before
+// destroy) are CollectiveControl's (detail/collective_control.h), tested without NCCL;
+// NcclDriver is its one NCCL call per method.
 #include <dlfcn.h>
 #include <nccl.h>
 
@@ -23,6 +22,7 @@
 #include <string_view>
 #include <thread>
 
+#include "transport/device/detail/collective_control.h"
 #include "transport/device/detail/cuda/cuda_device.h"
 #include "transport/device/detail/cuda/error.h"
 #include "transport/device/detail/device_collective.h"
@@ -133,6 +133,40 @@ const char* result_name(ncclResult_t r) {
       r == ncclRemoteError || r == ncclSystemError ? DeviceErrc::peer_lost : DeviceErrc::failed);
 }
 
+// One NCCL call per method on one communicator (CollectiveControl's rules drive it).
+class NcclDriver final : public CommDriver {
+ public:
+  NcclDriver(const NcclApi& api, DeviceSpec spec) : api_(api), spec_(spec) {}
+
+  // A call's result: in progress, done, or thrown.
+  CommStatus result(ncclResult_t r, const char* call) const {
+    if (r == ncclInProgress) return CommStatus::in_progress;
+    if (r != ncclSuccess) throw_nccl(r, call, spec_, comm_);
+    return CommStatus::done;
+  }
+  CommStatus status() override {
+    ncclResult_t state = ncclInProgress;
+    result(api_.async_error(comm_, &state), "ncclCommGetAsyncError");
+    return result(state, "ncclCommGetAsyncError");
+  }
+  bool finalize() override {
+    if (api_.finalize == nullptr) return false;
+    result(api_.finalize(comm_), "ncclCommFinalize");
+    return true;
+  }
+  void destroy() noexcept override { api_.destroy(comm_); }
+  void abort() noexcept override {
+    if (comm_ != nullptr) api_.abort(comm_);
+  }
+  ncclComm_t* handle() { return &comm_; }
+  ncclComm_t comm() const { return comm_; }
+
+ private:
+  const NcclApi& api_;
+  DeviceSpec spec_;
+  ncclComm_t comm_ = nullptr;  // set by ncclCommInitRankConfig, under the control's lock
+};
+
 class NcclCollective final : public Collective {
  public:
   NcclCollective(std::shared_ptr<CudaDevice> device, const DeviceGroupId& id, int rank,
@@ -140,10 +174,12 @@ class NcclCollective final : public Collective {
       : device_(std::move(device)),
         spec_(device_->spec()),
         api_(nccl(spec_, "ncclCommInitRankConfig")),
-        timeout_(options.timeout),
-        teardown_timeout_(options.teardown_timeout) {
+        driver_(api_, spec_),
+        control_(driver_, {.device = spec_,
+                           .timeout = options.timeout,
+                           .teardown_timeout = options.teardown_timeout}) {
     int version = 0;
-    check(api_.get_version(&version), "ncclGetVersion");
+    driver_.result(api_.get_version(&version), "ncclGetVersion");
     if (id.nccl_version != 0 && static_cast<std::uint32_t>(version) != id.nccl_version) {
       throw DeviceError("NCCL", "version-mismatch", "ncclCommInitRankConfig", spec_,
                         "the group was created with NCCL " + std::to_string(id.nccl_version) +
@@ -157,155 +193,71 @@ class NcclCollective final : public Collective {
     config.blocking = 0;
     DeviceScope scope(spec_.index);  // NCCL binds the communicator to the current device
     try {
-      {
-        std::lock_guard lock(call_mutex_);
-        check(api_.init_rank_config(&comm_, id.size, unique, rank, &config),
-              "ncclCommInitRankConfig");
-      }
-      settle("ncclCommInitRankConfig", options.stop,
-             std::chrono::steady_clock::now() + options.timeout);
+      control_.run(
+          "ncclCommInitRankConfig",
+          [&] {
+            return driver_.result(
+                api_.init_rank_config(driver_.handle(), id.size, unique, rank, &config),
+                "ncclCommInitRankConfig");
+          },
+          options.stop, "not every rank joined within the timeout");
     } catch (...) {
-      abort();
+      control_.abort();
       throw;
     }
   }
 
-  // Not aborted: finalize (flushes queued operations), poll until done or the teardown
-  // timeout, then destroy; a communicator that does not finish in time, or failed, is
-  // aborted instead (a dead peer would hold ncclCommDestroy for ever).
+  // CollectiveControl::close: finalize and poll, then destroy; abort on error or timeout.
   ~NcclCollective() override {
-    if (aborted_.load() || comm_ == nullptr) return;  // abort() released it
     try {
       DeviceScope scope(spec_.index);
     } catch (...) {  // a broken device: NCCL still gets its calls
     }
-    const auto deadline = std::chrono::steady_clock::now() + teardown_timeout_;
-    bool clean = true;
-    if (api_.finalize != nullptr) {
-      const ncclResult_t r = api_.finalize(comm_);
-      clean = r == ncclSuccess || r == ncclInProgress;
-      while (clean) {
-        ncclResult_t state = ncclInProgress;
-        if (api_.async_error(comm_, &state) != ncclSuccess ||
-            (state != ncclSuccess && state != ncclInProgress)) {
-          clean = false;
-        } else if (state == ncclSuccess) {
-          break;
-        } else if (std::chrono::steady_clock::now() >= deadline) {
-          clean = false;
-        } else {
-          std::this_thread::sleep_for(std::chrono::microseconds(200));
-        }
-      }
-    }
-    if (clean) {
-      api_.destroy(comm_);
-    } else {
-      api_.abort(comm_);
-    }
+    control_.close();
   }
 
   void broadcast(void* buffer, std::size_t nbytes, int root, const std::stop_token& stop) override {
     enqueue(
-        [&](ncclComm_t comm) {
-          return api_.broadcast(buffer, buffer, nbytes, ncclUint8, root, comm, device_->stream());
+        [&] {
+          return api_.broadcast(buffer, buffer, nbytes, ncclUint8, root, driver_.comm(),
+                                device_->stream());
         },
         "ncclBroadcast", stop);
   }
   void send(const void* buffer, std::size_t nbytes, int peer,
             const std::stop_token& stop) override {
     enqueue(
-        [&](ncclComm_t comm) {
-          return api_.send(buffer, nbytes, ncclUint8, peer, comm, device_->stream());
+        [&] {
+          return api_.send(buffer, nbytes, ncclUint8, peer, driver_.comm(), device_->stream());
         },
         "ncclSend", stop);
   }
   void recv(void* buffer, std::size_t nbytes, int peer, const std::stop_token& stop) override {
     enqueue(
-        [&](ncclComm_t comm) {
-          return api_.recv(buffer, nbytes, ncclUint8, peer, comm, device_->stream());
+        [&] {
+          return api_.recv(buffer, nbytes, ncclUint8, peer, driver_.comm(), device_->stream());
         },
         "ncclRecv", stop);
   }
 
-  void check() override {
-    ncclResult_t state = ncclSuccess;
-    std::lock_guard lock(call_mutex_);
-    throw_if_aborted("ncclCommGetAsyncError");
-    check(api_.async_error(comm_, &state), "ncclCommGetAsyncError");
-    if (state != ncclSuccess && state != ncclInProgress)
-      throw_nccl(state, "ncclCommGetAsyncError", spec_, comm_);
-  }
-
-  // Takes the communicator between two calls of another thread (each non-blocking, so
-  // short); if one is stuck inside NCCL past kAbortWait, aborts without the lock: that
-  // thread finds aborted_ set when the call returns and never touches the handle again.
-  void abort() override {
-    if (aborted_.exchange(true)) return;
-    constexpr auto kAbortWait = std::chrono::milliseconds(100);
-    std::unique_lock lock(call_mutex_, kAbortWait);
-    if (comm_ != nullptr) api_.abort(comm_);
-    if (lock.owns_lock()) comm_ = nullptr;
-  }
+  void check() override { control_.check(); }
+  void abort() override { control_.abort(); }
 
  private:
-  void check(ncclResult_t r, const char* call) {
-    if (r != ncclSuccess && r != ncclInProgress) throw_nccl(r, call, spec_, comm_);
-  }
-
-  void throw_if_aborted(const char* call) const {
-    if (aborted_.load()) throw DeviceError("NCCL", "aborted", call, spec_, "the group was aborted");
-  }
-
-  // One call (under the lock, in the device's scope), then its host-side completion
-  // (the transfer itself runs on the stream), observing stop and the timeout.
+  // One call in the device's scope, then its host-side completion (the transfer itself
+  // runs on the stream), observing stop and the timeout (CollectiveControl).
   template <class Call>
   void enqueue(Call call, const char* name, const std::stop_token& stop) {
-    ncclResult_t r = ncclSuccess;
-    {
-      DeviceScope scope(spec_.index);
-      std::lock_guard lock(call_mutex_);
-      throw_if_aborted(name);
-      r = call(comm_);
-      check(r, name);
-    }
-    if (r == ncclInProgress) settle(name, stop, std::chrono::steady_clock::now() + timeout_);
-  }
-
-  // Waits until a non-blocking call has finished on the host, observing stop and the
-  // deadline (both abort). The lock is held for each poll only.
-  void settle(const char* call, const std::stop_token& stop,
-              std::chrono::steady_clock::time_point deadline) {
-    for (;;) {
-      ncclResult_t state = ncclInProgress;
-      {
-        std::lock_guard lock(call_mutex_);
-        throw_if_aborted(call);
-        check(api_.async_error(comm_, &state), "ncclCommGetAsyncError");
-        if (state != ncclSuccess && state != ncclInProgress) throw_nccl(state, call, spec_, comm_);
-      }
-      if (state == ncclSuccess) return;
-      if (stop.stop_requested() || std::chrono::steady_clock::now() >= deadline) {
-        const bool stopped = stop.stop_requested();
-        abort();
-        if (stopped) throw StopRequested(std::string("stopped during ") + call);
-        const bool joining = std::string_view(call) == "ncclCommInitRankConfig";
-        throw DeviceError("NCCL", "timeout", call, spec_,
-                          joining ? "not every rank joined within the timeout"
-                                  : "NCCL did not take the call within the timeout");
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
+    DeviceScope scope(spec_.index);
+    control_.run(
+        name, [&] { return driver_.result(call(), name); }, stop);
   }
 
   std::shared_ptr<CudaDevice> device_;
   DeviceSpec spec_;
   const NcclApi& api_;
-  std::chrono::milliseconds timeout_;
-  std::chrono::milliseconds teardown_timeout_;
-  std::timed_mutex call_mutex_;  // one NCCL call on comm_ at a time; never held while waiting
-  ncclComm_t comm_ = nullptr;    // null once aborted under the lock
-  std::atomic<bool> aborted_{false};
+  NcclDriver driver_;
+  CollectiveControl control_;
 };
 
 }  // namespace
