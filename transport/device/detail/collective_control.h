@@ -94,7 +94,7 @@ class CollectiveControl {
 
   CommDriver& driver_;
   CollectiveControlOptions options_;
-  std::timed_mutex mutex_;            // one driver call at a time; never held while waiting
+  std::mutex mutex_;                  // one driver call at a time; never held while waiting
   std::atomic<bool> aborted_{false};  // set for good by abort() and by close()
   bool closed_ = false;               // under mutex_
 };
