@@ -817,10 +817,18 @@ class Runner {
   // started later than this one finished would find no directory), at most
   // kDirectoryHold, and not past an interrupt.
   void hold_directory() {
+    if (job_.wait_for_ranks(std::chrono::milliseconds(0))) return;
+    spdlog::info("brigade: keeping the directory until every rank has subscribed (at most {} s)",
+                 kDirectoryHold.count());
     const auto until = Clock::now() + kDirectoryHold;
     while (!job_.wait_for_ranks(std::chrono::milliseconds(100))) {
-      if (stop_reason() || Clock::now() >= until) {
-        spdlog::warn("brigade: not every rank subscribed to the directory; closing it");
+      if (stop_reason()) {
+        spdlog::info("brigade: closing the directory on the interrupt");
+        return;
+      }
+      if (Clock::now() >= until) {
+        spdlog::warn("brigade: not every rank subscribed to the directory within {} s; closing it",
+                     kDirectoryHold.count());
         return;
       }
     }

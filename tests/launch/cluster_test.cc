@@ -955,6 +955,30 @@ TEST_F(ClusterLaunch, TorchrunRanksShareWorkersThroughTheDirectory) {
   });
 }
 
+// Rank 0 of two finishes before rank 1 has started: it keeps its directory for rank 1
+// (saying so), and SIGINT ends that wait, not the 10 s bound; the run still finished.
+TEST_F(ClusterLaunch, RankZeroKeepsTheDirectoryForALateRankUntilSigint) {
+  const int directory_port = free_port();
+  auto worker =
+      start_worker("hold-worker0", {"--join", "127.0.0.1:" + std::to_string(directory_port)});
+  auto rank0 = start_run(
+      "hold-rank0", common({"--directory", "auto", "--epochs", "1", "--on-no-workers", "fail"}),
+      {{"RANK", "0"},
+       {"WORLD_SIZE", "2"},
+       {"MASTER_ADDR", "127.0.0.1"},
+       {"MASTER_PORT", std::to_string(directory_port - 1)}});
+  ASSERT_TRUE(test::wait_until(
+      [&] { return rank0.err().find("keeping the directory") != std::string::npos; }, 60s))
+      << rank0.err();
+  ASSERT_TRUE(rank0.signal(SIGINT));
+  const auto r = finish(rank0);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.json()["end"], "finished") << r.err;
+  EXPECT_EQ(r.json()["samples"], kFiles / 2) << r.err;
+  EXPECT_NE(r.err.find("closing the directory on the interrupt"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("within 10 s"), std::string::npos) << r.err;
+}
+
 TEST_F(ClusterLaunch, SlurmRanksShareWorkersThroughTheDirectory) {
   run_two_ranks("slurm", [](int rank, int master_port) {
     return test::Environment{{"SLURM_PROCID", std::to_string(rank)},
