@@ -49,7 +49,10 @@ std::vector<std::string> candidates() {
     paths.push_back(
         (dir / ".." / BRIGADE_INSTALL_LIBDIR / kPluginFile).lexically_normal().string());
   }
-  paths.emplace_back(kPluginFile);
+  paths.emplace_back(kPluginFile);  // through the program's RUNPATH
+  // The build tree's plugin: a sanitizer's dlopen interceptor is the caller dlopen sees,
+  // so the program's RUNPATH is not searched there (and dladdr names a program by argv[0]).
+  paths.emplace_back(std::string(BRIGADE_BUILD_PLUGIN_DIR) + "/" + kPluginFile);
   return paths;
 }
 
