@@ -4,6 +4,8 @@
 //   noop:      3 no-op stages over instrumented int-like items, concurrency 1 and 4,
 //              input and completion order, --items N (default 1,000,000)
 //   spin200us: the middle stage spins 200 µs per item, 20,000 items, concurrency 1, 2
+// --concurrency C / --order O / --no-loop run one configuration alone (for a profiler);
+// --spin-items 0 skips the spin workload.
 // Each workload also runs as the same three functions in a plain loop ("impl":"loop"),
 // and each brigade row carries its ratio to that loop. `max_live_items` is measured by
 // the item type itself (live payloads), `bound` is Pipeline::item_bound().
@@ -151,6 +153,9 @@ int main(int argc, char** argv) {
   std::int64_t items = 1'000'000;
   std::int64_t spin_items = 20'000;
   int buffer = 64;
+  int only_concurrency = 0;  // 0 = every configuration
+  std::string only_order;    // "" = both orders
+  bool loops = true;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--items") && i + 1 < argc) {
       items = std::atoll(argv[++i]);
@@ -158,8 +163,16 @@ int main(int argc, char** argv) {
       spin_items = std::atoll(argv[++i]);
     } else if (!std::strcmp(argv[i], "--buffer") && i + 1 < argc) {
       buffer = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--concurrency") && i + 1 < argc) {
+      only_concurrency = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--order") && i + 1 < argc) {
+      only_order = argv[++i];
+    } else if (!std::strcmp(argv[i], "--no-loop")) {
+      loops = false;
     } else {
-      fmt::print(stderr, "usage: bench_engine [--items N] [--spin-items N] [--buffer B]\n");
+      fmt::print(stderr,
+                 "usage: bench_engine [--items N] [--spin-items N] [--buffer B] "
+                 "[--concurrency C] [--order input|completion] [--no-loop]\n");
       return 2;
     }
   }
@@ -171,12 +184,19 @@ int main(int argc, char** argv) {
     loop.concurrency = 1;
     loop.order = "input";
     loop.items = n;
-    loop.seconds = run_loop(n, spin);
-    print(loop);
+    if (n == 0) continue;
+    if (loops) {
+      loop.seconds = run_loop(n, spin);
+      print(loop);
+    }
     for (int c : spin ? std::vector<int>{1, 2} : std::vector<int>{1, 4}) {
+      if (only_concurrency != 0 && c != only_concurrency) continue;
       for (Order order : {Order::input, Order::completion}) {
+        if (!only_order.empty() && only_order != (order == Order::input ? "input" : "completion")) {
+          continue;
+        }
         Row r = run_brigade(n, spin, c, order, buffer);
-        r.ratio = loop.seconds / r.seconds;
+        r.ratio = loops ? loop.seconds / r.seconds : 0;
         print(r);
       }
     }

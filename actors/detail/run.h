@@ -9,6 +9,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -29,10 +30,39 @@ struct Task {
   Item item;
 };
 
+// A task's outputs: the first inline, the rest (a generator's) on the heap, so that
+// a map's result costs no allocation of its own.
+class Outputs {
+ public:
+  std::size_t size() const { return first_ ? 1 + rest_.size() : 0; }
+  bool empty() const { return !first_; }
+  void push_back(Item&& item) {
+    if (!first_) {
+      first_.emplace(std::move(item));
+    } else {
+      rest_.push_back(std::move(item));
+    }
+  }
+  void reserve(std::size_t n) {
+    if (n > 1) rest_.reserve(n - 1);
+  }
+  // Calls f(Item&&) for each output in order; the outputs are moved from.
+  template <typename F>
+  void drain(F&& f) {
+    if (!first_) return;
+    f(std::move(*first_));
+    for (auto& item : rest_) f(std::move(item));
+  }
+
+ private:
+  std::optional<Item> first_;
+  std::vector<Item> rest_;
+};
+
 struct Result {
   std::uint64_t seq = 0;
-  Positions positions;        // of the task's input
-  std::vector<Item> outputs;  // empty: filtered or failed
+  Positions positions;  // of the task's input
+  Outputs outputs;      // empty: filtered or failed
   TaskOutcome outcome = TaskOutcome::ok;
   bool threw = false;  // the function threw: the whole input failed (`error`, `code`)
   std::uint64_t ns = 0;

@@ -66,17 +66,22 @@ bool retryable(const StageSpec& spec, const std::exception& error) {
 
 // Runs one task: the stage function with a TaskContext, retries, hooks, timing.
 struct TaskRunner {
-  // `outs` is the caller's scratch, reused across tasks (one allocation per batch).
-  static Result run(const RunShared& run, const StageSpec& spec, Task&& task,
-                    std::vector<AnyValue>& outs) {
-    Result r;
+  // Fills `r` (default-constructed). `outs` is the caller's scratch, reused across tasks
+  // (one allocation per batch). `t0` is when the task started: the caller's previous
+  // clock reading, the end of the task before it in the batch (so a batch of n tasks
+  // reads the clock n + 1 times, not 2n); returns the clock's reading at its end. A
+  // task's time thus includes its share of the batch's bookkeeping (tens of ns).
+  static Clock::time_point run(const RunShared& run, const StageSpec& spec, Task&& task,
+                               std::vector<AnyValue>& outs, Result& r, Clock::time_point t0) {
     r.seq = task.seq;
     r.positions = std::move(task.item.positions);
     const TaskInfo info{spec.options.name, r.positions};
-    if (!run.options.hooks.empty()) call_hooks_before(run, info);
+    if (!run.options.hooks.empty()) {
+      call_hooks_before(run, info);
+      t0 = run.clock.now();  // a hook's time is not the task's
+    }
     const int attempts = std::max(1, spec.options.retry.attempts);
     std::chrono::duration<double, std::milli> backoff = spec.options.retry.backoff;
-    const auto t0 = run.clock.now();
     for (int attempt = 1;; ++attempt) {
       bool again = false;
       try {
@@ -107,8 +112,9 @@ struct TaskRunner {
       backoff_sleep(run, backoff);
       backoff *= spec.options.retry.multiplier;
     }
+    const auto t1 = run.clock.now();
     r.ns = static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(run.clock.now() - t0).count());
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
     if (r.threw) {
       r.outcome = TaskOutcome::failed;
     } else if (!r.sample_failures.empty()) {
@@ -119,7 +125,7 @@ struct TaskRunner {
     }
     if (!run.options.hooks.empty()) call_hooks_after(run, info, r);
     assign_output_positions(spec.kind, r, outs);
-    return r;
+    return t1;
   }
 };
 
@@ -139,9 +145,10 @@ worker_actor::behavior_type worker_main(worker_actor::stateful_pointer<WorkerSta
         auto results = std::make_shared<std::vector<Result>>();
         results->reserve(batch.tasks->size());
         std::vector<AnyValue> outs;
+        auto t = run->clock.now();
         for (auto& task : *batch.tasks) {
           if (run->stopping.load(std::memory_order_relaxed)) return;  // cancelled
-          results->push_back(TaskRunner::run(*run, spec, std::move(task), outs));
+          t = TaskRunner::run(*run, spec, std::move(task), outs, results->emplace_back(), t);
         }
         self->send(coordinator, done_atom::value, ResultBatch{std::move(results), index});
       },
@@ -335,7 +342,7 @@ void take_result(StagePtr self, Result&& r) {
     st.reorder[r.seq - (st.next_seq - st.reorder.size())] = std::move(r);
     return;
   }
-  for (auto& item : r.outputs) st.out.push_back(OutItem{std::move(item), 1});
+  r.outputs.drain([&](Item&& item) { st.out.push_back(OutItem{std::move(item), 1}); });
 }
 
 void on_results(StagePtr self, ResultBatch& batch) {
@@ -356,7 +363,9 @@ void on_results(StagePtr self, ResultBatch& batch) {
   st.counters->record_tasks(st.task_ns, filtered, retries, failures);
   for (auto& r : *batch.results) take_result(self, std::move(r));
   while (!st.reorder.empty() && st.reorder.front()) {
-    for (auto& item : st.reorder.front()->outputs) st.out.push_back(OutItem{std::move(item), 1});
+    st.reorder.front()->outputs.drain([&](Item&& item) {
+      st.out.push_back(OutItem{std::move(item), 1});
+    });
     st.reorder.pop_front();
   }
   check_budgets(self);
