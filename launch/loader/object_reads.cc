@@ -1,9 +1,8 @@
 #include "launch/loader/object_reads.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-
-#include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -11,8 +10,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <filesystem>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -122,15 +121,13 @@ transport::FileDescriptor open_copy(const fs::path& path, std::uint64_t size) {
 }
 
 bool has_media_extension(std::string_view name, MediaKind kind) {
-  return std::any_of(folder_extensions(kind).begin(), folder_extensions(kind).end(),
-                     [name](const std::string& e) {
-                       return name.size() >= e.size() &&
-                              std::equal(e.begin(), e.end(),
-                                         name.end() - static_cast<std::ptrdiff_t>(e.size()),
-                                         [](char x, char y) {
-                                           return x == std::tolower(static_cast<unsigned char>(y));
-                                         });
-                     });
+  return std::any_of(
+      folder_extensions(kind).begin(), folder_extensions(kind).end(), [name](const std::string& e) {
+        return name.size() >= e.size() &&
+               std::equal(
+                   e.begin(), e.end(), name.end() - static_cast<std::ptrdiff_t>(e.size()),
+                   [](char x, char y) { return x == std::tolower(static_cast<unsigned char>(y)); });
+      });
 }
 
 // A key relative to the prefix, split at its last '/': ImageFolder's order is by folder
@@ -222,8 +219,7 @@ ObjectCopy copy_object(const std::string& url) {
     return {std::move(fd), info.size};
   }
   const fs::path dir(options.cache_dir);
-  const auto name =
-      fmt::format("{:016x}-{}-{:016x}", fnv1a(url), info.size, fnv1a(info.etag));
+  const auto name = fmt::format("{:016x}-{}-{:016x}", fnv1a(url), info.size, fnv1a(info.etag));
   const auto path = dir / name;
   auto remember = [&] {
     std::lock_guard lock(copies().mutex);
@@ -278,9 +274,8 @@ Dataset list_object_folder(const std::string& url, MediaKind kind, bool by_folde
     const std::string rel = e.key.substr(prefix_key.size());
     if (!has_media_extension(rel, kind)) continue;
     const auto slash = rel.rfind('/');
-    files.push_back(slash == std::string::npos
-                        ? Rel{{}, rel}
-                        : Rel{rel.substr(0, slash), rel.substr(slash + 1)});
+    files.push_back(slash == std::string::npos ? Rel{{}, rel}
+                                               : Rel{rel.substr(0, slash), rel.substr(slash + 1)});
   }
   // The root without the trailing '/': Dataset joins root and identity with one.
   Dataset d(prefix.substr(0, prefix.size() - 1));

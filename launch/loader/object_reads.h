@@ -33,11 +33,11 @@ bool is_object_url(std::string_view path);
 
 /// The options of the process's store (see ONE STORE PER PROCESS).
 struct ObjectReadOptions {
-  int retries = 4;                // transient failures retried per request
+  int retries = 4;                    // transient failures retried per request
   std::uint64_t timeout_ms = 60'000;  // one request's whole time
-  int requests_per_host = 16;     // requests in flight per host
-  std::string cache_dir{};        // "": no shard cache (see SHARD CACHE)
-  std::uint64_t cache_bytes = 0;  // the cache's bound (0: none)
+  int requests_per_host = 16;         // requests in flight per host
+  std::string cache_dir{};            // "": no shard cache (see SHARD CACHE)
+  std::uint64_t cache_bytes = 0;      // the cache's bound (0: none)
 };
 ObjectReadOptions object_read_options(const RunConfig& config);
 void configure_object_reads(const ObjectReadOptions& options);

@@ -24,7 +24,8 @@ namespace brigade::test {
 // The fixture process: its "name=value" lines, and fault commands over its stdin.
 class S3Server {
  public:
-  /// Starts `fixture` (s3_fixture.py) with MIRROR_DIR `mirror`; `upload`: a folder whose files are put in the bucket too (keys: their relative paths).
+  /// Starts `fixture` (s3_fixture.py) with MIRROR_DIR `mirror`; `upload`: a folder whose files are
+  /// put in the bucket too (keys: their relative paths).
   S3Server(const std::string& fixture, const std::filesystem::path& mirror,
            const std::filesystem::path& upload = {}) {
     int to_child[2], from_child[2];
