@@ -202,6 +202,29 @@ TEST_F(ObjectStorage, ABurstOf503IsRetriedAndNoSampleFails) {
   EXPECT_EQ(slurp(dir_ / "remote"), slurp(dir_ / "disk"));
 }
 
+// Plain URLs (a public object, a presigned URL: sent unsigned, as given) in a local list,
+// next to local paths: the same batches as the files on disk.
+TEST_F(ObjectStorage, PlainUrlsInAListReadAsTheirFiles) {
+  const std::vector<std::string> files{"ant/img-00.jpg", "bee/img-04.jpg", "cow/sub/img-07.jpg"};
+  std::string urls, paths;
+  for (const auto& f : files) {
+    urls += (*server_)["endpoint"] + "/" + (*server_)["bucket"] + "/loose/" + f + "\n";
+    paths += (local() / "loose" / f).string() + "\n";
+  }
+  write(dir_ / "urls.txt", urls);
+  write(dir_ / "paths.txt", paths);
+  const auto remote = run(
+      "--list '" + (dir_ / "urls.txt").string() + "' --no-shuffle" + digests("remote"), "remote");
+  ASSERT_EQ(remote.code, 0) << remote.err;
+  const auto disk =
+      run("--list '" + (dir_ / "paths.txt").string() + "' --no-shuffle" + digests("disk"), "disk");
+  ASSERT_EQ(disk.code, 0) << disk.err;
+  EXPECT_EQ(slurp(dir_ / "remote"), slurp(dir_ / "disk"));
+  const auto json = nlohmann::json::parse(remote.out);
+  EXPECT_EQ(json["failed"], 0);
+  EXPECT_EQ(json["object_storage"]["hosts"][(*server_)["endpoint"]]["requests"], 3);
+}
+
 // Remote shards are indexed from one whole copy each (HEAD + GET per shard) and their
 // members cut from it: the same batches as the local shards, block-shuffled.
 TEST_F(ObjectStorage, ShardsInABucketMatchTheLocalShards) {
