@@ -18,6 +18,7 @@
 
 #include "launch/loader/decode.h"
 #include "launch/loader/detail/launch_environment.h"
+#include "launch/loader/object_reads.h"
 #include "transport/device/device.h"
 #include "transport/remote/endpoint.h"
 
@@ -1112,12 +1113,14 @@ Value node_value(const Key& spec, const toml::node& node, const std::string& whe
   value = check(spec, std::move(value), where, show(node));
   if (spec.type == Type::path) {
     std::filesystem::path p(as_text(value));
-    if (p.is_relative() && !folder.empty()) value = (folder / p).lexically_normal().string();
+    // A URL (s3://, https://) is not a path: kept as given.
+    if (p.is_relative() && !folder.empty() && !is_object_url(as_text(value)))
+      value = (folder / p).lexically_normal().string();
   }
   if (spec.type == Type::paths && !folder.empty()) {
     for (auto& item : std::get<std::vector<std::string>>(value)) {
       std::filesystem::path p(item);
-      if (p.is_relative()) item = (folder / p).lexically_normal().string();
+      if (p.is_relative() && !is_object_url(item)) item = (folder / p).lexically_normal().string();
     }
   }
   return value;

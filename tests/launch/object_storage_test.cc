@@ -156,6 +156,15 @@ TEST_F(ObjectStorage, ClassFoldersUnderAPrefixMatchTheLocalFolder) {
   EXPECT_EQ(remote.err.find("secret_access_key"), std::string::npos);
 }
 
+// A URL in a config file is kept as given (a relative path there resolves against the
+// file's folder; a URL is not a path).
+TEST_F(ObjectStorage, AUrlInAConfigFileIsNotResolvedAgainstItsFolder) {
+  write(dir_ / "conf" / "job.toml", "data = \"" + bucket() + "/loose/\"\nlabels = \"folder\"\n");
+  const auto r = run("'" + (dir_ / "conf" / "job.toml").string() + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["samples"], 9);
+}
+
 TEST_F(ObjectStorage, ARemoteManifestResolvesItsRelativePathsAgainstItsUrl) {
   const std::string common = " --batch-size 3 --no-shuffle";
   const auto remote =
