@@ -1,5 +1,5 @@
 # The C++ package (issue 11): `cmake --install build --prefix P` installs
-#   P/lib/libbrigade_{actors,tensor,media,files,checkpoint,remote,device,loader,launch}.a
+#   P/lib/libbrigade_{actors,tensor,media,files,checkpoint,remote,device,storage,loader,launch}.a
 #                                                         static, position-independent
 #   P/lib/libbrigade_media_ffmpeg.so                      media's FFmpeg plugin (dlopen)
 #   P/include/brigade/<room>/*.h                          public headers only
@@ -52,7 +52,7 @@ endif()
 
 set(BRIGADE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Brigade)
 set(brigade_export_targets brigade_actors brigade_tensor brigade_media brigade_files brigade_checkpoint
-  brigade_remote brigade_device brigade_transport brigade_loader brigade_launch
+  brigade_remote brigade_device brigade_storage brigade_transport brigade_loader brigade_launch
   brigade_warnings brigade_sanitize)
 set_target_properties(brigade_warnings PROPERTIES EXPORT_NAME detail_warnings)
 set_target_properties(brigade_sanitize PROPERTIES EXPORT_NAME detail_sanitize)

@@ -30,6 +30,7 @@
 #include "launch/loader/demo_dataset.h"
 #include "launch/loader/job.h"
 #include "launch/loader/job_settings.h"
+#include "launch/loader/object_reads.h"
 #include "launch/loader/remote_ops.h"
 #include "launch/loader/sources.h"
 #include "launch/process.h"
@@ -128,6 +129,20 @@ std::string summary_json(const launch::JobSummary& s, double cpu0,
     nlohmann::json sources = nlohmann::json::object();
     for (const auto& [name, count] : source_counts) sources[name] = count;
     j["sources"] = sources;
+  }
+  // Object storage (s3://, https:// data): requests, retries and failures per host.
+  if (const auto storage = launch::object_read_stats(); storage.requests > 0) {
+    nlohmann::json hosts = nlohmann::json::object();
+    for (const auto& h : storage.hosts) {
+      hosts[h.host] = {{"requests", h.requests},
+                       {"retries", h.retries},
+                       {"failures", h.failures},
+                       {"bytes", h.bytes}};
+    }
+    j["object_storage"] = {{"requests", storage.requests},
+                           {"retries", storage.retries},
+                           {"bytes", storage.bytes},
+                           {"hosts", hosts}};
   }
   if (!s.failure.empty()) j["failure"] = s.failure;
   if (!s.checkpoint.empty()) j["checkpoint"] = s.checkpoint;

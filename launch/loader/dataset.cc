@@ -8,6 +8,7 @@
 #include <string>
 
 #include "actors/sampler.h"
+#include "launch/loader/object_reads.h"
 
 namespace brigade::launch {
 
@@ -108,7 +109,10 @@ std::string_view Dataset::identity(std::size_t i) const {
 }
 
 std::string Dataset::resolve(std::string_view path, const std::string& root) const {
-  if (root.empty() || (!path.empty() && path.front() == '/')) return std::string(path);
+  if (root.empty() || (!path.empty() && path.front() == '/') || is_object_url(path))
+    return std::string(path);
+  if (is_object_url(root))
+    return root.ends_with('/') ? root + std::string(path) : root + "/" + std::string(path);
   return (std::filesystem::path(root) / path).string();
 }
 

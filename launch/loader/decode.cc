@@ -9,6 +9,7 @@
 
 #include "actors/task.h"
 #include "launch/loader/detail/batch.h"
+#include "launch/loader/object_reads.h"
 #include "media/errors.h"
 #include "media/image.h"
 #include "media/source.h"
@@ -241,6 +242,7 @@ EncodedSample encoded_sample(std::uint64_t id, const SampleLocation& location) {
 namespace {
 
 std::vector<std::uint8_t> read_bytes(const EncodedSample& s, const ReadFile& read) {
+  if (!read && is_object_url(s.path)) return read_object(s.path, s.offset, s.size);
   if (s.size == kWholeFile) return read ? read(s.path) : media::read_file(s.path);
   if (!read) return media::read_file_range(s.path, s.offset, s.size);
   auto whole = read(s.path);

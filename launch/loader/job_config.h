@@ -103,8 +103,12 @@ struct RunConfig {
   std::uint64_t seed = 0;
   bool shuffle = true;
   actors::Order order = actors::Order::input;
-  std::optional<int> threads{};               // default: number of cores
-  int read_concurrency = 8;                   // io threads reading files
+  std::optional<int> threads{};            // default: number of cores
+  int read_concurrency = 8;                // io threads reading files
+  int read_retries = 4;                    // object storage: transient failures retried per request
+  std::uint64_t read_timeout_ms = 60'000;  // object storage: one request's whole time
+  std::string object_cache_dir{};          // object storage: the shard cache ("": none)
+  std::uint64_t object_cache_bytes = 0;    // its bound (0: none)
   std::optional<int> decode_concurrency{};    // default: threads
   std::optional<std::uint32_t> rank{};        // default: RANK, SLURM_PROCID, else 0
   std::optional<std::uint32_t> world_size{};  // default: WORLD_SIZE, SLURM_NTASKS, else 1

@@ -18,6 +18,7 @@
 
 #include "launch/loader/decode.h"
 #include "launch/loader/detail/launch_environment.h"
+#include "launch/loader/object_reads.h"
 #include "transport/device/device.h"
 #include "transport/remote/endpoint.h"
 
@@ -140,7 +141,8 @@ const std::vector<Key>& keys() {
        "folder of media (images: .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp, any case; "
        "videos: .mp4 .mkv .webm .avi .mov), searched recursively following symbolic links, "
        "sorted by the bytes of the relative path (with --labels folder: ImageFolder's order) "
-       "(default: the demo dataset, generated once)",
+       "(default: the demo dataset, generated once); or s3://BUCKET/PREFIX/, its objects "
+       "listed, class folders the next path segment",
        {},
        [](RunConfig& c, const Value& v) { c.data = as_text(v); },
        0,
@@ -285,6 +287,48 @@ const std::vector<Key>& keys() {
        {},
        [](RunConfig& c, const Value& v) { c.read_concurrency = as_count(v); },
        kMaxConcurrency},
+      {"stages.read.retries",
+       "--read-retries",
+       Type::non_negative,
+       "times a transient object-storage failure (5xx, 429, a timeout, a reset) is retried "
+       "per request, with backoff and jitter (default 4; at most 100)",
+       {},
+       [](RunConfig& c, const Value& v) { c.read_retries = as_count(v); },
+       100},
+      {"stages.read.timeout",
+       "--read-timeout",
+       Type::real,
+       "seconds one object-storage request may take, connection included (default 60; at "
+       "most 3600)",
+       {},
+       [](RunConfig& c, const Value& v) {
+         c.read_timeout_ms = static_cast<std::uint64_t>(std::get<double>(v) * 1000);
+       },
+       3600,
+       false,
+       "SECONDS"},
+      {"cache_dir",
+       "--cache-dir",
+       Type::path,
+       "folder of whole object-storage shards kept on local disk (s3:// or https:// shards: "
+       "fetched once, verified by size and ETag, shared by the ranks of a node)",
+       {},
+       [](RunConfig& c, const Value& v) { c.object_cache_dir = as_text(v); },
+       0,
+       false,
+       "DIR"},
+      {"cache_size",
+       "--cache-size",
+       Type::non_negative,
+       "bytes --cache-dir may hold; the least recently used shards are removed beyond it "
+       "(default 0: no bound)",
+       {},
+       [](RunConfig& c, const Value& v) {
+         c.object_cache_bytes = static_cast<std::uint64_t>(as_int(v));
+       },
+       0,
+       false,
+       "BYTES"},
       {"stages.decode.concurrency",
        "--decode-concurrency",
        Type::positive,
@@ -1069,12 +1113,14 @@ Value node_value(const Key& spec, const toml::node& node, const std::string& whe
   value = check(spec, std::move(value), where, show(node));
   if (spec.type == Type::path) {
     std::filesystem::path p(as_text(value));
-    if (p.is_relative() && !folder.empty()) value = (folder / p).lexically_normal().string();
+    // A URL (s3://, https://) is not a path: kept as given.
+    if (p.is_relative() && !folder.empty() && !is_object_url(as_text(value)))
+      value = (folder / p).lexically_normal().string();
   }
   if (spec.type == Type::paths && !folder.empty()) {
     for (auto& item : std::get<std::vector<std::string>>(value)) {
       std::filesystem::path p(item);
-      if (p.is_relative()) item = (folder / p).lexically_normal().string();
+      if (p.is_relative() && !is_object_url(item)) item = (folder / p).lexically_normal().string();
     }
   }
   return value;

@@ -21,6 +21,7 @@
 
 #include "launch/loader/detail/launch_environment.h"
 #include "launch/loader/job_config.h"
+#include "launch/loader/object_reads.h"
 
 namespace brigade::launch {
 
@@ -503,6 +504,12 @@ Dataset read_manifest(const std::string& file, const ManifestOptions& options) {
   }
   std::optional<std::vector<std::string>> classes;
   if (!o.classes_file.empty()) classes = read_classes(o.classes_file);
+  if (is_object_url(file)) {
+    // Relative paths inside resolve against the manifest's URL ("s3://b/x/train.jsonl":
+    // "s3://b/x/<path>").
+    const auto text = fetch_object_text(file, "manifest");
+    return parse_manifest(text, file, fs::path(file).parent_path().string(), o, classes);
+  }
   const MappedFile mapped(file);
   return parse_manifest(mapped.text(), file, fs::path(file).parent_path().string(), o, classes);
 }

@@ -21,6 +21,7 @@
 #include <unordered_set>
 
 #include "actors/sampler.h"
+#include "launch/loader/object_reads.h"
 #include "transport/files/files.h"
 
 namespace brigade::launch {
@@ -298,6 +299,18 @@ std::optional<std::string> slurp(const fs::path& path) {
 }
 
 std::vector<ShardMember> cached_index(const std::string& shard, const ShardOptions& o) {
+  if (is_object_url(shard)) {
+    // A whole copy (from the shard cache, or fetched), indexed from it: one request per
+    // shard, and the read stage reads its members from the cached copy.
+    try {
+      const auto copy = copy_object(shard);
+      return index_fd(copy.fd.get(), shard, copy.size);
+    } catch (const transport::StorageError& e) {
+      throw ShardError(fmt::format("shard {}: cannot read: {}", shard, e.what()));
+    } catch (const transport::FileError& e) {
+      throw ShardError(fmt::format("shard {}: the cache: {}", shard, e.what()));
+    }
+  }
   transport::FileDescriptor f(shard, O_RDONLY | O_CLOEXEC);
   if (f.get() < 0)
     throw ShardError(fmt::format("shard {}: cannot open: {}", shard, std::strerror(errno)));

@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "launch/loader/demo_dataset.h"
 #include "launch/loader/manifest.h"
+#include "launch/loader/object_reads.h"
 #include "launch/loader/shards.h"
 
 namespace brigade::launch {
@@ -201,8 +203,15 @@ Dataset list_class_folders(const std::string& dir, MediaKind kind) {
 }
 
 Dataset read_list(const std::string& list_file) {
-  std::ifstream in(list_file);
-  if (!in) throw ConfigError(fmt::format("list {}: cannot read the file", list_file), "list");
+  std::ifstream file;
+  std::istringstream text;
+  if (is_object_url(list_file)) {
+    text.str(fetch_object_text(list_file, "list"));
+  } else {
+    file.open(list_file);
+    if (!file) throw ConfigError(fmt::format("list {}: cannot read the file", list_file), "list");
+  }
+  std::istream& in = is_object_url(list_file) ? static_cast<std::istream&>(text) : file;
   Dataset d(fs::path(list_file).parent_path().string());
   std::string line;
   while (std::getline(in, line)) {
@@ -241,6 +250,7 @@ Dataset open_sources(const RunConfig& c) {
 
 Dataset open_dataset(const RunConfig& c, bool demo_allowed) {
   if (!c.sources.empty()) return open_sources(c);
+  configure_object_reads(object_read_options(c));
   const bool by_folder = c.labels == Labels::folder;
   if (by_folder && (!c.list.empty() || !c.manifest.empty())) {
     throw ConfigError(
@@ -263,6 +273,8 @@ Dataset open_dataset(const RunConfig& c, bool demo_allowed) {
         "or shards=SPEC)",
         "meta");
   if (!c.list.empty()) return read_list(c.list);
+  if (!c.data.empty() && is_object_url(c.data))
+    return list_object_folder(c.data, c.kind, by_folder);
   if (!c.data.empty())
     return by_folder ? list_class_folders(c.data, c.kind) : list_folder(c.data, c.kind);
   if (!demo_allowed) {

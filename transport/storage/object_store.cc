@@ -4,6 +4,8 @@
 #include <atomic>
 #include <charconv>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -203,6 +205,18 @@ struct ObjectStore::Impl {
   std::string endpoint;  // scheme://authority, no trailing slash; empty: AWS
   detail::HttpClient http;
   std::atomic<std::uint64_t> requests{0}, retries{0}, bytes{0};
+  std::mutex hosts_mutex;
+  std::map<std::string, HostStats> hosts;  // by Prepared::host
+
+  void count(const std::string& host, std::uint64_t requests_, std::uint64_t retries_,
+             std::uint64_t failures_, std::uint64_t bytes_) {
+    std::lock_guard lock(hosts_mutex);
+    auto& h = hosts[host];
+    h.requests += requests_;
+    h.retries += retries_;
+    h.failures += failures_;
+    h.bytes += bytes_;
+  }
 
   explicit Impl(StoreOptions given) : options(std::move(given)), http(options) {
     detail::AwsConfig config = detail::load_aws_config();
@@ -314,9 +328,12 @@ struct ObjectStore::Impl {
         detail::HttpResponse response =
             check_status(http.perform(prepared.host, prepared.request), prepared.request);
         bytes.fetch_add(response.body.size(), std::memory_order_relaxed);
+        count(prepared.host, 1, attempt > 0 ? 1 : 0, 0, response.body.size());
         return accept(std::move(response), prepared.request);
       } catch (const StorageError& error) {
-        if (!transient(error.storage_code()) || attempt >= options.retries) throw;
+        const bool last = !transient(error.storage_code()) || attempt >= options.retries;
+        count(prepared.host, 1, attempt > 0 ? 1 : 0, last ? 1 : 0, 0);
+        if (last) throw;
       }
       retries.fetch_add(1, std::memory_order_relaxed);
       std::chrono::milliseconds ceiling = std::min(
@@ -461,9 +478,15 @@ std::vector<ObjectEntry> ObjectStore::list(std::string_view prefix_url) {
 }
 
 StoreStats ObjectStore::stats() const {
-  return {impl_->requests.load(std::memory_order_relaxed),
-          impl_->retries.load(std::memory_order_relaxed),
-          impl_->bytes.load(std::memory_order_relaxed)};
+  StoreStats out{impl_->requests.load(std::memory_order_relaxed),
+                 impl_->retries.load(std::memory_order_relaxed),
+                 impl_->bytes.load(std::memory_order_relaxed)};
+  std::lock_guard lock(impl_->hosts_mutex);
+  for (const auto& [host, h] : impl_->hosts) {
+    out.hosts.push_back(h);
+    out.hosts.back().host = host;
+  }
+  return out;
 }
 
 const std::string& ObjectStore::region() const { return impl_->region; }

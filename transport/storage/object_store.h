@@ -129,11 +129,21 @@ struct ObjectEntry {
   std::string etag;
 };
 
-/// Counters since the store was made (relaxed atomics: a snapshot, not a transaction).
-struct StoreStats {
+/// One host's counters (StoreStats::hosts).
+struct HostStats {
+  std::string host;            // the pool's key: scheme://host:port
   std::uint64_t requests = 0;  // attempts sent, retries included
   std::uint64_t retries = 0;   // attempts after a transient failure
+  std::uint64_t failures = 0;  // calls that threw (a permanent error, or retries spent)
   std::uint64_t bytes = 0;     // body bytes received
+};
+
+/// Counters since the store was made (a snapshot, not a transaction).
+struct StoreStats {
+  std::uint64_t requests = 0;      // attempts sent, retries included
+  std::uint64_t retries = 0;       // attempts after a transient failure
+  std::uint64_t bytes = 0;         // body bytes received
+  std::vector<HostStats> hosts{};  // per host, sorted by host
 };
 
 class ObjectStore {

@@ -15,7 +15,8 @@ independent of ours) from the method, path and query as decoded and canonically
 re-encoded, the signed headers and the secret, and answers a mismatch 403
 SignatureDoesNotMatch, as S3 does; "checked" lines count the requests it verified.
 
-Usage: s3_fixture.py MIRROR_DIR. Writes every object also under MIRROR_DIR (the bytes to
+Usage: s3_fixture.py MIRROR_DIR [UPLOAD_DIR]. UPLOAD_DIR's files are put in the bucket
+too, keyed by their paths relative to it (a process test's data set). Writes every object also under MIRROR_DIR (the bytes to
 compare with), prints "name=value" lines and "ready", then reads commands from stdin, one
 a line, answering "ok" when the fault is armed:
   fail N     the proxy's next N requests are answered 503 SlowDown
@@ -25,6 +26,8 @@ a line, answering "ok" when the fault is armed:
   redirect N the next N requests are answered 302 to the same path on the server itself
   latency MS every request from now on waits MS milliseconds before it is forwarded
   checked 0  answers "checked=N": how many signatures the proxy has verified so far
+  requests 0 answers "requests=N bytes=M": requests the proxy has received so far, and
+             body bytes it has sent back
 End of input stops everything."""
 import os
 import random
@@ -43,6 +46,7 @@ faults_lock = threading.Lock()
 stop = threading.Event()
 latency = [0.0]  # seconds added before each forwarded request
 checked = [0]  # signatures the proxy verified
+traffic = [0, 0]  # requests received, body bytes answered
 botocore = {}  # AWSRequest, Credentials, S3SigV4Auth, once imported
 
 
@@ -128,6 +132,8 @@ def serve_client(conn, backend):
             request = read_request(conn)
             if request is None:
                 return
+            with faults_lock:
+                traffic[0] += 1
             fault = next_fault()
             if fault == "stall":
                 stop.wait()  # never answered; the client gives up
@@ -157,6 +163,8 @@ def serve_client(conn, backend):
             if fault == "short":  # a consistent but short answer: Content-Range unchanged
                 body = body[:-10]
                 length = len(body)
+            with faults_lock:
+                traffic[1] += len(body)
             send(conn, status, headers, body, length)
 
 
@@ -204,14 +212,14 @@ def main():
                                "--configure-bucket", BUCKET], env=env,
                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
     try:
-        serve(mirror, server, boto3, Config)
+        serve(mirror, server, boto3, Config, sys.argv[2] if len(sys.argv) > 2 else None)
     finally:
         server.terminate()
         server.wait()
         shutil.rmtree(data, ignore_errors=True)
 
 
-def serve(mirror, server, boto3, Config):
+def serve(mirror, server, boto3, Config, upload):
     port = None
     for line in server.stdout:  # "S3rver listening on 127.0.0.1:PORT" once it listens
         if line.startswith("S3rver listening on "):
@@ -238,6 +246,12 @@ def serve(mirror, server, boto3, Config):
         with open(path, "wb") as f:
             f.write(data)
 
+    for folder, _, names in os.walk(upload) if upload else []:
+        for name in names:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                s3.put_object(Bucket=BUCKET, Key=os.path.relpath(path, upload), Body=f.read())
+
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
@@ -255,6 +269,8 @@ def serve(mirror, server, boto3, Config):
         with faults_lock:
             if name == "checked":
                 print(f"checked={checked[0]}", flush=True)
+            elif name == "requests":
+                print(f"requests={traffic[0]} bytes={traffic[1]}", flush=True)
             elif name == "latency":
                 latency[0] = int(count) / 1000
             else:

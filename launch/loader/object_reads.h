@@ -1,0 +1,90 @@
+#pragma once
+
+// Samples and listings in object storage: what the loader reads through
+// transport/storage (object_store.h) when a path it is given is a URL (s3://bucket/key,
+// http://…, https://…) instead of a local path.
+//
+// ONE STORE PER PROCESS. Every read of a process (the read stage, a remote worker's
+// read, a listing) goes through one ObjectStore, made on first use, so connections and
+// the per-host limit are shared. configure_object_reads() sets its options before that
+// first use (open_dataset calls it with the config's read settings); a later call with
+// other options makes a new store for the reads after it.
+//
+// ERRORS. A read throws transport::StorageError (a std::system_error naming the URL and
+// the server's code): transient codes map onto the conditions actors::is_transient()
+// retries, so the read stage retries them and fails the sample on the last attempt;
+// permanent ones fail the sample at once. A short body is an error (short_body), never a
+// truncated sample.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "launch/loader/dataset.h"
+#include "launch/loader/job_config.h"
+#include "transport/files/files.h"
+#include "transport/storage/object_store.h"
+
+namespace brigade::launch {
+
+/// Whether `path` names an object (s3://, http://, https://) rather than a local file.
+bool is_object_url(std::string_view path);
+
+/// The options of the process's store (see ONE STORE PER PROCESS).
+struct ObjectReadOptions {
+  int retries = 4;                    // transient failures retried per request
+  std::uint64_t timeout_ms = 60'000;  // one request's whole time
+  int requests_per_host = 16;         // requests in flight per host
+  std::string cache_dir{};            // "": no shard cache (see SHARD CACHE)
+  std::uint64_t cache_bytes = 0;      // the cache's bound (0: none)
+};
+ObjectReadOptions object_read_options(const RunConfig& config);
+void configure_object_reads(const ObjectReadOptions& options);
+
+/// The object's bytes: the whole object for size == kWholeFile, else exactly `size`
+/// bytes from `offset` (Content-Range checked). Throws transport::StorageError.
+std::vector<std::uint8_t> read_object(const std::string& url, std::uint64_t offset = 0,
+                                      std::uint64_t size = kWholeFile);
+
+/// A whole object as text (a list, a manifest, a classes file): its bytes. Throws
+/// ConfigError (`key`) naming the URL and the server's code when it cannot be read.
+std::string fetch_object_text(const std::string& url, const std::string& key);
+
+// SHARD CACHE. With a cache_dir, copy_object() keeps whole objects (tar shards) there as
+// files named by a hash of the URL, the size and a hash of the ETag (so a changed
+// object is a new file, never a stale one): written to a temporary name and renamed
+// (no torn file), fetched by one process at a time (a lock file per object: ranks of
+// one node sharing the folder fetch it once), verified by size (a body of another size
+// is short_body). After a copy is added the least recently used files (by mtime, which
+// a use refreshes) are removed until the folder holds at most cache_bytes (the new one
+// stays). read_object() reads a byte range of an object it knows a cached copy of from
+// that file, without a request; a copy removed meanwhile is read from the network.
+
+/// A whole object's copy: an open descriptor (a file of the shard cache, or an
+/// anonymous memory file without one) and its size.
+struct ObjectCopy {
+  transport::FileDescriptor fd{};
+  std::uint64_t size = 0;
+};
+/// HEAD, then (unless the cache holds it) GET the whole object. Throws StorageError, or
+/// transport::FileError when the cache folder cannot be written.
+ObjectCopy copy_object(const std::string& url);
+
+/// Counters of the process's store since it was made (requests, retries, bytes, per
+/// host); all zero before the first read.
+transport::StoreStats object_read_stats();
+
+/// list_folder / list_class_folders of an s3:// prefix: the objects under `url` (a
+/// trailing '/' is implied) whose names have an extension of `kind`, listed with
+/// ListObjectsV2. Unlabelled: sorted by the bytes of their keys, as list_folder sorts
+/// relative paths. With `by_folder`: the classes are the next path segment after the
+/// prefix, sorted; samples class by class, each class's "folders" (key prefixes) in
+/// order of their paths, each folder's objects sorted by name, as list_class_folders;
+/// objects directly under the prefix belong to no class (a warning counts them).
+/// Identities are keys relative to the prefix; the dataset's root is the prefix's URL.
+/// Throws ConfigError (key `data`) naming the URL for a failed listing, no objects of
+/// `kind`, no class folders.
+Dataset list_object_folder(const std::string& url, MediaKind kind, bool by_folder);
+
+}  // namespace brigade::launch

@@ -1,0 +1,295 @@
+// End to end: the real `brigade` binary reading its samples from a real S3 server
+// (s3rver, started by tests/transport/storage/s3_fixture.py on 127.0.0.1) through the
+// fixture's fault-injecting, signature-checking proxy, compared with the same files read
+// from local disk. Skipped when s3rver or boto3 is not installed (the fixture says which).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "media/synthetic.h"
+#include "tests/transport/storage/s3_server.h"
+
+namespace brigade::launch::object_storage_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// The data set, under root/up (uploaded to the bucket as is, keys relative to it):
+//   loose/<class>/[sub/]img-NN.jpg   class folders, one with a subfolder
+//   loose/train.jsonl                 a manifest of the loose files (relative paths)
+class ObjectStorage : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new fs::path(fs::temp_directory_path() /
+                         ("brigade-object-storage-" + std::to_string(::getpid())));
+    const auto loose = *root_ / "up" / "loose";
+    const std::vector<std::string> files{
+        "ant/img-00.jpg", "ant/img-01.jpg",     "ant/sub/img-02.jpg",
+        "bee/img-03.jpg", "bee/img-04.jpg",     "cow/img-05.jpg",
+        "cow/img-06.jpg", "cow/sub/img-07.jpg", "cow/img-08.jpg"};
+    std::string manifest;
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      const auto bytes = media::make_image(media::ImageCodec::jpeg, 40 + 4 * static_cast<int>(i),
+                                           32, static_cast<std::uint64_t>(i));
+      fs::create_directories((loose / files[i]).parent_path());
+      std::ofstream(loose / files[i], std::ios::binary)
+          .write(reinterpret_cast<const char*>(bytes.data()),
+                 static_cast<std::streamsize>(bytes.size()));
+      manifest += "{\"path\": \"" + files[i] + "\", \"label\": " + std::to_string(i % 3) + "}\n";
+    }
+    write(loose / "train.jsonl", manifest);
+    // Three WebDataset shards of four samples each (key.jpg, key.cls), made with tar.
+    const auto staging = *root_ / "staging";
+    for (int shard = 0; shard < 3; ++shard) {
+      const auto dir = staging / std::to_string(shard);
+      fs::create_directories(dir);
+      std::string names;
+      for (int k = 0; k < 4; ++k) {
+        const int i = shard * 4 + k;
+        const auto key = fmt_key(i);
+        const auto bytes = media::make_image(media::ImageCodec::jpeg, 36 + 2 * i, 30,
+                                             100 + static_cast<std::uint64_t>(i));
+        std::ofstream(dir / (key + ".jpg"), std::ios::binary)
+            .write(reinterpret_cast<const char*>(bytes.data()),
+                   static_cast<std::streamsize>(bytes.size()));
+        write(dir / (key + ".cls"), std::to_string(i % 2));
+        names += " " + key + ".jpg " + key + ".cls";
+      }
+      fs::create_directories(*root_ / "up" / "shards");
+      const auto tar = *root_ / "up" / "shards" / ("train-00000" + std::to_string(shard) + ".tar");
+      const std::string cmd = "tar -cf '" + tar.string() + "' -C '" + dir.string() + "'" + names;
+      ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+      shard_bytes_ += fs::file_size(tar);
+    }
+    fs::create_directories(*root_ / "mirror");
+    server_ = new test::S3Server(BRIGADE_S3_FIXTURE, *root_ / "mirror", *root_ / "up");
+  }
+  static std::string fmt_key(int i) {
+    const auto n = std::to_string(i);
+    return std::string(6 - n.size(), '0') + n;
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    fs::remove_all(*root_);
+    delete root_;
+  }
+
+  void SetUp() override {
+    if (!server_->ready()) GTEST_SKIP() << server_->why_not();
+    dir_ = *root_ / ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::create_directories(dir_);
+  }
+
+  // `brigade run ARGS` with the fixture's endpoint (the proxy) and key in its environment.
+  Result run(const std::string& args, const std::string& name = "run") {
+    const auto out = dir_ / (name + ".out"), err = dir_ / (name + ".err");
+    const std::string env =
+        "env -u AWS_PROFILE -u AWS_SESSION_TOKEN -u AWS_ENDPOINT_URL_S3 "
+        "AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null "
+        "AWS_ENDPOINT_URL=" +
+        (*server_)["proxy"] + " AWS_ACCESS_KEY_ID=" + (*server_)["key_id"] +
+        " AWS_SECRET_ACCESS_KEY=" + (*server_)["secret"] + " ";
+    const std::string cmd = env + "'" BRIGADE_BINARY "' run " + args +
+                            " --no-progress --threads 2 --json > '" + out.string() + "' 2> '" +
+                            err.string() + "'";
+    const int status = std::system(cmd.c_str());
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+  std::string digests(const std::string& name) const {
+    return " --digests-out '" + (dir_ / name).string() + "'";
+  }
+  std::string bucket() const { return "s3://" + (*server_)["bucket"]; }
+  static fs::path local() { return *root_ / "up"; }
+
+  static inline fs::path* root_ = nullptr;
+  static inline std::uint64_t shard_bytes_ = 0;
+  static inline test::S3Server* server_ = nullptr;
+  fs::path dir_;
+};
+
+TEST_F(ObjectStorage, ClassFoldersUnderAPrefixMatchTheLocalFolder) {
+  const std::string common = " --labels folder --batch-size 2 --seed 7";
+  const auto remote = run("--data " + bucket() + "/loose/" + common + digests("remote"), "remote");
+  ASSERT_EQ(remote.code, 0) << remote.err;
+  const auto disk =
+      run("--data '" + (local() / "loose").string() + "'" + common + digests("disk"), "disk");
+  ASSERT_EQ(disk.code, 0) << disk.err;
+  EXPECT_EQ(slurp(dir_ / "remote"), slurp(dir_ / "disk"));
+  EXPECT_NE(slurp(dir_ / "remote").find("labels"), std::string::npos);
+  const auto json = nlohmann::json::parse(remote.out);
+  EXPECT_EQ(json["failed"], 0);
+  EXPECT_EQ(json["samples"], 9);
+  EXPECT_EQ(json["classes"], (nlohmann::json{{"ant", 3}, {"bee", 2}, {"cow", 4}}));
+  // One listing, one GET per sample, through the one host (the proxy).
+  EXPECT_EQ(json["object_storage"]["requests"], 10);
+  EXPECT_EQ(json["object_storage"]["hosts"][(*server_)["proxy"]]["requests"], 10);
+  // The secret is nowhere in what the run printed.
+  EXPECT_EQ(remote.err.find("secret_access_key"), std::string::npos);
+}
+
+// A URL in a config file is kept as given (a relative path there resolves against the
+// file's folder; a URL is not a path).
+TEST_F(ObjectStorage, AUrlInAConfigFileIsNotResolvedAgainstItsFolder) {
+  write(dir_ / "conf" / "job.toml", "data = \"" + bucket() + "/loose/\"\nlabels = \"folder\"\n");
+  const auto r = run("'" + (dir_ / "conf" / "job.toml").string() + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["samples"], 9);
+}
+
+TEST_F(ObjectStorage, ARemoteManifestResolvesItsRelativePathsAgainstItsUrl) {
+  const std::string common = " --batch-size 3 --no-shuffle";
+  const auto remote =
+      run("--manifest " + bucket() + "/loose/train.jsonl" + common + digests("remote"), "remote");
+  ASSERT_EQ(remote.code, 0) << remote.err;
+  const auto disk = run("--manifest '" + (local() / "loose" / "train.jsonl").string() + "'" +
+                            common + digests("disk"),
+                        "disk");
+  ASSERT_EQ(disk.code, 0) << disk.err;
+  EXPECT_EQ(slurp(dir_ / "remote"), slurp(dir_ / "disk"));
+  EXPECT_EQ(nlohmann::json::parse(remote.out)["failed"], 0);
+}
+
+TEST_F(ObjectStorage, AMissingObjectFailsItsSampleNamedWithItsUrlAndTheServersCode) {
+  const auto list = dir_ / "list.txt";
+  const std::string missing = bucket() + "/loose/ant/no-such.jpg";
+  write(list, bucket() + "/loose/ant/img-00.jpg\n" + missing + "\n" + bucket() +
+                  "/loose/bee/img-03.jpg\n");
+  const auto r = run("--list '" + list.string() + "' --no-shuffle --max-failures 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["failed"], 1);
+  EXPECT_EQ(json["samples"], 2);
+  EXPECT_NE(r.err.find(missing), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("NoSuchKey"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("404"), std::string::npos) << r.err;
+  EXPECT_EQ(json["object_storage"]["hosts"][(*server_)["proxy"]]["failures"], 1);
+}
+
+TEST_F(ObjectStorage, ABurstOf503IsRetriedAndNoSampleFails) {
+  server_->arm("fail 5");
+  const auto r =
+      run("--data " + bucket() + "/loose/ --no-shuffle --read-concurrency 2 --read-retries 10" +
+          digests("remote"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["failed"], 0);
+  EXPECT_EQ(json["samples"], 9);
+  EXPECT_EQ(json["object_storage"]["retries"], 5);
+  EXPECT_EQ(json["object_storage"]["requests"], 10 + 5);
+  const auto disk =
+      run("--data '" + (local() / "loose").string() + "' --no-shuffle" + digests("disk"), "disk");
+  ASSERT_EQ(disk.code, 0) << disk.err;
+  EXPECT_EQ(slurp(dir_ / "remote"), slurp(dir_ / "disk"));
+}
+
+// Plain URLs (a public object, a presigned URL: sent unsigned, as given) in a local list,
+// next to local paths: the same batches as the files on disk.
+TEST_F(ObjectStorage, PlainUrlsInAListReadAsTheirFiles) {
+  const std::vector<std::string> files{"ant/img-00.jpg", "bee/img-04.jpg", "cow/sub/img-07.jpg"};
+  std::string urls, paths;
+  for (const auto& f : files) {
+    urls += (*server_)["endpoint"] + "/" + (*server_)["bucket"] + "/loose/" + f + "\n";
+    paths += (local() / "loose" / f).string() + "\n";
+  }
+  write(dir_ / "urls.txt", urls);
+  write(dir_ / "paths.txt", paths);
+  const auto remote = run(
+      "--list '" + (dir_ / "urls.txt").string() + "' --no-shuffle" + digests("remote"), "remote");
+  ASSERT_EQ(remote.code, 0) << remote.err;
+  const auto disk =
+      run("--list '" + (dir_ / "paths.txt").string() + "' --no-shuffle" + digests("disk"), "disk");
+  ASSERT_EQ(disk.code, 0) << disk.err;
+  EXPECT_EQ(slurp(dir_ / "remote"), slurp(dir_ / "disk"));
+  const auto json = nlohmann::json::parse(remote.out);
+  EXPECT_EQ(json["failed"], 0);
+  EXPECT_EQ(json["object_storage"]["hosts"][(*server_)["endpoint"]]["requests"], 3);
+}
+
+// Remote shards are indexed from one whole copy each (HEAD + GET per shard) and their
+// members cut from it: the same batches as the local shards, block-shuffled.
+TEST_F(ObjectStorage, ShardsInABucketMatchTheLocalShards) {
+  const std::string common = " --batch-size 3 --seed 3 --shuffle-window 2 --epochs 2";
+  const auto remote = run(
+      "--shards '" + bucket() + "/shards/train-{000000..000002}.tar'" + common + digests("remote"),
+      "remote");
+  ASSERT_EQ(remote.code, 0) << remote.err;
+  const auto disk = run("--shards '" + (local() / "shards").string() +
+                            "/train-{000000..000002}.tar'" + common + digests("disk"),
+                        "disk");
+  ASSERT_EQ(disk.code, 0) << disk.err;
+  EXPECT_EQ(slurp(dir_ / "remote"), slurp(dir_ / "disk"));
+  EXPECT_NE(slurp(dir_ / "remote").find("labels"), std::string::npos);
+  const auto json = nlohmann::json::parse(remote.out);
+  EXPECT_EQ(json["failed"], 0);
+  EXPECT_EQ(json["samples"], 24);
+}
+
+// With --cache-dir the shards are fetched once; a second run (or epoch) finds them
+// there, verified by size and ETag, and reads no byte from the network: the proxy
+// counts only the HEAD requests that verify the copies.
+TEST_F(ObjectStorage, TheShardCacheLeavesTheNetworkAloneOnTheSecondRun) {
+  const auto with_cache = [&](const std::string& cache) {
+    return " --shards '" + bucket() +
+           "/shards/train-{000000..000002}.tar' --batch-size 4 --seed 5 --shuffle-window 1 "
+           "--epochs 2 --cache-dir '" +
+           (dir_ / cache).string() + "'";
+  };
+  const auto args = with_cache("cache");
+  const auto before = server_->traffic();
+  const auto first = run(args + digests("first"), "first");
+  ASSERT_EQ(first.code, 0) << first.err;
+  const auto middle = server_->traffic();
+  // Two epochs, three shards: a HEAD and a GET each, nothing per sample.
+  EXPECT_EQ(middle.first - before.first, 6u);
+  EXPECT_GE(middle.second - before.second, shard_bytes_);
+  const auto second = run(args + digests("second"), "second");
+  ASSERT_EQ(second.code, 0) << second.err;
+  const auto after = server_->traffic();
+  EXPECT_EQ(after.first - middle.first, 3u);  // the HEADs
+  EXPECT_EQ(after.second - middle.second, 0u);
+  EXPECT_EQ(slurp(dir_ / "first"), slurp(dir_ / "second"));
+  EXPECT_EQ(nlohmann::json::parse(second.out)["failed"], 0);
+  // A bound smaller than the data set keeps the most recently used shards only, and
+  // what is not cached is read over the network: nothing fails.
+  const auto bounded = run(with_cache("small") + " --cache-size " +
+                               std::to_string(shard_bytes_ / 2) + digests("bounded"),
+                           "bounded");
+  ASSERT_EQ(bounded.code, 0) << bounded.err;
+  EXPECT_EQ(slurp(dir_ / "bounded"), slurp(dir_ / "first"));
+  std::uint64_t cached = 0;
+  for (const auto& e : fs::directory_iterator(dir_ / "small"))
+    if (e.path().filename().string()[0] != '.') cached += fs::file_size(e.path());
+  EXPECT_LE(cached, shard_bytes_ / 2);
+}
+
+}  // namespace
+}  // namespace brigade::launch::object_storage_test
