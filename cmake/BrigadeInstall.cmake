@@ -73,7 +73,7 @@ install(TARGETS brigade_media_ffmpeg LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
 # Each room's public headers: a module's top level, and the rooms inside transport/ and
 # launch/ (DESIGN.md, section 1); not transport/wire/ (internal, above).
 foreach(room IN ITEMS actors media transport/files transport/checkpoint transport/remote
-    transport/device
+    transport/device transport/storage
     launch launch/loader)
   file(GLOB headers ${PROJECT_SOURCE_DIR}/${room}/*.h)
   install(FILES ${headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/brigade/${room})
