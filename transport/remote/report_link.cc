@@ -85,7 +85,8 @@ AddrList resolve(const Endpoint& at, bool passive) {
 
 // The sender's blocking I/O on a non-blocking socket: poll in slices that look at
 // `stopping`; false on a timeout, a closed connection or stopping.
-bool wait_io(int fd, short events, LinkClock::time_point deadline, const std::atomic<bool>& stopping) {
+bool wait_io(int fd, short events, LinkClock::time_point deadline,
+             const std::atomic<bool>& stopping) {
   for (;;) {
     if (stopping.load()) return false;
     const auto left =
@@ -394,7 +395,6 @@ void ReportCollector::run() {
 }
 
 // ---- the sender ----------------------------------------------------------------------
-
 
 ReportSender::ReportSender(Endpoint collector, std::string token, std::uint32_t rank)
     : collector_(std::move(collector)), token_(std::move(token)), rank_(rank) {

@@ -185,7 +185,7 @@ TEST(ReportLink, ReplayedAndOutOfOrderFramesAreRefusedAndTheConnectionKept) {
   ASSERT_TRUE(raw.handshake(kToken, 2));
   const auto five = raw.frame(5, "five");
   ASSERT_TRUE(raw.write(five));
-  ASSERT_TRUE(raw.write(five));                // replayed
+  ASSERT_TRUE(raw.write(five));                 // replayed
   ASSERT_TRUE(raw.write(raw.frame(3, "old")));  // out of order
   ASSERT_TRUE(raw.write(raw.frame(6, "six")));
   ASSERT_TRUE(f.wait([](const auto& c) { return c.delivered == 2; }));
@@ -235,7 +235,7 @@ TEST(ReportLink, UnauthenticatedConnectionsHoldBoundedMemory) {
   std::vector<std::unique_ptr<RawClient>> idle;
   for (int i = 0; i < 4; ++i) {
     idle.push_back(std::make_unique<RawClient>(f.collector.port()));
-    ASSERT_EQ(idle.back()->read(32).size(), 32u);  // accepted and greeted
+    ASSERT_EQ(idle.back()->read(32).size(), 32u);           // accepted and greeted
     ASSERT_TRUE(idle.back()->write(std::string(60, 'g')));  // a hello's first 60 bytes
   }
   ASSERT_TRUE(f.wait([](const auto& c) { return c.buffered_bytes == 4 * 60; }));
