@@ -11,15 +11,22 @@
 //   Prometheus text and its bytes), cpu_us_per_s_idle (the reporter's thread polling
 //   for 3 s with nothing due), and cpu_share = (per_report / 10 s + idle) as a share of
 //   one core.
+// link: the statistics link (transport/remote/report_link.h) on loopback, a sender and
+//   rank 0's collector in this process: cpu_us_per_report (process CPU, both ends: the
+//   frame's HMAC, the write, the collector's read, check and delivery), and
+//   cpu_share = per_report / 10 s (the link idles in blocking waits).
 #include <time.h>
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +35,7 @@
 #include "launch/loader/stats_report.h"
 #include "launch/loader/stats_reporter.h"
 #include "launch/stats_output.h"
+#include "transport/remote/report_link.h"
 
 namespace {
 
@@ -165,6 +173,45 @@ void reporter() {
       per_report * 1e6, idle_per_s * 1e6, per_report / 10 + idle_per_s, bytes);
 }
 
+void link() {
+  launch::RankReport report{.rank = 1, .host = "node-1", .interval_s = 10, .samples = 4000};
+  for (const char* name : {"read", "decode", "batch", "copy"})
+    report.stages.push_back({.name = name, .kind = "pipe", .tasks = 4000, .p50_ms = 2});
+  report.stage_totals = report.stages;
+  constexpr int kReports = 5000;
+  std::mutex mutex;
+  std::condition_variable done;
+  int delivered = 0;
+  transport::ReportCollector collector(
+      {"127.0.0.1", 0}, {.token = "bench-token", .world_size = 2},
+      [&](std::uint32_t, std::uint64_t, std::span<const char> bytes) {
+        (void)launch::read_stats_report(bytes);
+        std::lock_guard lock(mutex);
+        ++delivered;
+        done.notify_all();
+      });
+  transport::ReportSender sender({"127.0.0.1", collector.port()}, "bench-token", 1);
+  const auto bytes = launch::write_stats_report(report);
+  sender.send(bytes);  // connected before the clock starts
+  {
+    std::unique_lock lock(mutex);
+    done.wait(lock, [&] { return delivered >= 1; });
+    delivered = 0;
+  }
+  const double t0 = cpu_s();
+  for (int i = 0; i < kReports; ++i) {
+    sender.send(launch::write_stats_report(report));
+    sender.drain(std::chrono::seconds(10));  // one at a time, as a rank sends them
+  }
+  std::unique_lock lock(mutex);
+  done.wait_for(lock, std::chrono::seconds(60), [&] { return delivered == kReports; });
+  const double per_report = (cpu_s() - t0) / kReports;
+  std::printf(
+      "{\"bench\":\"link\",\"interval_s\":10,\"reports\":%d,\"delivered\":%d,"
+      "\"bytes_per_report\":%zu,\"cpu_us_per_report\":%.1f,\"cpu_share\":%.7f}\n",
+      kReports, delivered, bytes.size(), per_report * 1e6, per_report / 10);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -180,4 +227,5 @@ int main(int argc, char** argv) {
   }
   aggregator(ranks, stages, workers, intervals);
   reporter();
+  link();
 }

@@ -24,6 +24,8 @@ FrontEndSetting output_keys(RunOutput& output) {
     if (key == "stats_out") output.stats_out = std::get<std::string>(value);
     if (key == "metrics_port") output.metrics_port = int(std::get<std::int64_t>(value));
     if (key == "metrics_address") output.metrics_address = std::get<std::string>(value);
+    if (key == "stats") output.stats = std::get<std::string>(value);
+    if (key == "stats_consecutive") output.stats_consecutive = int(std::get<std::int64_t>(value));
   };
 }
 

@@ -30,7 +30,8 @@
 namespace brigade::launch {
 
 /// What only `brigade run` reads (keys ids_out, digests_out, stop_after_batches, json,
-/// progress, stats_interval, stats_out, metrics_port, metrics_address): not the job's
+/// progress, stats_interval, stats_out, metrics_port, metrics_address, stats,
+/// stats_consecutive): not the job's
 /// description.
 struct RunOutput {
   std::string ids_out{};  // delivered sample ids, one per line, in delivery order
@@ -44,7 +45,15 @@ struct RunOutput {
   std::string stats_out{};     // JSON lines, one object per interval
   int metrics_port = 0;        // Prometheus endpoint; 0: none
   std::string metrics_address = "127.0.0.1";
+  // HOST:PORT of rank 0's statistics collector (launch/run_statistics.h), or "auto":
+  // MASTER_ADDR at MASTER_PORT + kStatsPortOffset. Empty: a rank reports to nobody.
+  std::string stats{};
+  int stats_consecutive = 2;  // intervals in a row before a straggler is named
 };
+
+/// `stats = "auto"` listens at MASTER_PORT + kStatsPortOffset (the workers' directory is
+/// at + 1, launch/loader/job_settings.h kDirectoryPortOffset).
+inline constexpr int kStatsPortOffset = 2;
 
 /// `brigade run`'s settings: the job's description and the command line's own. Passed
 /// as a RunConfig (resolve(), Job), it is the job's description alone.

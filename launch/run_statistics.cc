@@ -4,7 +4,11 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
+#include "launch/loader/stats_report.h"
 #include "launch/stats_output.h"
+#include "transport/remote/remote.h"
 
 namespace brigade::launch {
 namespace {
@@ -18,7 +22,9 @@ std::string host_name() {
 }  // namespace
 
 RunStatistics::RunStatistics(const RunCommand& config) {
-  if (config.stats_out.empty() && config.metrics_port == 0) return;
+  const auto world = static_cast<std::uint32_t>(config.world_size.value_or(1));
+  const bool cluster = !config.stats.empty() && world > 1;
+  if (config.stats_out.empty() && config.metrics_port == 0 && !cluster) return;
   if (!config.stats_out.empty()) {
     out_.open(config.stats_out, std::ios::trunc);
     if (!out_) {
@@ -27,7 +33,40 @@ RunStatistics::RunStatistics(const RunCommand& config) {
     }
   }
   const auto rank = static_cast<std::uint32_t>(config.rank.value_or(0));
-  if (config.world_size.value_or(1) == 1) analyzer_.emplace(1);
+  if (world == 1) analyzer_.emplace(1);
+  if (cluster) {
+    const std::string token =
+        !config.token.empty()
+            ? config.token
+            : read_job_token(config.token_file, [](const char* name) { return std::getenv(name); });
+    const bool automatic = config.stats == "auto";
+    transport::Endpoint at;
+    if (automatic) {
+      at = {config.master_addr.empty() ? "127.0.0.1" : config.master_addr,
+            static_cast<std::uint16_t>(
+                (config.master_port > 0 ? config.master_port : kDefaultMasterPort) +
+                kStatsPortOffset)};
+    } else {
+      try {
+        at = transport::parse_endpoint(config.stats, "stats");
+      } catch (const transport::EndpointError& e) {
+        throw ConfigError(e.what(), "stats");
+      }
+    }
+    if (rank == 0) {
+      analyzer_.emplace(world,
+                        ClusterOptions{.consecutive = config.stats_consecutive, .warmup = 1});
+      collector_ = std::make_unique<transport::ReportCollector>(
+          transport::Endpoint{automatic ? "0.0.0.0" : at.host, at.port},
+          transport::ReportCollectorOptions{.token = token, .world_size = world},
+          [this](std::uint32_t from, std::uint64_t, std::span<const char> bytes) {
+            collected(from, bytes);
+          });
+      spdlog::info("brigade: statistics of {} ranks collected at {}", world, at.to_string());
+    } else {
+      sender_ = std::make_unique<transport::ReportSender>(at, token, rank);
+    }
+  }
   reporter_.emplace([this] { return sample(); }, [this](const RankReport& r) { deliver(r); },
                     StatsReporterOptions{.interval_s = config.stats_interval,
                                          .rank = rank,
@@ -66,30 +105,62 @@ RankSample RunStatistics::sample() {
   return s;
 }
 
+void RunStatistics::collected(std::uint32_t rank, std::span<const char> bytes) {
+  std::optional<RankReport> report;
+  try {
+    report = read_stats_report(bytes);
+  } catch (const transport::RemoteError& e) {
+    spdlog::debug("brigade: statistics of rank {} refused: {}", rank, e.what());
+  }
+  std::lock_guard lock(analyzer_mutex_);
+  if (!report || report->rank != rank) {
+    ++link_refused_;  // malformed, or another rank's figures on this rank's link
+    return;
+  }
+  if (analyzer_->add(*report) && out_.is_open()) {
+    out_ << stats_json_line(*report) << '\n';
+    out_.flush();
+  }
+}
+
 void RunStatistics::deliver(const RankReport& report) {
+  if (sender_) sender_->send(write_stats_report(report));
   std::vector<ClusterEvent> events;
+  std::optional<ClusterFigures> figures;
+  std::unique_lock lock(analyzer_mutex_);
   if (analyzer_) {
     auto own = report;
-    own.rank = 0;  // the analyzer's world is this process
+    own.rank = 0;  // a single process: the analyzer's world is this process; else rank 0
     analyzer_->add(own);
     events = analyzer_->close_interval();
     for (const auto& e : events) spdlog::warn("brigade: {}", event_log_line(e));
+    figures = analyzer_->figures();
+    figures->refused_reports += link_refused_;
+    if (collector_) {
+      const auto c = collector_->counts();
+      figures->refused_reports += c.refused_handshakes + c.refused_frames;
+    }
   }
-  const ClusterFigures* figures = analyzer_ ? &analyzer_->figures() : nullptr;
   if (out_.is_open()) {
-    out_ << stats_json_line(report, figures, events) << '\n';
+    out_ << stats_json_line(report, figures ? &*figures : nullptr, events) << '\n';
     out_.flush();
   }
-  if (server_ || !out_.is_open()) {
+  lock.unlock();
+  if (server_) {
     auto text = prometheus_text(report);
     if (figures) text += prometheus_text(*figures);
-    std::lock_guard lock(metrics_mutex_);
+    std::lock_guard metrics_lock(metrics_mutex_);
     metrics_ = std::move(text);
   }
 }
 
 void RunStatistics::stop() {
   if (reporter_) reporter_->stop();
+  if (sender_) {
+    sender_->drain(std::chrono::seconds(1));  // the last report, if rank 0 is there
+    sender_.reset();
+  }
+  collector_.reset();
   server_.reset();
   std::lock_guard lock(mutex_);
   job_.reset();

@@ -8,6 +8,22 @@
 // both outputs and one log line (warning) per event it raises (stats_output.h
 // event_log_line). Nothing runs when neither output is asked for.
 //
+// THE CLUSTER (`stats` = HOST:PORT or "auto", world size > 1). Every rank sends each
+// report over the statistics link (transport/remote/report_link.h: authenticated with
+// the job token, token_file else BRIGADE_TOKEN, so a job that decodes locally reports
+// too) to a collector on rank 0, which listens at that address ("auto": any address at
+// MASTER_PORT + kStatsPortOffset; other ranks connect to MASTER_ADDR there). Rank 0
+// runs the analyzer over the world: each report that arrives is checked (its codec, its
+// rank against the link's authenticated rank), added, and written as its own JSON line;
+// at each of rank 0's own reports it adds its own and closes the interval (figures,
+// events, its JSON line with the "cluster" key, the metrics). A rank whose report of an
+// interval arrives after rank 0 closed it counts in the next one (cluster_stats.h: one
+// interval without a report keeps its slow count). Refusals by the link, the codec and
+// the analyzer are all counted in refused_reports. Other ranks write their own reports
+// to their stats_out and serve their own metrics. Sending never blocks: a rank that
+// cannot reach rank 0 drops its oldest reports (report_link.h); stop() gives the last
+// one at most 1 s to leave.
+//
 // THREADING. Built and stopped by the thread that runs the job; on_batch() is called
 // by it; reports are written on the reporter's thread, the endpoint answers on its own.
 
@@ -23,12 +39,14 @@
 #include "launch/loader/job.h"
 #include "launch/loader/stats_reporter.h"
 #include "launch/metrics_server.h"
+#include "transport/remote/report_link.h"
 
 namespace brigade::launch {
 
 class RunStatistics {
  public:
-  /// Opens stats_out (ConfigError if it cannot) and the endpoint (std::system_error).
+  /// Opens stats_out (ConfigError if it cannot, or for `stats` without a job token),
+  /// the endpoint (std::system_error) and the collector (transport::RemoteError).
   explicit RunStatistics(const RunCommand& config);
   ~RunStatistics();  // stop()
 
@@ -43,6 +61,7 @@ class RunStatistics {
  private:
   RankSample sample();
   void deliver(const RankReport& report);
+  void collected(std::uint32_t rank, std::span<const char> bytes);
 
   std::mutex mutex_;  // job_
   std::shared_ptr<const Job> job_;
@@ -53,6 +72,11 @@ class RunStatistics {
   std::string metrics_;
   std::optional<StatsReporter> reporter_;
   std::optional<MetricsServer> server_;
+  // THE CLUSTER: rank 0's collector, other ranks' sender (never both).
+  std::mutex analyzer_mutex_;  // analyzer_, out_, link_refused_
+  std::uint64_t link_refused_ = 0;
+  std::unique_ptr<transport::ReportCollector> collector_;
+  std::unique_ptr<transport::ReportSender> sender_;
 };
 
 }  // namespace brigade::launch

@@ -114,12 +114,13 @@ std::vector<ClusterEvent> ClusterAnalyzer::close_interval() {
   std::vector<ClusterEvent> events;
   ++figures_.interval;
   std::vector<const RankReport*> reported;
-  double best = 0;
+  std::vector<double> rates;
   for (const auto& r : ranks_) {
     if (!r.current) continue;
     reported.push_back(&*r.current);
-    best = std::max(best, double(r.current->samples) / r.current->interval_s);
+    rates.push_back(double(r.current->samples) / r.current->interval_s);
   }
+  std::sort(rates.begin(), rates.end());
   figures_.ranks.assign(ranks_.size(), {});
   double demand = 0, worker_samples = 0, worker_busy = 0;
   bool all_waiting = !reported.empty() && reported.size() == ranks_.size();
@@ -137,17 +138,30 @@ std::vector<ClusterEvent> ClusterAnalyzer::close_interval() {
                           .message = fmt::format("rank {} silent: no statistics for {} intervals",
                                                  i, state.silent_intervals)});
       }
-      state.slow_intervals = 0;
+      // One interval without a report (its reporter's phase against rank 0's) keeps
+      // the count of slow intervals; a silent rank's is forgotten.
+      if (state.silent_intervals >= options_.silent_after) state.slow_intervals = 0;
       continue;
     }
     const RankReport& r = *state.current;
+    ++state.reports;
     state.silent_intervals = 0;
     state.named_silent = false;
     f.host = r.host;
     f.reported = true;
     f.samples_per_s = double(r.samples) / r.interval_s;
     f.wait_share = r.exposed_wait_s / r.interval_s;
-    f.score = best > 0 ? f.samples_per_s / best : 1.0;
+    // SCORE: against the median of the other ranks' rates (`rates` sorted: this
+    // rank's entry skipped by index, O(log n) per rank).
+    double typical = 0;
+    if (rates.size() > 1) {
+      const auto self = static_cast<std::size_t>(
+          std::lower_bound(rates.begin(), rates.end(), f.samples_per_s) - rates.begin());
+      const auto other = [&](std::size_t k) { return rates[k < self ? k : k + 1]; };
+      const std::size_t n = rates.size() - 1;
+      typical = n % 2 ? other(n / 2) : (other(n / 2 - 1) + other(n / 2)) / 2;
+    }
+    f.score = typical > 0 ? std::min(f.samples_per_s / typical, 1.0) : 1.0;
     const double consuming_s = r.interval_s - r.exposed_wait_s;
     if (consuming_s > 0) demand += double(r.samples) / consuming_s;
     for (const auto& w : r.workers) {
@@ -179,7 +193,7 @@ std::vector<ClusterEvent> ClusterAnalyzer::close_interval() {
       continue;
     }
     state.named_hung = false;
-    if (f.score < options_.threshold && waiting) {
+    if (f.score < options_.threshold && waiting && state.reports > options_.warmup) {
       ++state.slow_intervals;
     } else {
       state.slow_intervals = 0;
@@ -195,7 +209,7 @@ std::vector<ClusterEvent> ClusterAnalyzer::close_interval() {
                      .score = f.score,
                      .wait_share = f.wait_share};
       e.message = fmt::format(
-          "rank {} ({}) straggling: {:.0f} samples/s, score {:.2f} against the fastest, its "
+          "rank {} ({}) straggling: {:.0f} samples/s, score {:.2f} against the others' median, its "
           "consumer waited {:.0f}% of the interval; stage {}{}",
           i, r.host, f.samples_per_s, f.score, 100 * f.wait_share,
           e.stage.empty() ? "unknown" : e.stage,
@@ -246,7 +260,7 @@ std::string prometheus_text(const ClusterFigures& figures) {
   family("brigade_rank_exposed_wait_ratio",
          "Share of the last interval the consumer waited for its next batch",
          [](const RankFigures& r) { return r.wait_share; });
-  family("brigade_rank_score", "Samples per second over the fastest rank's",
+  family("brigade_rank_score", "Samples per second over the median of the other ranks', at most 1",
          [](const RankFigures& r) { return r.score; });
   out += fmt::format(
       "# HELP brigade_recommended_workers Remote workers the consumption rate needs\n"

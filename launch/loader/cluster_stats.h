@@ -5,9 +5,15 @@
 // single-threaded analyzer driven by its caller (the aggregator actor, or a test): no
 // clock inside, the interval is what the reports say.
 //
-// SCORE. A rank's score in an interval is the fleet's best per-sample delivery time
-// divided by its own, i.e. its delivered samples/s over the best rank's (1 = as fast as
-// the fastest, NVIDIA's straggler detector's definition). A low score alone does not
+// SCORE. A rank's score in an interval is its delivered samples/s over the median of
+// the other ranks' that reported in it, at most 1. Not NVIDIA's (over the fastest rank):
+// on a shared node one rank that runs alone on a core would make every other rank look
+// slow (4 equal ranks of `brigade run --threads 1` on 2 loaded cores, 0.5 s intervals:
+// some rank scored below 0.75 in 15 of 23 intervals against the fastest, in 10 of 23
+// against the others' median; cluster_stats_test.cc
+// TheScoreIsAgainstTheMedianOfTheOthersNotTheFastest). The threshold is the minimum
+// relative gap (0.75: a quarter below the others); `consecutive` intervals in a row,
+// `warmup` and many batches per interval keep noise out. A low score alone does not
 // say the data is late: a rank whose training step is slower also delivers fewer
 // samples, but its consumer never waits. So:
 //   - STRAGGLER: score < threshold AND exposed data wait share ≥ min_wait_share (the
@@ -84,6 +90,9 @@ struct ClusterOptions {
   int consecutive = 2;          // intervals in a row before a straggler is named
   double hang_after_s = 60;     // NOT CONSUMING
   int silent_after = 3;         // SILENT, in intervals
+  // A rank's first this many reports are never counted as slow (its start: ranks start
+  // at different times, and a first interval holds the pipeline's warm-up).
+  std::uint64_t warmup = 0;
 };
 
 enum class ClusterEventKind { straggler, not_consuming, silent, slowest_keeps_changing };
@@ -131,6 +140,7 @@ class ClusterAnalyzer {
     std::optional<RankReport> current;
     std::optional<std::uint64_t> last_sequence;
     int slow_intervals = 0, silent_intervals = 0;
+    std::uint64_t reports = 0;  // closed intervals it reported in (ClusterOptions::warmup)
     bool named_straggler = false, named_hung = false, named_silent = false;
   };
   ClusterOptions options_;

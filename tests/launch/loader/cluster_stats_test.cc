@@ -178,6 +178,36 @@ TEST(ClusterStats, RefusesReplayedForeignAndMalformedReports) {
   EXPECT_DOUBLE_EQ(a.figures().ranks[0].samples_per_s, 100);  // the first report's
 }
 
+TEST(ClusterStats, TheScoreIsAgainstTheMedianOfTheOthersNotTheFastest) {
+  // Rank 3 runs twice as fast (less contention on its node); rank 1 is 20% below the
+  // rest. Against the fastest rank 1 would score 0.4 and be named; against the others'
+  // median (1000) it scores 0.8.
+  ClusterAnalyzer a(4);
+  std::vector<ClusterEvent> events;
+  for (std::uint64_t k = 0; k < 4; ++k) {
+    ASSERT_TRUE(a.add(report(0, k, 1000, 2)));
+    ASSERT_TRUE(a.add(report(1, k, 800, 2)));
+    ASSERT_TRUE(a.add(report(2, k, 1000, 2)));
+    ASSERT_TRUE(a.add(report(3, k, 2000, 2)));
+    for (auto& e : a.close_interval()) events.push_back(std::move(e));
+  }
+  EXPECT_TRUE(events.empty());
+  EXPECT_DOUBLE_EQ(a.figures().ranks[1].score, 0.8);
+  EXPECT_DOUBLE_EQ(a.figures().ranks[3].score, 1.0);  // at most 1
+}
+
+TEST(ClusterStats, AnIntervalWithoutAReportKeepsTheSlowCount) {
+  // Rank 2's report of the second interval arrived after rank 0 closed it (reporters'
+  // phases differ): its third slow report still makes two in a row.
+  ClusterAnalyzer a(4);
+  EXPECT_TRUE(run(a, 1, 2, 400, 5).empty());
+  for (std::uint32_t r : {0u, 1u, 3u}) ASSERT_TRUE(a.add(report(r, 1, 1000, 0.2)));
+  EXPECT_TRUE(a.close_interval().empty());
+  const auto events = run(a, 1, 2, 400, 5, 10, 2);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].rank, 2u);
+}
+
 TEST(ClusterStats, PrometheusTextNamesRanksAndEscapesLabels) {
   ClusterAnalyzer a(2);
   auto r = report(1, 0, 500, 1);
