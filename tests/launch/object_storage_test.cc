@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "media/synthetic.h"
+#include "tests/launch/process.h"
 #include "tests/transport/storage/s3_server.h"
 
 namespace brigade::launch::object_storage_test {
@@ -26,13 +26,6 @@ struct Result {
   std::string out;
   std::string err;
 };
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 void write(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());
@@ -120,8 +113,8 @@ class ObjectStorage : public ::testing::Test {
     const int status = std::system(cmd.c_str());
     Result r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = slurp(out);
-    r.err = slurp(err);
+    r.out = test::read_text(out);
+    r.err = test::read_text(err);
     return r;
   }
   std::string digests(const std::string& name) const {
@@ -143,8 +136,8 @@ TEST_F(ObjectStorage, ClassFoldersUnderAPrefixMatchTheLocalFolder) {
   const auto disk =
       run("--data '" + (local() / "loose").string() + "'" + common + digests("disk"), "disk");
   ASSERT_EQ(disk.code, 0) << disk.err;
-  EXPECT_EQ(slurp(dir_ / "remote"), slurp(dir_ / "disk"));
-  EXPECT_NE(slurp(dir_ / "remote").find("labels"), std::string::npos);
+  EXPECT_EQ(test::read_text(dir_ / "remote"), test::read_text(dir_ / "disk"));
+  EXPECT_NE(test::read_text(dir_ / "remote").find("labels"), std::string::npos);
   const auto json = nlohmann::json::parse(remote.out);
   EXPECT_EQ(json["failed"], 0);
   EXPECT_EQ(json["samples"], 9);
@@ -174,7 +167,7 @@ TEST_F(ObjectStorage, ARemoteManifestResolvesItsRelativePathsAgainstItsUrl) {
                             common + digests("disk"),
                         "disk");
   ASSERT_EQ(disk.code, 0) << disk.err;
-  EXPECT_EQ(slurp(dir_ / "remote"), slurp(dir_ / "disk"));
+  EXPECT_EQ(test::read_text(dir_ / "remote"), test::read_text(dir_ / "disk"));
   EXPECT_EQ(nlohmann::json::parse(remote.out)["failed"], 0);
 }
 
@@ -208,7 +201,7 @@ TEST_F(ObjectStorage, ABurstOf503IsRetriedAndNoSampleFails) {
   const auto disk =
       run("--data '" + (local() / "loose").string() + "' --no-shuffle" + digests("disk"), "disk");
   ASSERT_EQ(disk.code, 0) << disk.err;
-  EXPECT_EQ(slurp(dir_ / "remote"), slurp(dir_ / "disk"));
+  EXPECT_EQ(test::read_text(dir_ / "remote"), test::read_text(dir_ / "disk"));
 }
 
 // Plain URLs (a public object, a presigned URL: sent unsigned, as given) in a local list,
@@ -228,7 +221,7 @@ TEST_F(ObjectStorage, PlainUrlsInAListReadAsTheirFiles) {
   const auto disk =
       run("--list '" + (dir_ / "paths.txt").string() + "' --no-shuffle" + digests("disk"), "disk");
   ASSERT_EQ(disk.code, 0) << disk.err;
-  EXPECT_EQ(slurp(dir_ / "remote"), slurp(dir_ / "disk"));
+  EXPECT_EQ(test::read_text(dir_ / "remote"), test::read_text(dir_ / "disk"));
   const auto json = nlohmann::json::parse(remote.out);
   EXPECT_EQ(json["failed"], 0);
   EXPECT_EQ(json["object_storage"]["hosts"][(*server_)["endpoint"]]["requests"], 3);
@@ -246,8 +239,8 @@ TEST_F(ObjectStorage, ShardsInABucketMatchTheLocalShards) {
                             "/train-{000000..000002}.tar'" + common + digests("disk"),
                         "disk");
   ASSERT_EQ(disk.code, 0) << disk.err;
-  EXPECT_EQ(slurp(dir_ / "remote"), slurp(dir_ / "disk"));
-  EXPECT_NE(slurp(dir_ / "remote").find("labels"), std::string::npos);
+  EXPECT_EQ(test::read_text(dir_ / "remote"), test::read_text(dir_ / "disk"));
+  EXPECT_NE(test::read_text(dir_ / "remote").find("labels"), std::string::npos);
   const auto json = nlohmann::json::parse(remote.out);
   EXPECT_EQ(json["failed"], 0);
   EXPECT_EQ(json["samples"], 24);
@@ -276,7 +269,7 @@ TEST_F(ObjectStorage, TheShardCacheLeavesTheNetworkAloneOnTheSecondRun) {
   const auto after = server_->traffic();
   EXPECT_EQ(after.first - middle.first, 3u);  // the HEADs
   EXPECT_EQ(after.second - middle.second, 0u);
-  EXPECT_EQ(slurp(dir_ / "first"), slurp(dir_ / "second"));
+  EXPECT_EQ(test::read_text(dir_ / "first"), test::read_text(dir_ / "second"));
   EXPECT_EQ(nlohmann::json::parse(second.out)["failed"], 0);
   // A bound smaller than the data set keeps the most recently used shards only, and
   // what is not cached is read over the network: nothing fails.
@@ -284,7 +277,7 @@ TEST_F(ObjectStorage, TheShardCacheLeavesTheNetworkAloneOnTheSecondRun) {
                                std::to_string(shard_bytes_ / 2) + digests("bounded"),
                            "bounded");
   ASSERT_EQ(bounded.code, 0) << bounded.err;
-  EXPECT_EQ(slurp(dir_ / "bounded"), slurp(dir_ / "first"));
+  EXPECT_EQ(test::read_text(dir_ / "bounded"), test::read_text(dir_ / "first"));
   std::uint64_t cached = 0;
   for (const auto& e : fs::directory_iterator(dir_ / "small"))
     if (e.path().filename().string()[0] != '.') cached += fs::file_size(e.path());

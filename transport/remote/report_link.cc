@@ -5,8 +5,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/crypto.h>
-#include <openssl/rand.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -20,6 +18,7 @@
 #include <utility>
 
 #include "transport/remote/detail/remote_auth.h"
+#include "transport/remote/detail/remote_protocol.h"
 #include "transport/remote/remote.h"
 
 namespace brigade::transport {
@@ -31,13 +30,6 @@ constexpr std::size_t kNonce = 16, kMac = 32, kHeader = 12;
 constexpr std::size_t kHello = kReportMagic.size() + kNonce + 4 + kMac;  // 68
 constexpr std::chrono::milliseconds kIoTimeout{2000};
 
-std::string nonce() {
-  std::string out(kNonce, '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(kNonce)) != 1)
-    throw RemoteError("RAND_bytes failed");
-  return out;
-}
-
 void put_be(std::string& out, std::uint64_t v, int bytes) {
   for (int i = bytes - 1; i >= 0; --i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
@@ -48,40 +40,12 @@ std::uint64_t get_be(const char* p, int bytes) {
   return v;
 }
 
-bool same(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
-}
-
 std::string frame_mac(std::string_view key, std::string_view header,
                       std::span<const char> payload) {
   return detail::token_mac(key, "report", header, {payload.data(), payload.size()});
 }
 
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
-
-struct AddrList {
-  addrinfo* list = nullptr;
-  AddrList() = default;
-  AddrList(AddrList&& other) noexcept : list(std::exchange(other.list, nullptr)) {}
-  AddrList& operator=(AddrList&&) = delete;
-  ~AddrList() {
-    if (list) freeaddrinfo(list);
-  }
-};
-
-AddrList resolve(const Endpoint& at, bool passive) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = passive ? AI_PASSIVE : 0;
-  AddrList out;
-  const auto port = std::to_string(at.port);
-  const int rc =
-      getaddrinfo(at.host.empty() ? nullptr : at.host.c_str(), port.c_str(), &hints, &out.list);
-  if (rc != 0)
-    throw RemoteError(fmt::format("cannot resolve {}: {}", at.to_string(), gai_strerror(rc)));
-  return out;
-}
 
 // The sender's blocking I/O on a non-blocking socket: poll in slices that look at
 // `stopping`; false on a timeout, a closed connection or stopping.
@@ -135,9 +99,9 @@ bool read_all(int fd, char* out, std::size_t size, const std::atomic<bool>& stop
 // Connects and authenticates; returns the socket and the session key, or -1.
 int connect_and_authenticate(const Endpoint& at, const std::string& token, std::uint32_t rank,
                              const std::atomic<bool>& stopping, std::string& key) {
-  std::optional<AddrList> resolved;
+  std::optional<detail::AddrInfo> resolved;
   try {
-    resolved.emplace(resolve(at, false));
+    resolved.emplace(detail::resolve_endpoint(at, false));
   } catch (const RemoteError&) {
     return -1;
   }
@@ -157,17 +121,18 @@ int connect_and_authenticate(const Endpoint& at, const std::string& token, std::
     }
     char greeting[kReportMagic.size() + kNonce];
     if (ok) ok = read_all(fd, greeting, sizeof greeting, stopping);
-    if (ok) ok = same({greeting, kReportMagic.size()}, kReportMagic);
+    if (ok) ok = detail::same_secret({greeting, kReportMagic.size()}, kReportMagic);
     if (ok) {
       const std::string cn(greeting + kReportMagic.size(), kNonce);
-      std::string sn_rank = nonce();
+      std::string sn_rank = detail::random_key();
       put_be(sn_rank, rank, 4);
       std::string hello(kReportMagic);
       hello += sn_rank;
       hello += detail::token_mac(token, "stats-sender", cn, sn_rank);
       char answer[kMac];
       ok = write_all(fd, hello, stopping) && read_all(fd, answer, kMac, stopping) &&
-           same({answer, kMac}, detail::token_mac(token, "stats-collector", cn, sn_rank));
+           detail::same_secret({answer, kMac},
+                               detail::token_mac(token, "stats-collector", cn, sn_rank));
       if (ok) {
         key = detail::token_mac(token, "stats-session", cn, sn_rank);
         return fd;
@@ -196,7 +161,7 @@ ReportCollector::ReportCollector(const Endpoint& at, ReportCollectorOptions opti
                                  Deliver deliver, std::function<void()> counted)
     : options_(std::move(options)), deliver_(std::move(deliver)), counted_(std::move(counted)) {
   if (options_.token.empty()) throw RemoteError("the statistics collector needs a job token");
-  const auto addresses = resolve(at, true);
+  const auto addresses = detail::resolve_endpoint(at, true);
   int error = 0;
   for (auto* a = addresses.list; a && fd_ < 0; a = a->ai_next) {
     const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
@@ -292,10 +257,11 @@ void ReportCollector::run() {
         const std::string_view hello(c.buffer);
         const auto sn_rank = hello.substr(kReportMagic.size(), kNonce + 4);
         const auto rank = static_cast<std::uint32_t>(get_be(sn_rank.data() + kNonce, 4));
-        const bool ok = same(hello.substr(0, kReportMagic.size()), kReportMagic) &&
-                        rank < options_.world_size &&
-                        same(hello.substr(kReportMagic.size() + kNonce + 4),
-                             detail::token_mac(options_.token, "stats-sender", c.cn, sn_rank));
+        const bool ok =
+            detail::same_secret(hello.substr(0, kReportMagic.size()), kReportMagic) &&
+            rank < options_.world_size &&
+            detail::same_secret(hello.substr(kReportMagic.size() + kNonce + 4),
+                                detail::token_mac(options_.token, "stats-sender", c.cn, sn_rank));
         if (!ok) {
           count([](auto& n) { ++n.refused_handshakes; });
           return false;
@@ -320,8 +286,8 @@ void ReportCollector::run() {
       if (c.buffer.size() < kHeader + length + kMac) continue;
       const std::string_view frame(c.buffer);
       const std::span<const char> payload(c.buffer.data() + kHeader, length);
-      if (!same(frame.substr(kHeader + length),
-                frame_mac(c.key, frame.substr(0, kHeader), payload))) {
+      if (!detail::same_secret(frame.substr(kHeader + length),
+                               frame_mac(c.key, frame.substr(0, kHeader), payload))) {
         count([](auto& n) { ++n.refused_frames; });
         return false;
       }
@@ -376,7 +342,7 @@ void ReportCollector::run() {
         auto c = std::make_unique<Connection>();
         c->fd = fd;
         c->deadline = LinkClock::now() + options_.handshake_timeout;
-        c->cn = nonce();
+        c->cn = detail::random_key();
         const std::string greeting = std::string(kReportMagic) + c->cn;
         if (static_cast<std::size_t>(pending) >= options_.max_pending ||
             ::send(fd, greeting.data(), greeting.size(), MSG_NOSIGNAL) !=

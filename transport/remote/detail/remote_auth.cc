@@ -47,28 +47,6 @@ void tune(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-struct AddrInfo {
-  addrinfo* list = nullptr;
-  ~AddrInfo() {
-    if (list) freeaddrinfo(list);
-  }
-};
-
-AddrInfo resolve(const Endpoint& at, bool passive) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = passive ? AI_PASSIVE : 0;
-  AddrInfo out;
-  const auto port = std::to_string(at.port);
-  const int rc =
-      getaddrinfo(at.host.empty() ? nullptr : at.host.c_str(), port.c_str(), &hints, &out.list);
-  if (rc != 0) {
-    throw RemoteError(fmt::format("cannot resolve {}: {}", at.to_string(), gai_strerror(rc)));
-  }
-  return out;
-}
-
 // Waits for `events` on `fd` until `deadline`, in slices that look at `stopping`.
 void wait_for(int fd, short events, Clock::time_point deadline, const Guard* guard,
               const Endpoint& at) {
@@ -129,7 +107,7 @@ void write_all(int fd, std::string_view bytes, Clock::time_point deadline, const
 // The client's side: a connected, authenticated, non-blocking socket. Throws RemoteError.
 int client_handshake(const Endpoint& at, std::string_view token, const Guard* guard) {
   const auto deadline = Clock::now() + kHandshakeTimeout;
-  const auto addresses = resolve(at, false);
+  const auto addresses = resolve_endpoint(at, false);
   std::string last_error = "no address";
   RemoteErrc last_code = RemoteErrc::unreachable;
   for (auto* a = addresses.list; a; a = a->ai_next) {
@@ -254,6 +232,21 @@ std::string token_mac(std::string_view token, std::string_view label, std::strin
   return {reinterpret_cast<const char*>(out), size};
 }
 
+AddrInfo resolve_endpoint(const Endpoint& at, bool passive) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = passive ? AI_PASSIVE : 0;
+  AddrInfo out;
+  const auto port = std::to_string(at.port);
+  const int rc =
+      getaddrinfo(at.host.empty() ? nullptr : at.host.c_str(), port.c_str(), &hints, &out.list);
+  if (rc != 0) {
+    throw RemoteError(fmt::format("cannot resolve {}: {}", at.to_string(), gai_strerror(rc)));
+  }
+  return out;
+}
+
 std::string token_digest(std::string_view token) {
   return token_mac(token, "brigade token digest v1", {}, {});
 }
@@ -267,7 +260,7 @@ Listener::Listener(caf::actor_system& system, caf::actor actor, const Endpoint& 
       token_(std::move(token)),
       guard_(std::move(guard)),
       counted_(std::move(counted)) {
-  const auto addresses = resolve(at, true);
+  const auto addresses = resolve_endpoint(at, true);
   std::string last_error = "no address";
   for (auto* a = addresses.list; a && fd_ < 0; a = a->ai_next) {
     const int fd =

@@ -24,6 +24,8 @@
 // THREADING. A Listener runs one thread (accept + handshakes, poll); connect() runs the
 // client's handshake on a detached helper actor; both thread-safe.
 
+#include <netdb.h>
+
 #include <atomic>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -32,6 +34,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "transport/remote/detail/remote_guard.h"
 #include "transport/remote/endpoint.h"
@@ -41,6 +44,19 @@ namespace brigade::transport::detail {
 
 inline constexpr std::size_t kMaxPending = 64;
 inline constexpr std::chrono::milliseconds kHandshakeTimeout{5000};
+
+/// getaddrinfo's list for `at` (TCP; `passive`: for binding), freed with it. Throws
+/// RemoteError naming the endpoint when it cannot be resolved.
+struct AddrInfo {
+  addrinfo* list = nullptr;
+  AddrInfo() = default;
+  AddrInfo(AddrInfo&& other) noexcept : list(std::exchange(other.list, nullptr)) {}
+  AddrInfo& operator=(AddrInfo&&) = delete;
+  ~AddrInfo() {
+    if (list) freeaddrinfo(list);
+  }
+};
+AddrInfo resolve_endpoint(const Endpoint& at, bool passive);
 
 /// HMAC-SHA256(token, label · a · b), 32 bytes.
 std::string token_mac(std::string_view token, std::string_view label, std::string_view a,
