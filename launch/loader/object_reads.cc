@@ -120,6 +120,21 @@ transport::FileDescriptor open_copy(const fs::path& path, std::uint64_t size) {
   return fd;
 }
 
+// An anonymous memory file holding `bytes`, positioned at 0.
+template <class Bytes>
+transport::FileDescriptor memory_copy(const Bytes& bytes) {
+  transport::FileDescriptor fd(::memfd_create("brigade-object", MFD_CLOEXEC));
+  if (fd.get() < 0) throw std::system_error(errno, std::generic_category(), "memfd_create");
+  for (std::size_t done = 0; done < bytes.size();) {
+    const auto n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::system_error(errno, std::generic_category(), "memfd write");
+    done += static_cast<std::size_t>(n);
+  }
+  ::lseek(fd.get(), 0, SEEK_SET);
+  return fd;
+}
+
 bool has_media_extension(std::string_view name, MediaKind kind) {
   return std::any_of(
       folder_extensions(kind).begin(), folder_extensions(kind).end(), [name](const std::string& e) {
@@ -205,19 +220,7 @@ ObjectCopy copy_object(const std::string& url) {
     }
     return bytes;
   };
-  if (options.cache_dir.empty()) {
-    const auto bytes = fetch();
-    transport::FileDescriptor fd(::memfd_create("brigade-object", MFD_CLOEXEC));
-    if (fd.get() < 0) throw std::system_error(errno, std::generic_category(), "memfd_create");
-    for (std::size_t done = 0; done < bytes.size();) {
-      const auto n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw std::system_error(errno, std::generic_category(), "memfd write");
-      done += static_cast<std::size_t>(n);
-    }
-    ::lseek(fd.get(), 0, SEEK_SET);
-    return {std::move(fd), info.size};
-  }
+  if (options.cache_dir.empty()) return {memory_copy(fetch()), info.size};
   const fs::path dir(options.cache_dir);
   const auto name = fmt::format("{:016x}-{}-{:016x}", fnv1a(url), info.size, fnv1a(info.etag));
   const auto path = dir / name;
@@ -240,12 +243,18 @@ ObjectCopy copy_object(const std::string& url) {
     remember();
     return {std::move(fd), info.size};
   }
-  const auto bytes = fetch();
+  auto bytes = fetch();
   transport::publish_file(path, bytes, {.sync = false});
-  if (options.cache_bytes > 0) evict(dir, options.cache_bytes, path);
+  // Opened before anything is evicted: another fetcher's eviction (this process's or
+  // another's) may remove the file at any time after the rename, and an open
+  // descriptor keeps its bytes. Removed before this open: the bytes are still here.
   auto fd = open_copy(path, info.size);
-  if (fd.get() < 0) throw transport::FileError(path, "cannot open", errno);
-  remember();
+  if (fd.get() >= 0) {
+    remember();
+  } else {
+    fd = memory_copy(bytes);
+  }
+  if (options.cache_bytes > 0) evict(dir, options.cache_bytes, path);
   return {std::move(fd), info.size};
 }
 
