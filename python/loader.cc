@@ -1,6 +1,7 @@
 #include "python/loader.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <charconv>
@@ -207,8 +208,36 @@ std::optional<launch::JobBatch> Loader::next_job_batch() {
     }
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // Ctrl-C while waiting
     if (r.status == launch::JobStatus::timeout) continue;
-    if (r.status == launch::JobStatus::epoch_end) return std::nullopt;
+    if (r.status == launch::JobStatus::epoch_end) {
+      if (job_->finished()) hold_directory();
+      return std::nullopt;
+    }
     return std::move(*r.batch);
+  }
+}
+
+void Loader::hold_directory() {
+  if (held_directory_) return;
+  held_directory_ = true;
+  const auto until = std::chrono::steady_clock::now() + launch::kDirectoryHold;
+  for (bool logged = false;;) {
+    bool all = false;
+    {
+      py::gil_scoped_release release;
+      all = job_->wait_for_ranks(std::chrono::milliseconds(logged ? 100 : 0));
+    }
+    if (all) return;
+    if (!logged) {
+      spdlog::info("brigade: keeping the directory until every rank has subscribed (at most {} s)",
+                   launch::kDirectoryHold.count());
+      logged = true;
+    }
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    if (std::chrono::steady_clock::now() >= until) {
+      spdlog::warn("brigade: not every rank subscribed to the directory within {} s; closing it",
+                   launch::kDirectoryHold.count());
+      return;
+    }
   }
 }
 
@@ -292,6 +321,7 @@ void Loader::restore(const std::vector<std::vector<std::byte>>& files) {
   auto fresh = std::make_unique<launch::Job>(
       config, job_->dataset(), launch::JobOptions{.resume = std::move(loaded), .stage = stage_});
   job_ = std::move(fresh);
+  held_directory_ = false;
   held_.clear();  // batches of the old job hold its device memory, not the new one's
   requested_epoch_.reset();
   epoch_ended_ = false;

@@ -144,6 +144,11 @@ class Loader {
   std::size_t held_device_batches();  // device batches the loop keeps alive (DEVICE)
   std::optional<launch::JobBatch> next_job_batch();
   void abandon();  // leaves the epoch in progress (EPOCHS)
+  /// After the job's last epoch, rank 0 hosting the directory keeps it until every
+  /// rank has subscribed, at most launch::kDirectoryHold (run_job's rule: a rank that
+  /// starts after this one's loop ended, and its process with it, would find none).
+  /// Once per job; Ctrl-C ends the wait (KeyboardInterrupt).
+  void hold_directory();
 
   enum class MetaType : char { text, integer, real };
   launch::RunConfig config_{};
@@ -158,7 +163,8 @@ class Loader {
   std::uint64_t handed_in_epoch_ = 0;  // batches handed out of the epoch in progress
   pybind11::object converter_, stage_fn_;
   std::atomic<bool> stop_requested_{false};
-  bool epoch_ended_ = false;  // the job's epoch ended, or stop() ended this iteration
+  bool held_directory_ = false;  // hold_directory() ran for this job
+  bool epoch_ended_ = false;     // the job's epoch ended, or stop() ended this iteration
   std::optional<std::uint64_t> requested_epoch_{};
   Held held_{};  // of the batches handed out
 };

@@ -63,8 +63,8 @@ TEST(ObjectCache, CopiesEvictedByAnotherFetcherStillHoldTheirBytes) {
   ::setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null", 1);
   ::unsetenv("AWS_PROFILE");
   ::unsetenv("AWS_SESSION_TOKEN");
-  configure_object_reads({.cache_dir = (root / "cache-dir").string(),
-                          .cache_bytes = object_bytes(0).size()});
+  configure_object_reads(
+      {.cache_dir = (root / "cache-dir").string(), .cache_bytes = object_bytes(0).size()});
 
   constexpr int kThreads = 4, kRounds = 40;
   std::vector<std::string> errors(kThreads);
