@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   variants[1].config.labels = launch::Labels::folder;
   for (const char* name : {"a", "b"}) {
     variants[2].config.sources.push_back(
-        {.name = name, .weight = 1, .data = data, .labels = launch::Labels::folder});
+        {.name = name, .weight = 1, .listing = {.data = data, .labels = launch::Labels::folder}});
   }
   for (auto& v : variants) {  // warm the page cache
     run(v);

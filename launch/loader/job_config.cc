@@ -9,18 +9,7 @@ bool hosts_directory(const RunConfig& config) {
 RunConfig source_config(const RunConfig& job, const SourceConfig& s) {
   RunConfig c = job;
   c.sources.clear();
-  c.data = s.data;
-  c.list = s.list;
-  c.manifest = s.manifest;
-  c.manifest_format = s.manifest_format;
-  c.path_column = s.path_column;
-  c.label_column = s.label_column;
-  c.classes = s.classes;
-  c.labels = s.labels;
-  c.shards = s.shards;
-  c.image_key = s.image_key;
-  c.video_key = s.video_key;
-  c.label_key = s.label_key;
+  static_cast<DataListing&>(c) = s.listing;
   return c;
 }
 

@@ -55,33 +55,13 @@ class ConfigError : public std::invalid_argument {
   std::string key_;
 };
 
-/// One source of a mix: a config's [[sources]] table (a Python Loader's sources=[{...}]).
-/// Its samples come from its own data keys (one of data, list, manifest, shards, with
-/// the keys of that kind, as the job's keys of the same names say); `kind`, `meta` and
-/// everything else are the job's. Checked when parsed (launch/loader/job_settings.h
-/// SOURCES).
-struct SourceConfig {
-  std::string name{};  // default "source<i>"; unique
-  double weight = 1;   // finite, > 0: the share of the epoch's draws (relative)
-  std::string data{}, list{}, manifest{}, manifest_format{};
-  std::string path_column = "path";
-  std::string label_column{}, classes{};
-  Labels labels = Labels::none;
-  std::vector<std::string> shards{};
-  std::string image_key = "jpg;jpeg;png;webp;ppm;pgm;pbm;pnm";
-  std::string video_key = "mp4";
-  std::string label_key{};
-};
-
-/// The job's description: what a Job is told, from `brigade run` or the Python Loader
-/// (what only `brigade run` reads, its output files and reports, is launch/config.h's
-/// RunOutput). Unset optionals take the documented defaults in resolve(); after
-/// resolve() every optional is set, except local_rank and local_world_size when the
-/// launch environment does not give them.
-struct RunConfig {
+/// Where one listing of samples comes from: the job's data keys, or one [[sources]]
+/// table's (the same keys, the same meanings; kListingKeys in job_settings.cc names
+/// them). One of data, list, manifest or shards (none: the demo set), with the keys of
+/// that kind.
+struct DataListing {
   std::string data{};  // folder searched recursively; empty (and no list): the demo
   std::string list{};  // file of paths, one per non-blank line
-  MediaKind kind = MediaKind::image;
   // Where the samples' labels come from: none (an unlabelled dataset) or folder (with
   // `data`: the class folders, in ImageFolder's order; see launch/loader/sources.h).
   Labels labels = Labels::none;
@@ -91,6 +71,33 @@ struct RunConfig {
   std::string path_column = "path";
   std::string label_column{};  // "": "label" when the manifest has one
   std::string classes{};       // file of class names, one per line (label = line index)
+  // ---- WebDataset tar shards (launch/loader/shards.h)
+  // shards = ["train-{000000..000127}.tar", ...] ; --shards SPEC: files and brace ranges
+  // (expanded by open_dataset); relative to the TOML's folder like other paths.
+  std::vector<std::string> shards{};
+  std::string image_key = "jpg;jpeg;png;webp;ppm;pgm;pbm;pnm";  // media member extensions
+  std::string video_key = "mp4";
+  std::string label_key{};  // a .json field; "": the .cls member, if any
+};
+
+/// One source of a mix: a config's [[sources]] table (a Python Loader's sources=[{...}]).
+/// Its samples come from its own listing; `kind`, `meta` and everything else are the
+/// job's. Checked when parsed (launch/loader/job_settings.h SOURCES).
+struct SourceConfig {
+  std::string name{};  // default "source<i>"; unique
+  double weight = 1;   // finite, > 0: the share of the epoch's draws (relative)
+  DataListing listing{};
+};
+
+/// The job's description: what a Job is told, from `brigade run` or the Python Loader
+/// (what only `brigade run` reads, its output files and reports, is launch/config.h's
+/// RunOutput). Unset optionals take the documented defaults in resolve(); after
+/// resolve() every optional is set, except local_rank and local_world_size when the
+/// launch environment does not give them.
+/// The job's own listing is its DataListing base (with [[sources]], left empty: each
+/// source has its own).
+struct RunConfig : DataListing {
+  MediaKind kind = MediaKind::image;
   // Metadata columns kept per sample (Dataset::meta) and delivered in JobBatch::meta.
   std::vector<std::string> meta{};
   std::optional<int> batch_size{};  // default 32 (image) or 8 (video)
@@ -185,13 +192,7 @@ struct RunConfig {
   // epoch limit unless one is given.
   std::string epochs_origin = "default";
 
-  // ---- WebDataset tar shards (launch/loader/shards.h) and the shard-block shuffle
-  // shards = ["train-{000000..000127}.tar", ...] ; --shards SPEC: files and brace ranges
-  // (expanded by open_dataset); relative to the TOML's folder like other paths.
-  std::vector<std::string> shards{};
-  std::string image_key = "jpg;jpeg;png;webp;ppm;pgm;pbm;pnm";  // media member extensions
-  std::string video_key = "mp4";
-  std::string label_key{};  // a .json field; "": the .cls member, if any
+  // ---- The shard-block shuffle of WebDataset tar shards (DataListing::shards)
   // With shards and shuffle: 0 shuffles every sample across the dataset; W > 0 reads W
   // shards at a time (actors::DistributedBlockSampler: the shards' order shuffled per
   // epoch, the samples within each window of W shards).

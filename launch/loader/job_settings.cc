@@ -1147,31 +1147,14 @@ Value node_value(const Key& spec, const toml::node& node, const std::string& whe
 
 // The job's keys a [[sources]] table takes (besides name and weight): where a source's
 // samples come from.
-constexpr std::array<std::string_view, 12> kSourceKeys{
+constexpr std::array<std::string_view, 12> kListingKeys{
     "data",    "list",   "manifest", "manifest_format", "path_column", "label_column",
     "classes", "labels", "shards",   "image_key",       "video_key",   "label_key"};
 
 std::string source_keys_list() {
   std::string out = "name, weight";
-  for (auto k : kSourceKeys) out += ", " + std::string(k);
+  for (auto k : kListingKeys) out += ", " + std::string(k);
   return out;
-}
-
-SourceConfig source_from(const RunConfig& c, std::string name, double weight) {
-  return {.name = std::move(name),
-          .weight = weight,
-          .data = c.data,
-          .list = c.list,
-          .manifest = c.manifest,
-          .manifest_format = c.manifest_format,
-          .path_column = c.path_column,
-          .label_column = c.label_column,
-          .classes = c.classes,
-          .labels = c.labels,
-          .shards = c.shards,
-          .image_key = c.image_key,
-          .video_key = c.video_key,
-          .label_key = c.label_key};
 }
 
 // One [[sources]] table (SOURCES in job_settings.h).
@@ -1209,7 +1192,7 @@ SourceConfig apply_source(const toml::table& table, std::size_t index, const std
       continue;
     }
     const Key* spec = find_key(key);
-    if (!spec || std::find(kSourceKeys.begin(), kSourceKeys.end(), key) == kSourceKeys.end()) {
+    if (!spec || std::find(kListingKeys.begin(), kListingKeys.end(), key) == kListingKeys.end()) {
       throw ConfigError(fmt::format("{}: {}: unknown key '{}' (a source takes {}; the job's other "
                                     "keys go outside [[sources]])",
                                     where, at, key, source_keys_list()),
@@ -1223,7 +1206,9 @@ SourceConfig apply_source(const toml::table& table, std::size_t index, const std
         fmt::format("{}: {}: no data: give data, list, manifest or shards", line_of(table), at),
         at + ".data");
   }
-  return source_from(listing, std::move(source_name), weight);
+  return {.name = std::move(source_name),
+          .weight = weight,
+          .listing = static_cast<const DataListing&>(listing)};
 }
 
 void apply_sources(RunConfig& config, const toml::node& node, const std::string& where,
@@ -1449,7 +1434,7 @@ void resolve(RunConfig& config, const Getenv& getenv) {
                       "epoch_samples");
   }
   bool any_shards = !config.shards.empty();
-  for (const auto& s : config.sources) any_shards = any_shards || !s.shards.empty();
+  for (const auto& s : config.sources) any_shards = any_shards || !s.listing.shards.empty();
   if (config.shuffle_window > 0 && !any_shards) {
     throw ConfigError("shuffle_window: the shard-block shuffle needs shards", "shuffle_window");
   }

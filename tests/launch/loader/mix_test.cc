@@ -125,8 +125,8 @@ TEST(JobSampling, DrawsFollowTheWeights) {
   for (int i = 0; i < 3000; ++i) large.add({.identity = "l" + std::to_string(i)});
   const auto d = Dataset::join({small, large}, {"small", "large"});
   RunConfig c;
-  c.sources = {{.name = "small", .weight = 1, .data = "x"},
-               {.name = "large", .weight = 3, .data = "y"}};
+  c.sources = {{.name = "small", .weight = 1, .listing = {.data = "x"}},
+               {.name = "large", .weight = 3, .listing = {.data = "y"}}};
   c.seed = 11;
   c.rank = 0;
   c.world_size = 1;
@@ -428,7 +428,7 @@ TEST(SourcesConfig, BadTablesAreNamedByIndexAndKey) {
   RunConfig c;
   apply_toml(c, "[[sources]]\ndata = \"imgs\"\nweight = 2.5\n", "/cfg/run.toml");
   ASSERT_EQ(c.sources.size(), 1u);
-  EXPECT_EQ(c.sources[0].data, "/cfg/imgs");
+  EXPECT_EQ(c.sources[0].listing.data, "/cfg/imgs");
   EXPECT_EQ(c.sources[0].weight, 2.5);
   EXPECT_EQ(c.sources[0].name, "source0");
 }
@@ -450,7 +450,7 @@ TEST_F(MixedJob, ASourceThatCannotBeListedIsNamed) {
   }
   // Labelled and unlabelled sources do not mix.
   RunConfig unlabelled = c;
-  unlabelled.sources[1].data = (root_ / "b").string();
+  unlabelled.sources[1].listing.data = (root_ / "b").string();
   try {
     open_dataset(unlabelled, false);
     FAIL() << "a labelled and an unlabelled source were mixed";
