@@ -50,10 +50,16 @@ std::string responsible_stage(const RankReport& rank, const std::vector<const Ra
     }
   }
   if (!outlier.empty()) return outlier;
+  // The most occupied stage among the least backpressured: not backpressured (< 5% of
+  // the interval) where any is; else the one least held by downstream (a process
+  // stopped from outside holds every stage, its consumer too).
   const actors::StageStats* full = nullptr;
+  const auto held = [&](const actors::StageStats& s) {
+    return s.backpressured_s < 0.05 * rank.interval_s ? 0.0 : s.backpressured_s;
+  };
   for (const auto& s : rank.stages) {
-    const bool bottleneck = s.backpressured_s < 0.05 * rank.interval_s;
-    if (bottleneck && (!full || s.occupancy > full->occupancy)) full = &s;
+    if (!full || held(s) < held(*full) || (held(s) == held(*full) && s.occupancy > full->occupancy))
+      full = &s;
   }
   return full ? full->name : std::string();
 }

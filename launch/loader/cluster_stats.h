@@ -32,7 +32,8 @@
 // THE STAGE MOST RESPONSIBLE: the stage whose task time (p50) is the largest multiple
 // of the same stage's median over the other ranks; where no stage is an outlier (all
 // within 1.25×), the most occupied stage that is not backpressured (full, and not
-// waiting on downstream: the bottleneck).
+// waiting on downstream: the bottleneck); where every stage is backpressured (a process
+// stopped from outside: its consumer too), the least backpressured one.
 // RECOMMENDED WORKERS (tf.data service's rule): Σ over ranks of the rate each rank
 // would consume with data always ready ÷ the mean worker's throughput, rounded up.
 // With worker nodes' own reports (add_worker): in tasks — each rank's tasks accepted

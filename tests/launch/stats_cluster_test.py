@@ -137,6 +137,7 @@ def slowed(brigade):
     try:
         assert wait_for_collector(folder, time.monotonic() + 30), "rank 0's collector never started"
         time.sleep(3 * INTERVAL)  # past the warm-up interval
+        slowed_at = len(cluster_lines(folder))  # rank 0's intervals closed so far
         start = time.monotonic()
         target = ranks[2].pid
         while time.monotonic() - start < RUN_S - 3:
@@ -146,20 +147,21 @@ def slowed(brigade):
             time.sleep(0.03)
     finally:
         stop(ranks)
-    # Rank 0's reporter started before this script's clock: find the slowing's start on
-    # rank 0's clock from its first interval's end.
+    # The latency counts rank 0's intervals closed from the slowing's start to the one
+    # whose line names rank 2.
     found = events(folder)
-    stragglers = [(at, e) for at, e in found if e["kind"] == "straggler"]
-    named = [(at, e) for at, e in stragglers if e["rank"] == 2]
-    others = [e["message"] for at, e in stragglers if e["rank"] != 2]
+    named, others = [], []
+    for k, o in enumerate(cluster_lines(folder)):
+        for e in o["cluster"]["events"]:
+            if e["kind"] == "straggler" and e["rank"] == 2:
+                named.append((k + 1 - slowed_at, e))
+            elif e["kind"] == "straggler":
+                others.append(e["message"])
     if not named:
         print(f"FAIL slowed: rank 2 not named ({folder}); events: {[e['message'] for _, e in found]}")
         return False
-    at, e = named[0]
-    # at_s of rank 0's reports is since its reporter started; the slowing started
-    # 3 intervals after the collector was up, which is when the reporter started.
-    latency = (at - 3 * INTERVAL) / INTERVAL
-    print(f"slowed: rank 2 named after {latency:.1f} intervals of slowing, stage "
+    latency, e = named[0]
+    print(f"slowed: rank 2 named after {latency} intervals of slowing, stage "
           f"{e['stage'] or '-'}, score {e['score']:.2f}, wait share {e['wait_share']:.2f}; "
           f"other ranks named: {len(others)}; refused reports {refused(folder)}")
     # Other ranks named while rank 2 was stopped are reported, not failed: with one

@@ -88,6 +88,23 @@ TEST(ClusterStats, WithoutAnOutlierStageTheFullUnbackpressuredStageIsNamed) {
   EXPECT_EQ(events[0].stage, "decode");  // occupied 0.95, not backpressured; read is
 }
 
+TEST(ClusterStats, WhenEveryStageIsBackpressuredTheLeastHeldIsNamed) {
+  // A rank stopped from outside (SIGSTOP): its consumer stops too, every stage waits on
+  // the one downstream; the stage least held is where the time goes.
+  ClusterAnalyzer a(4);
+  std::vector<ClusterEvent> events;
+  for (std::uint64_t k = 0; k < 2; ++k) {
+    for (std::uint32_t r = 0; r < 4; ++r) {
+      auto rep = r == 1 ? report(r, k, 300, 6) : report(r, k, 1000, 0.2);
+      if (r == 1) rep.stages[1].backpressured_s = 2;  // read's: 6
+      ASSERT_TRUE(a.add(rep));
+    }
+    for (auto& e : a.close_interval()) events.push_back(std::move(e));
+  }
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].stage, "decode");
+}
+
 TEST(ClusterStats, NamesTheWorkerARemoteRankWaitsOnMost) {
   ClusterAnalyzer a(2);
   for (std::uint64_t k = 0; k < 2; ++k) {
