@@ -270,6 +270,8 @@ std::vector<ClusterEvent> ClusterAnalyzer::close_interval() {
     state.named_hung = false;
     if (f.score < options_.threshold && waiting && state.reports > options_.warmup) {
       ++state.slow_intervals;
+    } else if (f.score < options_.threshold && r.epoch_restarted) {
+      // Its wait covers the new epoch's part alone: the count is kept (STRAGGLER).
     } else {
       state.slow_intervals = 0;
       state.named_straggler = false;

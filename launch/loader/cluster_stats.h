@@ -18,8 +18,10 @@
 // samples, but its consumer never waits. So:
 //   - STRAGGLER: score < threshold AND exposed data wait share ≥ min_wait_share (the
 //     consumer spent that share of the interval blocked on the next batch), for
-//     `consecutive` intervals in a row. Named with its host, the stage most responsible
-//     and, when it decodes remotely, the worker it waits on most.
+//     `consecutive` intervals in a row. An interval in which the rank's epoch restarted
+//     (RankReport::epoch_restarted: its wait covers only part of it) with a low score
+//     but too little wait keeps the count rather than ending it. Named with its host, the stage
+//     most responsible and, when it decodes remotely, the worker it waits on most.
 //   - NOT CONSUMING: the consumer has not asked for a batch for hang_after_s while the
 //     pipeline is full (the training step or a collective is stuck, not the data);
 //     named with the last sample id delivered. Never also a straggler.
@@ -118,6 +120,9 @@ struct RankReport {
   double since_last_request_s = 0;  // since the consumer last asked for a batch
   bool pipeline_full = false;       // the sink held a batch nobody asked for
   std::uint64_t last_sample_id = 0;
+  // The engine's figures restarted in the interval (a new epoch): exposed_wait_s and
+  // the stages' deltas cover only the new epoch's part of it (stats_reporter.h).
+  bool epoch_restarted = false;
   // The interval's figures, pipeline order: counts and times are the interval's deltas,
   // mean_ms the interval's mean task time, occupancy its time average, items_per_s its
   // rate; p50/p90/p99 are the epoch's (the engine keeps one histogram per run).

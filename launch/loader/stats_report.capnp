@@ -54,6 +54,7 @@ struct StatsReport {
   stages @14 :List(StageFigures);
   stageTotals @15 :List(StageFigures);
   workers @16 :List(WorkerFigures);
+  epochRestarted @17 :Bool;
 }
 
 struct TrainerServed {  # launch/loader/cluster_stats.h TrainerServed (rank from the name)

@@ -103,6 +103,7 @@ std::vector<char> write_stats_report(const RankReport& r) {
   out.setSinceLastRequestS(r.since_last_request_s);
   out.setPipelineFull(r.pipeline_full);
   out.setLastSampleId(r.last_sample_id);
+  out.setEpochRestarted(r.epoch_restarted);
   auto stages = out.initStages(static_cast<unsigned>(r.stages.size()));
   for (unsigned i = 0; i < stages.size(); ++i) write_stage(r.stages[i], stages[i]);
   auto totals = out.initStageTotals(static_cast<unsigned>(r.stage_totals.size()));
@@ -137,6 +138,7 @@ RankReport read_stats_report(std::span<const char> bytes) {
         .since_last_request_s = report_time(r.getSinceLastRequestS(), "since_last_request_s"),
         .pipeline_full = r.getPipelineFull(),
         .last_sample_id = r.getLastSampleId(),
+        .epoch_restarted = r.getEpochRestarted(),
         .stages = read_stages(r.getStages()),
         .stage_totals = read_stages(r.getStageTotals()),
         .workers = {}};

@@ -41,9 +41,11 @@ actors::StageStats stage_delta(const actors::StageStats& b, const actors::StageS
 RankReport report_between(const RankSample& before, const RankSample& after, double interval_s,
                           double since_last_request_s) {
   static const actors::PipelineStats kNone{};
-  const auto& b = restarted(before.stats, after.stats) ? kNone : before.stats;
+  const bool restart = restarted(before.stats, after.stats);
+  const auto& b = restart ? kNone : before.stats;
   const auto& a = after.stats;
   RankReport r;
+  r.epoch_restarted = restart;
   r.interval_s = interval_s;
   r.samples = after.samples - std::min(after.samples, before.samples);
   r.batches = after.batches - std::min(after.batches, before.batches);

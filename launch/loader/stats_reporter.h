@@ -24,7 +24,7 @@
 //     pool's totals; a worker with no task in the interval is left out).
 // A new epoch restarts the engine's figures: where a sample's totals are below the
 // previous one's, the previous totals count as zero (the end of the last epoch is lost
-// to that interval, nothing is counted twice).
+// to that interval, nothing is counted twice) and the report says so (epoch_restarted).
 //
 // CLOCK. Intervals are measured on `clock` (actors/clock.h): poll() reports when at
 // least interval_s passed on it since the last report. start() runs a thread that calls

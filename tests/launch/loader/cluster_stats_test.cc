@@ -105,6 +105,37 @@ TEST(ClusterStats, WhenEveryStageIsBackpressuredTheLeastHeldIsNamed) {
   EXPECT_EQ(events[0].stage, "decode");
 }
 
+TEST(ClusterStats, AnEpochsRestartWithoutWaitKeepsTheSlowCount) {
+  // Rank 2 is slow and waits; in its second interval its epoch restarts, and its wait
+  // counts only the new epoch's part (none yet): the count is kept, not ended, and the
+  // third slow interval names it. An interval that did not restart ends the count.
+  ClusterAnalyzer a(4);
+  std::vector<ClusterEvent> events;
+  for (std::uint64_t k = 0; k < 3; ++k) {
+    for (std::uint32_t r = 0; r < 4; ++r) {
+      auto rep = r == 2 ? report(r, k, 300, 6) : report(r, k, 1000, 0.2);
+      if (r == 2 && k == 1) {
+        rep.exposed_wait_s = 0;
+        rep.epoch_restarted = true;
+      }
+      ASSERT_TRUE(a.add(rep));
+    }
+    const auto closed = a.close_interval();
+    EXPECT_EQ(closed.empty(), k < 2) << k;
+    for (auto& e : closed) events.push_back(e);
+  }
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].rank, 2u);
+  ClusterAnalyzer b(4);
+  for (std::uint64_t k = 0; k < 3; ++k) {
+    for (std::uint32_t r = 0; r < 4; ++r) {
+      auto rep = r == 2 ? report(r, k, 300, k == 1 ? 0 : 6) : report(r, k, 1000, 0.2);
+      ASSERT_TRUE(b.add(rep));
+    }
+    EXPECT_TRUE(b.close_interval().empty()) << k;
+  }
+}
+
 TEST(ClusterStats, NamesTheWorkerARemoteRankWaitsOnMost) {
   ClusterAnalyzer a(2);
   for (std::uint64_t k = 0; k < 2; ++k) {

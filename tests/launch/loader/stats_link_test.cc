@@ -140,6 +140,8 @@ TEST(ReportLink, DeliversEachRanksReportsWithRankAndSequence) {
     three.send({'x', 'y'});
     one.send({'b'});
     ASSERT_TRUE(f.wait([](const auto& c) { return c.delivered == 3; }));
+    // The collector may deliver a frame before its sender's thread counts it sent.
+    ASSERT_TRUE(one.drain(std::chrono::seconds(30)));
     EXPECT_EQ(one.counts().sent, 2u);
     EXPECT_EQ(one.counts().connected, 1u);
   }

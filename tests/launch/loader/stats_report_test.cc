@@ -52,6 +52,7 @@ RankReport full_report() {
                .since_last_request_s = 0,
                .pipeline_full = true,
                .last_sample_id = 123456789,
+               .epoch_restarted = true,
                .stages = {stage("read", 640, 1.5, 10, 0.5), stage("decode", 640, 20, 10, 1, 3)},
                .stage_totals = {stage("read", 10880, 1.4, 170, 0.4)},
                .workers = {{.name = "10.0.0.7:4000", .samples = 320, .busy_s = 4, .waited_s = 1}}};
@@ -102,6 +103,7 @@ TEST(StatsReport, RoundTripsEveryField) {
   EXPECT_EQ(back.since_last_request_s, r.since_last_request_s);
   EXPECT_EQ(back.pipeline_full, r.pipeline_full);
   EXPECT_EQ(back.last_sample_id, r.last_sample_id);
+  EXPECT_EQ(back.epoch_restarted, r.epoch_restarted);
   ASSERT_EQ(back.stages.size(), 2u);
   expect_same(back.stages[0], r.stages[0]);
   expect_same(back.stages[1], r.stages[1]);
@@ -222,6 +224,7 @@ TEST(StatsReporter, ReportsEachIntervalWithItsDeltas) {
   EXPECT_DOUBLE_EQ(r.exposed_wait_s, 0.75);
   EXPECT_DOUBLE_EQ(r.exposed_wait_total_s, 1.25);
   EXPECT_DOUBLE_EQ(r.readiness, 1.0);  // 16 requests, 16 ready
+  EXPECT_FALSE(r.epoch_restarted);
   EXPECT_EQ(r.last_sample_id, 40u);
   ASSERT_EQ(r.stages.size(), 2u);
   EXPECT_EQ(r.stages[1].tasks, 20u);
@@ -248,6 +251,7 @@ TEST(StatsReporter, ANewEpochRestartsTheDeltas) {
   EXPECT_NEAR(r.readiness, 1.0 / 3, 1e-12);
   EXPECT_EQ(r.samples, 100u);
   EXPECT_DOUBLE_EQ(r.exposed_wait_total_s, 1.25);
+  EXPECT_TRUE(r.epoch_restarted);
 }
 
 TEST(StatsReporter, AConsumerThatStopsAskingIsTimedAndAFullPipelineSeen) {
