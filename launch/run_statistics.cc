@@ -55,7 +55,7 @@ RunStatistics::RunStatistics(const RunCommand& config) {
     if (rank == 0) {
       analyzer_.emplace(world, ClusterOptions{.consecutive = config.stats_consecutive,
                                               .hang_after_s = config.hang_after,
-                                              .warmup = 1});
+                                              .warmup = 2});
       collector_ = std::make_unique<transport::ReportCollector>(
           transport::Endpoint{automatic ? "0.0.0.0" : at.host, at.port},
           transport::ReportCollectorOptions{.token = token, .world_size = world},

@@ -19,7 +19,10 @@
 // at each of rank 0's own reports it adds its own and closes the interval (figures,
 // events, its JSON line with the "cluster" key, the metrics). A rank whose report of an
 // interval arrives after rank 0 closed it counts in the next one (cluster_stats.h: one
-// interval without a report keeps its slow count). Worker nodes started with
+// interval without a report keeps its slow count). A rank's first two reports are
+// never counted as slow (ClusterOptions::warmup: ranks start at different times; with
+// one, a rank was named at the third interval of 1 of 7 runs of stats_cluster_test.py
+// worker). Worker nodes started with
 // `brigade worker --stats` send their own reports on the same link (as kWorkerSender):
 // rank 0 adds them (ClusterAnalyzer::add_worker), and its cluster figures — JSON line
 // and metrics — show each worker. A rank with remote workers puts in its reports each
