@@ -26,6 +26,15 @@ FrontEndSetting output_keys(RunOutput& output) {
     if (key == "metrics_address") output.metrics_address = std::get<std::string>(value);
     if (key == "stats") output.stats = std::get<std::string>(value);
     if (key == "stats_consecutive") output.stats_consecutive = int(std::get<std::int64_t>(value));
+    if (key == "hang_after") {
+      output.hang_after = std::stod(std::get<std::string>(value));
+      if (!(output.hang_after > 0)) {
+        throw ConfigError(
+            fmt::format("hang_after: more than 0 seconds, got {}", std::get<std::string>(value)),
+            "hang_after");
+      }
+    }
+    if (key == "pause_after_batches") output.pause_after_batches = std::get<std::int64_t>(value);
   };
 }
 

@@ -31,7 +31,7 @@ namespace brigade::launch {
 
 /// What only `brigade run` reads (keys ids_out, digests_out, stop_after_batches, json,
 /// progress, stats_interval, stats_out, metrics_port, metrics_address, stats,
-/// stats_consecutive): not the job's
+/// stats_consecutive, hang_after, pause_after_batches): not the job's
 /// description.
 struct RunOutput {
   std::string ids_out{};  // delivered sample ids, one per line, in delivery order
@@ -49,6 +49,12 @@ struct RunOutput {
   // MASTER_ADDR at MASTER_PORT + kStatsPortOffset. Empty: a rank reports to nobody.
   std::string stats{};
   int stats_consecutive = 2;  // intervals in a row before a straggler is named
+  // Seconds without a request for a batch (the pipeline full) before rank 0's analyzer
+  // reports a rank as not consuming (cluster_stats.h NOT CONSUMING).
+  double hang_after = 60;
+  // ≥ 0: after this many batches the consumer stops asking for batches until the
+  // process is interrupted (a hung training step, for checking the report above).
+  std::int64_t pause_after_batches = -1;
 };
 
 /// `stats = "auto"` listens at MASTER_PORT + kStatsPortOffset (the workers' directory is

@@ -33,6 +33,8 @@
 #include "launch/loader/object_reads.h"
 #include "launch/loader/remote_ops.h"
 #include "launch/loader/sources.h"
+#include "launch/loader/stats_report.h"
+#include "launch/loader/stats_reporter.h"
 #include "launch/process.h"
 #include "launch/profile.h"
 #include "launch/progress.h"
@@ -40,6 +42,7 @@
 #include "launch/stats_output.h"
 #include "transport/checkpoint/checkpoint.h"
 #include "transport/remote/remote.h"
+#include "transport/remote/report_link.h"
 
 namespace {
 
@@ -280,6 +283,16 @@ void occupy_standard_descriptors() {
   }
 }
 
+// --pause-after-batches: the consumer stops asking for batches (a hung training step)
+// until SIGINT/SIGTERM; the job then stops as it would at any interrupt.
+void pause_consumer(const launch::JobBatch& batch) {
+  spdlog::warn(
+      "brigade: --pause-after-batches: the consumer stops asking for batches after "
+      "sample {} until interrupted",
+      batch.ids.empty() ? 0 : batch.ids.back());
+  while (g_signal.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
 int run(const launch::RunCommand& config) {
   install_signal_handlers();  // a signal from here on stops the job at its first check
   // Generating the demo dataset (first run only) is not part of the run: its time is
@@ -315,10 +328,12 @@ int run(const launch::RunCommand& config) {
   for (const auto& s : dataset.sources()) source_names.push_back(s.name);
   launch::ProgressReporter progress(config.progress && isatty(STDERR_FILENO));
   launch::RunStatistics statistics(config);
+  std::int64_t delivered_batches = 0;
   const launch::JobHooks hooks{
       .on_batch =
           [&](const launch::JobBatch& batch) {
             statistics.on_batch(batch);
+            if (++delivered_batches == config.pause_after_batches) pause_consumer(batch);
             for (std::size_t i = 0; i < batch.labels.size(); ++i)
               ++per_label[slots.slot(dataset, batch.ids[i], batch.labels[i])];
             for (auto source : batch.sources) ++per_source[static_cast<std::size_t>(source)];
@@ -441,9 +456,34 @@ struct WorkerArgs {
   std::string kind = "image";
   std::string labels = "none";
   std::string config;
+  std::string stats;  // HOST:PORT of rank 0's collector, or auto (from --join)
+  double stats_interval = 10;
   int threads = 0;
   int window = 0;
 };
+
+// `brigade worker --stats`: where its reports go. "auto": the collector of a rank 0
+// started with `--directory auto --stats auto`, beside the directory --join names
+// (MASTER_PORT + kStatsPortOffset, the directory being at + kDirectoryPortOffset).
+transport::Endpoint worker_stats_endpoint(const WorkerArgs& a, const transport::WorkerOptions& o) {
+  if (a.stats != "auto") {
+    try {
+      return transport::parse_endpoint(a.stats, "--stats");
+    } catch (const transport::EndpointError& e) {
+      throw launch::ConfigError(e.what());
+    }
+  }
+  if (!o.join) {
+    throw launch::ConfigError(
+        "--stats auto: the collector is found beside the directory, and no --join names it "
+        "(give --stats HOST:PORT)");
+  }
+  const int port = o.join->port - launch::kDirectoryPortOffset + launch::kStatsPortOffset;
+  if (port <= 0 || port > 65535)
+    throw launch::ConfigError(
+        fmt::format("--stats auto: no port beside --join {}", o.join->to_string()));
+  return {o.join->host, static_cast<std::uint16_t>(port)};
+}
 
 int worker(const WorkerArgs& a) {
   install_signal_handlers();
@@ -457,6 +497,9 @@ int worker(const WorkerArgs& a) {
   } catch (const transport::EndpointError& e) {
     throw launch::ConfigError(e.what());
   }
+  if (!(a.stats_interval >= 0.2 && a.stats_interval <= 86400))
+    throw launch::ConfigError(
+        fmt::format("--stats-interval: 0.2 to 86400 seconds, got {}", a.stats_interval));
   if (a.threads < 0 || a.threads > launch::kMaxConcurrency || a.window < 0)
     throw launch::ConfigError("--threads and --window: expected 0 (default) up to 1024");
   if (!a.tls_cert.empty() || !a.tls_key.empty() || !a.tls_ca.empty()) {
@@ -510,12 +553,42 @@ int worker(const WorkerArgs& a) {
   } catch (const transport::RemoteError& e) {
     throw launch::ConfigError(e.what());
   }
+  // Its statistics (issue 24): one report per interval to rank 0's collector, on the
+  // statistics link with the job token (never blocking a task: the sender queues).
+  std::unique_ptr<transport::ReportSender> stats_sender;
+  std::unique_ptr<launch::WorkerStatsReporter> stats_reporter;
+  if (!a.stats.empty()) {
+    const auto at = worker_stats_endpoint(a, o);
+    const auto advertised = o.advertise.value_or(node->address());
+    const std::string name =
+        transport::Endpoint{advertised.host,
+                            advertised.port ? advertised.port : node->address().port}
+            .to_string();
+    stats_sender =
+        std::make_unique<transport::ReportSender>(at, o.security.token, transport::kWorkerSender);
+    stats_reporter = std::make_unique<launch::WorkerStatsReporter>(
+        [n = node.get()] { return n->take_served(); },
+        [s = stats_sender.get()](const launch::WorkerNodeReport& r) {
+          s->send(launch::write_worker_report(r));
+        },
+        launch::WorkerReporterOptions{.interval_s = a.stats_interval,
+                                      .name = name,
+                                      .host = launch::host_name(),
+                                      .cpu_seconds = [] { return launch::cpu_seconds(); }});
+    stats_reporter->start();
+    spdlog::info("brigade worker: statistics every {} s to {} as {}", a.stats_interval,
+                 at.to_string(), name);
+  }
   std::printf("%s\n", node->address().to_string().c_str());
   std::fflush(stdout);
   spdlog::info("brigade worker: listening on {}{}{}", node->address().to_string(),
                o.join ? ", joining the directory at " + o.join->to_string() : "",
                served ? fmt::format(", serving a dataset of {} samples", served) : "");
   while (g_signal.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (stats_reporter) {
+    stats_reporter->stop();  // the interval in progress
+    stats_sender->drain(std::chrono::seconds(1));
+  }
   const auto st = node->stats();
   spdlog::info(
       "brigade worker: stopping: {} sessions opened, {} tasks done, {} failed, {} cancelled, "
@@ -645,6 +718,13 @@ int main(int argc, char** argv) {
   worker_cmd->add_option("--shards", wa.shards,
                          "the dataset's tar shards as this node sees them (optional; files or "
                          "brace ranges, as `brigade run --shards`)");
+  worker_cmd->add_option("--stats", wa.stats,
+                         "HOST:PORT of rank 0's statistics collector (`brigade run --stats`), or "
+                         "auto: beside the directory --join names (rank 0 with --directory auto "
+                         "--stats auto); reports tasks served per rank, task times, queue and "
+                         "CPU every --stats-interval seconds, with the job token");
+  worker_cmd->add_option("--stats-interval", wa.stats_interval,
+                         "seconds between two statistics reports (default 10; at least 0.2)");
   worker_cmd->add_option("--image-key", wa.image_key, "with --shards: as `brigade run`");
   worker_cmd->add_option("--video-key", wa.video_key, "with --shards: as `brigade run`");
   worker_cmd->add_option("--label-key", wa.label_key, "with --shards: as `brigade run`");

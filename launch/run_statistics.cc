@@ -11,7 +11,6 @@
 #include "transport/remote/remote.h"
 
 namespace brigade::launch {
-namespace {
 
 std::string host_name() {
   char name[256] = {};
@@ -19,11 +18,11 @@ std::string host_name() {
   return name;
 }
 
-}  // namespace
-
 RunStatistics::RunStatistics(const RunCommand& config) {
   const auto world = static_cast<std::uint32_t>(config.world_size.value_or(1));
-  const bool cluster = !config.stats.empty() && world > 1;
+  // `stats` at world size 1 works as at any size: rank 0 alone collects (its workers'
+  // reports, launch/run_statistics.h THE CLUSTER).
+  const bool cluster = !config.stats.empty();
   if (config.stats_out.empty() && config.metrics_port == 0 && !cluster) return;
   if (!config.stats_out.empty()) {
     out_.open(config.stats_out, std::ios::trunc);
@@ -33,7 +32,7 @@ RunStatistics::RunStatistics(const RunCommand& config) {
     }
   }
   const auto rank = static_cast<std::uint32_t>(config.rank.value_or(0));
-  if (world == 1) analyzer_.emplace(1);
+  if (world == 1) analyzer_.emplace(1, ClusterOptions{.hang_after_s = config.hang_after});
   if (cluster) {
     const std::string token =
         !config.token.empty()
@@ -54,15 +53,17 @@ RunStatistics::RunStatistics(const RunCommand& config) {
       }
     }
     if (rank == 0) {
-      analyzer_.emplace(world,
-                        ClusterOptions{.consecutive = config.stats_consecutive, .warmup = 1});
+      analyzer_.emplace(world, ClusterOptions{.consecutive = config.stats_consecutive,
+                                              .hang_after_s = config.hang_after,
+                                              .warmup = 2});
       collector_ = std::make_unique<transport::ReportCollector>(
           transport::Endpoint{automatic ? "0.0.0.0" : at.host, at.port},
           transport::ReportCollectorOptions{.token = token, .world_size = world},
           [this](std::uint32_t from, std::uint64_t, std::span<const char> bytes) {
             collected(from, bytes);
           });
-      spdlog::info("brigade: statistics of {} ranks collected at {}", world, at.to_string());
+      spdlog::info("brigade: statistics of {} rank(s) and their workers collected at {}", world,
+                   at.to_string());
     } else {
       sender_ = std::make_unique<transport::ReportSender>(at, token, rank);
     }
@@ -101,11 +102,32 @@ RankSample RunStatistics::sample() {
   RankSample s{
       .samples = samples_.load(), .batches = batches_.load(), .last_sample_id = last_id_.load()};
   std::lock_guard lock(mutex_);
-  if (job_) s.stats = job_->stats();
+  if (job_) {
+    s.stats = job_->stats();
+    if (const auto remote = job_->remote_summary()) {
+      for (const auto& w : remote->pool.workers)
+        s.workers.push_back({.name = w.name, .waited_s = w.latency_s, .tasks = w.tasks});
+    }
+  }
   return s;
 }
 
 void RunStatistics::collected(std::uint32_t rank, std::span<const char> bytes) {
+  if (rank == transport::kWorkerSender) {
+    std::optional<WorkerNodeReport> report;
+    try {
+      report = read_worker_report(bytes);
+    } catch (const transport::RemoteError& e) {
+      spdlog::debug("brigade: a worker's statistics refused: {}", e.what());
+    }
+    std::lock_guard lock(analyzer_mutex_);
+    if (!report) {
+      ++link_refused_;
+      return;
+    }
+    analyzer_->add_worker(*report);
+    return;
+  }
   std::optional<RankReport> report;
   try {
     report = read_stats_report(bytes);

@@ -8,7 +8,8 @@
 // both outputs and one log line (warning) per event it raises (stats_output.h
 // event_log_line). Nothing runs when neither output is asked for.
 //
-// THE CLUSTER (`stats` = HOST:PORT or "auto", world size > 1). Every rank sends each
+// THE CLUSTER (`stats` = HOST:PORT or "auto", any world size: at size 1 rank 0 alone
+// reports to itself and collects its workers' reports). Every rank sends each
 // report over the statistics link (transport/remote/report_link.h: authenticated with
 // the job token, token_file else BRIGADE_TOKEN, so a job that decodes locally reports
 // too) to a collector on rank 0, which listens at that address ("auto": any address at
@@ -18,7 +19,15 @@
 // at each of rank 0's own reports it adds its own and closes the interval (figures,
 // events, its JSON line with the "cluster" key, the metrics). A rank whose report of an
 // interval arrives after rank 0 closed it counts in the next one (cluster_stats.h: one
-// interval without a report keeps its slow count). Refusals by the link, the codec and
+// interval without a report keeps its slow count). A rank's first two reports are
+// never counted as slow (ClusterOptions::warmup: ranks start at different times; with
+// one, a rank was named at the third interval of 1 of 7 runs of stats_cluster_test.py
+// worker). Worker nodes started with
+// `brigade worker --stats` send their own reports on the same link (as kWorkerSender):
+// rank 0 adds them (ClusterAnalyzer::add_worker), and its cluster figures — JSON line
+// and metrics — show each worker. A rank with remote workers puts in its reports each
+// worker's tasks and the time its tasks waited on it (its pool's figures), so that a
+// straggler is named with the worker it waits on. Refusals by the link, the codec and
 // the analyzer are all counted in refused_reports. Other ranks write their own reports
 // to their stats_out and serve their own metrics. Sending never blocks: a rank that
 // cannot reach rank 0 drops its oldest reports (report_link.h); stop() gives the last
@@ -42,6 +51,9 @@
 #include "transport/remote/report_link.h"
 
 namespace brigade::launch {
+
+/// This machine's host name, as reports name it ("unknown" if it cannot be read).
+std::string host_name();
 
 class RunStatistics {
  public:

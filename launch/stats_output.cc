@@ -149,8 +149,11 @@ std::string stats_json_line(const RankReport& r, const ClusterFigures* cluster,
   }
   json workers = json::array();
   for (const auto& w : r.workers) {
-    workers.push_back(
-        {{"name", w.name}, {"samples", w.samples}, {"busy_s", w.busy_s}, {"waited_s", w.waited_s}});
+    workers.push_back({{"name", w.name},
+                       {"tasks", w.tasks},
+                       {"samples", w.samples},
+                       {"busy_s", w.busy_s},
+                       {"waited_s", w.waited_s}});
   }
   json o = json::object();
   o["rank"] = r.rank;
@@ -180,12 +183,34 @@ std::string stats_json_line(const RankReport& r, const ClusterFigures* cluster,
                        {"wait_share", f.wait_share},
                        {"score", f.score}});
     }
+    json nodes = json::array();
+    for (const auto& w : cluster->workers) {
+      json trainers = json::array();
+      for (const auto& t : w.trainers) {
+        trainers.push_back({{"name", t.name},
+                            {"rank", t.rank ? json(*t.rank) : json(nullptr)},
+                            {"tasks", t.tasks},
+                            {"busy_s", t.busy_s}});
+      }
+      nodes.push_back({{"worker", w.name},
+                       {"host", w.host},
+                       {"threads", w.threads},
+                       {"tasks_per_s", w.tasks_per_s},
+                       {"task_p50_ms", w.task_p50_ms},
+                       {"task_p99_ms", w.task_p99_ms},
+                       {"queued", w.queued},
+                       {"running", w.running},
+                       {"busy_share", w.busy_share},
+                       {"cpu_share", w.cpu_share},
+                       {"trainers", std::move(trainers)}});
+    }
     json list = json::array();
     for (const auto& e : events) list.push_back(event_json(e));
     o["cluster"] = {{"interval", cluster->interval},
                     {"recommended_workers", cluster->recommended_workers},
                     {"refused_reports", cluster->refused_reports},
                     {"ranks", std::move(ranks)},
+                    {"workers", std::move(nodes)},
                     {"events", std::move(list)}};
   }
   return o.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -249,6 +274,11 @@ std::string prometheus_text(const RankReport& r) {
     per_worker("brigade_worker_busy_seconds",
                "The worker's time on this rank's tasks, last interval",
                [](const WorkerReport& w) { return w.busy_s; });
+    per_worker("brigade_worker_tasks", "Results this rank accepted from the worker, last interval",
+               [](const WorkerReport& w) { return w.tasks; });
+    per_worker("brigade_worker_waited_seconds",
+               "Summed latency of this rank's tasks on the worker, last interval",
+               [](const WorkerReport& w) { return w.waited_s; });
   }
   return out;
 }

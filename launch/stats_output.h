@@ -19,11 +19,17 @@
 //           keys of `brigade run --json`'s stages (actors/stats.h stage_figures()):
 //           interval = the interval's deltas (mean_ms its mean task time, occupancy its
 //           time average; p50/p90/p99 the epoch's), total = the epoch's figures
-//   workers: [{name, samples, busy_s, waited_s}]  (remote decoding, when known)
+//   workers: [{name, tasks, samples, busy_s, waited_s}]  (remote decoding: the rank's
+//           pool's figures of the interval — tasks accepted from the worker, waited_s
+//           the sum of their latencies; samples and busy_s 0 where the rank cannot know)
 //   cluster (only where the process has the analyzer's findings: on rank 0 once the
 //   cluster's reports reach it, and for a single process its own figures):
 //     {interval, recommended_workers, refused_reports,
 //      ranks: [{rank, host, reported, samples_per_s, wait_share, score}],
+//      workers: [{worker, host, threads, tasks_per_s, task_p50_ms, task_p99_ms, queued,
+//                 running, busy_share, cpu_share (÷ threads),
+//                 trainers: [{name, rank (null if not a rank), tasks, busy_s}]}]
+//                (the worker nodes' own reports, `brigade worker --stats`),
 //      events: [{kind (straggler | not_consuming | silent | slowest_keeps_changing),
 //                rank (null for slowest_keeps_changing), host, stage, worker, score,
 //                wait_share, last_sample_id, message}]}
@@ -35,7 +41,12 @@
 //   brigade_exposed_wait_ratio, brigade_data_readiness_ratio, brigade_pipeline_full,
 //   brigade_stage_tasks_total, brigade_stage_failures_total, brigade_stage_task_ms,
 //   brigade_stage_occupancy_ratio, brigade_stage_starved_seconds,
-//   brigade_stage_backpressured_seconds, brigade_worker_samples, brigade_worker_busy_seconds.
+//   brigade_stage_backpressured_seconds, brigade_worker_samples, brigade_worker_busy_seconds,
+//   brigade_worker_tasks, brigade_worker_waited_seconds; the worker nodes' (label worker):
+//   brigade_worker_node_tasks_per_second, brigade_worker_node_task_p50_ms,
+//   brigade_worker_node_task_p99_ms, brigade_worker_node_queued_tasks,
+//   brigade_worker_node_busy_ratio, brigade_worker_node_cpu_ratio,
+//   brigade_worker_node_tasks_per_rank (labels worker, rank).
 //
 // HTML (`brigade stats FILE`): one self-contained page (inline CSS and SVG, no script,
 // nothing fetched): per-rank samples/s and exposed wait share over time, per-stage

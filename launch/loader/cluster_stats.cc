@@ -50,10 +50,16 @@ std::string responsible_stage(const RankReport& rank, const std::vector<const Ra
     }
   }
   if (!outlier.empty()) return outlier;
+  // The most occupied stage among the least backpressured: not backpressured (< 5% of
+  // the interval) where any is; else the one least held by downstream (a process
+  // stopped from outside holds every stage, its consumer too).
   const actors::StageStats* full = nullptr;
+  const auto held = [&](const actors::StageStats& s) {
+    return s.backpressured_s < 0.05 * rank.interval_s ? 0.0 : s.backpressured_s;
+  };
   for (const auto& s : rank.stages) {
-    const bool bottleneck = s.backpressured_s < 0.05 * rank.interval_s;
-    if (bottleneck && (!full || s.occupancy > full->occupancy)) full = &s;
+    if (!full || held(s) < held(*full) || (held(s) == held(*full) && s.occupancy > full->occupancy))
+      full = &s;
   }
   return full ? full->name : std::string();
 }
@@ -66,6 +72,18 @@ std::string label(std::string_view text) {
     out += c == '\n' ? std::string("\\n") : std::string(1, c);
   }
   return out;
+}
+
+bool valid(const WorkerNodeReport& w) {
+  if (!(std::isfinite(w.interval_s) && w.interval_s > 0 && w.interval_s <= 86400)) return false;
+  const double most = 1e6 * w.interval_s;  // a thread's time, times any sane thread count
+  if (!sane(w.busy_s, most) || !sane(w.cpu_s, most) || !sane(w.task_p50_ms, 1e12) ||
+      !sane(w.task_p99_ms, 1e12) || !sane(w.at_s, 1e12) || w.name.empty())
+    return false;
+  for (const auto& t : w.trainers) {
+    if (!sane(t.busy_s, most)) return false;
+  }
+  return true;
 }
 
 std::string waited_worker(const RankReport& rank) {
@@ -110,9 +128,65 @@ bool ClusterAnalyzer::add(const RankReport& report) {
   return true;
 }
 
+bool ClusterAnalyzer::add_worker(const WorkerNodeReport& report) {
+  auto it = workers_.find(report.name);
+  if (!valid(report) || (it == workers_.end() && workers_.size() >= options_.max_workers)) {
+    ++figures_.refused_reports;
+    return false;
+  }
+  auto& w = workers_[report.name];
+  if (w.incarnation == report.incarnation && report.sequence <= w.last_sequence) {
+    ++figures_.refused_reports;
+    return false;
+  }
+  w.incarnation = report.incarnation;
+  w.last_sequence = report.sequence;
+  w.current = report;
+  return true;
+}
+
 std::vector<ClusterEvent> ClusterAnalyzer::close_interval() {
   std::vector<ClusterEvent> events;
   ++figures_.interval;
+  // WORKER NODES: this interval's figures, and the capacity for RECOMMENDED WORKERS.
+  figures_.workers.clear();
+  double node_capacity = 0;  // Σ over nodes that reported of tasks/s at full use
+  std::size_t nodes = 0;
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    auto& w = it->second;
+    if (!w.current) {
+      if (++w.silent_intervals >= options_.silent_after) {
+        it = workers_.erase(it);
+        continue;
+      }
+      ++it;
+      continue;
+    }
+    const auto& r = *w.current;
+    const double threads = std::max<double>(r.threads, 1);
+    WorkerNodeFigures f{.name = r.name,
+                        .host = r.host,
+                        .reported = true,
+                        .tasks_per_s = double(r.tasks) / r.interval_s,
+                        .busy_share = r.busy_s / r.interval_s / threads,
+                        .cpu_share = r.cpu_s / r.interval_s / threads,
+                        .task_p50_ms = r.task_p50_ms,
+                        .task_p99_ms = r.task_p99_ms,
+                        .queued = r.queued,
+                        .running = r.running,
+                        .threads = r.threads,
+                        .trainers = r.trainers};
+    if (r.busy_s > 0 && r.tasks > 0) {
+      node_capacity += double(r.tasks) / r.busy_s * threads;
+      ++nodes;
+    }
+    w.silent_intervals = 0;
+    w.last = f;
+    figures_.workers.push_back(std::move(f));
+    w.current.reset();
+    ++it;
+  }
+  double task_demand = 0;  // Σ over ranks of tasks/s with data always ready
   std::vector<const RankReport*> reported;
   std::vector<double> rates;
   for (const auto& r : ranks_) {
@@ -165,6 +239,7 @@ std::vector<ClusterEvent> ClusterAnalyzer::close_interval() {
     const double consuming_s = r.interval_s - r.exposed_wait_s;
     if (consuming_s > 0) demand += double(r.samples) / consuming_s;
     for (const auto& w : r.workers) {
+      if (consuming_s > 0) task_demand += double(w.tasks) / consuming_s;
       worker_samples += double(w.samples);
       worker_busy += w.busy_s;
     }
@@ -195,6 +270,8 @@ std::vector<ClusterEvent> ClusterAnalyzer::close_interval() {
     state.named_hung = false;
     if (f.score < options_.threshold && waiting && state.reports > options_.warmup) {
       ++state.slow_intervals;
+    } else if (f.score < options_.threshold && r.epoch_restarted) {
+      // Its wait covers the new epoch's part alone: the count is kept (STRAGGLER).
     } else {
       state.slow_intervals = 0;
       state.named_straggler = false;
@@ -208,19 +285,34 @@ std::vector<ClusterEvent> ClusterAnalyzer::close_interval() {
                      .worker = waited_worker(r),
                      .score = f.score,
                      .wait_share = f.wait_share};
+      std::string worker_text;
+      if (!e.worker.empty()) {
+        worker_text = ", waiting on worker " + e.worker;
+        // Its own figures, when it reports (WORKER NODES).
+        if (auto w = workers_.find(e.worker); w != workers_.end() && w->second.last) {
+          const auto& wf = *w->second.last;
+          worker_text += fmt::format(
+              " (its tasks p50 {:.1f} ms, p99 {:.1f} ms; {} queued; CPU {:.0f}% of {} threads)",
+              wf.task_p50_ms, wf.task_p99_ms, wf.queued, 100 * wf.cpu_share, wf.threads);
+        }
+      }
       e.message = fmt::format(
           "rank {} ({}) straggling: {:.0f} samples/s, score {:.2f} against the others' median, its "
           "consumer waited {:.0f}% of the interval; stage {}{}",
           i, r.host, f.samples_per_s, f.score, 100 * f.wait_share,
-          e.stage.empty() ? "unknown" : e.stage,
-          e.worker.empty() ? "" : ", waiting on worker " + e.worker);
+          e.stage.empty() ? "unknown" : e.stage, worker_text);
       events.push_back(std::move(e));
     }
   }
-  figures_.recommended_workers =
-      worker_busy > 0 && worker_samples > 0
-          ? static_cast<std::uint32_t>(std::ceil(demand / (worker_samples / worker_busy)))
-          : 0;
+  if (nodes > 0 && node_capacity > 0) {
+    figures_.recommended_workers =
+        static_cast<std::uint32_t>(std::ceil(task_demand / (node_capacity / double(nodes))));
+  } else {
+    figures_.recommended_workers =
+        worker_busy > 0 && worker_samples > 0
+            ? static_cast<std::uint32_t>(std::ceil(demand / (worker_samples / worker_busy)))
+            : 0;
+  }
   slowest_history_.push_back(all_waiting ? slowest : std::nullopt);
   const std::size_t window = static_cast<std::size_t>(options_.consecutive) + 1;
   if (slowest_history_.size() > window) slowest_history_.erase(slowest_history_.begin());
@@ -262,6 +354,40 @@ std::string prometheus_text(const ClusterFigures& figures) {
          [](const RankFigures& r) { return r.wait_share; });
   family("brigade_rank_score", "Samples per second over the median of the other ranks', at most 1",
          [](const RankFigures& r) { return r.score; });
+  const auto node = [&](const char* name, const char* type, const char* help, auto value) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+    for (const auto& w : figures.workers)
+      out += fmt::format("{}{{worker=\"{}\",host=\"{}\"}} {}\n", name, label(w.name), label(w.host),
+                         value(w));
+  };
+  if (!figures.workers.empty()) {
+    node("brigade_worker_node_tasks_per_second", "gauge",
+         "Tasks the worker node finished per second, last interval",
+         [](const WorkerNodeFigures& w) { return w.tasks_per_s; });
+    node("brigade_worker_node_task_p50_ms", "gauge", "Median task time, last interval",
+         [](const WorkerNodeFigures& w) { return w.task_p50_ms; });
+    node("brigade_worker_node_task_p99_ms", "gauge", "99th percentile task time, last interval",
+         [](const WorkerNodeFigures& w) { return w.task_p99_ms; });
+    node("brigade_worker_node_queued_tasks", "gauge",
+         "Tasks waiting for a thread at the interval's end",
+         [](const WorkerNodeFigures& w) { return w.queued; });
+    node("brigade_worker_node_busy_ratio", "gauge",
+         "Share of the threads' time spent on tasks, last interval",
+         [](const WorkerNodeFigures& w) { return w.busy_share; });
+    node("brigade_worker_node_cpu_ratio", "gauge",
+         "Process CPU time per thread and second, last interval",
+         [](const WorkerNodeFigures& w) { return w.cpu_share; });
+    out +=
+        "# HELP brigade_worker_node_tasks_per_rank Tasks the worker node served a rank, last "
+        "interval\n# TYPE brigade_worker_node_tasks_per_rank gauge\n";
+    for (const auto& w : figures.workers) {
+      for (const auto& t : w.trainers) {
+        if (!t.rank) continue;
+        out += fmt::format("brigade_worker_node_tasks_per_rank{{worker=\"{}\",rank=\"{}\"}} {}\n",
+                           label(w.name), *t.rank, t.tasks);
+      }
+    }
+  }
   out += fmt::format(
       "# HELP brigade_recommended_workers Remote workers the consumption rate needs\n"
       "# TYPE brigade_recommended_workers gauge\nbrigade_recommended_workers {}\n"

@@ -18,8 +18,10 @@
 // samples, but its consumer never waits. So:
 //   - STRAGGLER: score < threshold AND exposed data wait share ≥ min_wait_share (the
 //     consumer spent that share of the interval blocked on the next batch), for
-//     `consecutive` intervals in a row. Named with its host, the stage most responsible
-//     and, when it decodes remotely, the worker it waits on most.
+//     `consecutive` intervals in a row. An interval in which the rank's epoch restarted
+//     (RankReport::epoch_restarted: its wait covers only part of it) with a low score
+//     but too little wait keeps the count rather than ending it. Named with its host, the stage
+//     most responsible and, when it decodes remotely, the worker it waits on most.
 //   - NOT CONSUMING: the consumer has not asked for a batch for hang_after_s while the
 //     pipeline is full (the training step or a collective is stuck, not the data);
 //     named with the last sample id delivered. Never also a straggler.
@@ -32,10 +34,19 @@
 // THE STAGE MOST RESPONSIBLE: the stage whose task time (p50) is the largest multiple
 // of the same stage's median over the other ranks; where no stage is an outlier (all
 // within 1.25×), the most occupied stage that is not backpressured (full, and not
-// waiting on downstream: the bottleneck).
+// waiting on downstream: the bottleneck); where every stage is backpressured (a process
+// stopped from outside: its consumer too), the least backpressured one.
 // RECOMMENDED WORKERS (tf.data service's rule): Σ over ranks of the rate each rank
-// would consume with data always ready (samples / (interval − exposed wait)) ÷ the mean
-// worker throughput (samples / busy seconds), rounded up; 0 without worker figures.
+// would consume with data always ready ÷ the mean worker's throughput, rounded up.
+// With worker nodes' own reports (add_worker): in tasks — each rank's tasks accepted
+// from workers / (interval − exposed wait) ÷ the mean node's capacity (tasks / busy
+// seconds × threads); else from the ranks' figures alone — samples / (interval −
+// exposed wait) ÷ (samples / busy seconds). 0 without worker figures.
+// WORKER NODES (add_worker): each worker's own report of the interval — tasks served
+// per trainer, task times, queue, CPU — is shown per worker (figures().workers, the
+// outputs' label worker) and completes a straggler's event: the worker it waits on with
+// that worker's own task times, queue and CPU. A worker that stops reporting is left
+// out of the figures after silent_after intervals.
 //
 // BAD INPUT. add() refuses a report for a rank outside the world, a report whose
 // sequence is not above the rank's last (replayed, reordered), and figures that are
@@ -43,6 +54,7 @@
 // and change nothing.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,11 +63,43 @@
 
 namespace brigade::launch {
 
+/// A remote worker as one rank sees it, in one interval (the trainer's side: its pool's
+/// figures, launch/run_statistics.h).
 struct WorkerReport {
-  std::string name;           // HOST:PORT of the worker
-  std::uint64_t samples = 0;  // it decoded for this rank in the interval
-  double busy_s = 0;          // its threads' time on them
-  double waited_s = 0;        // time this rank's tasks waited on it
+  std::string name;           // HOST:PORT of the worker, as the rank's pool names it
+  std::uint64_t samples = 0;  // it decoded for this rank in the interval (0: unknown)
+  double busy_s = 0;          // its threads' time on them (0: unknown to the rank)
+  double waited_s = 0;        // time this rank's tasks waited on it (sent to result, summed)
+  std::uint64_t tasks = 0;    // results this rank accepted from it in the interval
+};
+
+/// What a worker node served one trainer (one session name: "rank R of W (pid P)") in
+/// an interval.
+struct TrainerServed {
+  std::string name{};
+  std::optional<std::uint32_t> rank{};  // read from the name; none for another client
+  std::uint64_t tasks = 0;              // results sent
+  double busy_s = 0;                    // its threads' time on them
+};
+
+/// A worker node's own report for one interval (`brigade worker --stats`): what it
+/// served each trainer, its task times, its queue and its CPU.
+struct WorkerNodeReport {
+  std::string name{};                       // HOST:PORT it serves at (what trainers' pools call it)
+  std::string host{};                       // its host name
+  std::uint64_t incarnation = 0;            // random per process: a restarted worker starts anew
+  std::uint64_t sequence = 0;               // per incarnation, increasing
+  double interval_s = 0;                    // the time the deltas cover (> 0)
+  double at_s = 0;                          // the interval's end, since its reporter started
+  std::uint32_t threads = 0;                // operation threads
+  std::uint64_t tasks = 0;                  // results sent in the interval
+  std::uint64_t failed = 0;                 // tasks whose operation threw
+  double busy_s = 0;                        // its threads' time on tasks
+  double task_p50_ms = 0, task_p99_ms = 0;  // the interval's task times (0: no task)
+  std::uint64_t queued = 0;                 // tasks waiting for a thread at the interval's end
+  std::uint64_t running = 0;                // … running
+  double cpu_s = 0;                         // the process's CPU time in the interval (all threads)
+  std::vector<TrainerServed> trainers{};
 };
 
 /// One rank's report for one interval: what launch/loader/stats_reporter.h builds from
@@ -76,6 +120,9 @@ struct RankReport {
   double since_last_request_s = 0;  // since the consumer last asked for a batch
   bool pipeline_full = false;       // the sink held a batch nobody asked for
   std::uint64_t last_sample_id = 0;
+  // The engine's figures restarted in the interval (a new epoch): exposed_wait_s and
+  // the stages' deltas cover only the new epoch's part of it (stats_reporter.h).
+  bool epoch_restarted = false;
   // The interval's figures, pipeline order: counts and times are the interval's deltas,
   // mean_ms the interval's mean task time, occupancy its time average, items_per_s its
   // rate; p50/p90/p99 are the epoch's (the engine keeps one histogram per run).
@@ -85,11 +132,12 @@ struct RankReport {
 };
 
 struct ClusterOptions {
-  double threshold = 0.75;      // SCORE below this: slow
-  double min_wait_share = 0.1;  // exposed wait share at or above this: waiting on data
-  int consecutive = 2;          // intervals in a row before a straggler is named
-  double hang_after_s = 60;     // NOT CONSUMING
-  int silent_after = 3;         // SILENT, in intervals
+  double threshold = 0.75;         // SCORE below this: slow
+  double min_wait_share = 0.1;     // exposed wait share at or above this: waiting on data
+  int consecutive = 2;             // intervals in a row before a straggler is named
+  double hang_after_s = 60;        // NOT CONSUMING
+  int silent_after = 3;            // SILENT, in intervals
+  std::size_t max_workers = 4096;  // worker nodes tracked (more are refused)
   // A rank's first this many reports are never counted as slow (its start: ranks start
   // at different times, and a first interval holds the pipeline's warm-up).
   std::uint64_t warmup = 0;
@@ -115,9 +163,21 @@ struct RankFigures {
   double samples_per_s = 0, wait_share = 0, score = 0;
 };
 
+/// One worker node's figures in the interval closed last (its own report).
+struct WorkerNodeFigures {
+  std::string name{}, host{};
+  bool reported = false;                                  // in the interval closed last
+  double tasks_per_s = 0, busy_share = 0, cpu_share = 0;  // busy and cpu: ÷ threads
+  double task_p50_ms = 0, task_p99_ms = 0;
+  std::uint64_t queued = 0, running = 0;
+  std::uint32_t threads = 0;
+  std::vector<TrainerServed> trainers{};  // tasks served per trainer in the interval
+};
+
 struct ClusterFigures {
   std::uint64_t interval = 0;  // intervals closed so far
   std::vector<RankFigures> ranks{};
+  std::vector<WorkerNodeFigures> workers{};  // those that reported, by name
   std::uint32_t recommended_workers = 0;
   std::uint64_t refused_reports = 0;
 };
@@ -130,6 +190,11 @@ class ClusterAnalyzer {
   /// rank replaces the first). Returns false, counting it, for a refused report (BAD
   /// INPUT).
   bool add(const RankReport& report);
+  /// Takes a worker node's report for the interval in progress (a second one from the
+  /// same worker replaces the first). Returns false, counting it, for a refused report:
+  /// figures an interval cannot hold, a sequence not above the last of the same
+  /// incarnation (replayed, reordered), or a worker beyond max_workers.
+  bool add_worker(const WorkerNodeReport& report);
   /// Closes the interval: figures, then the events it raises (each named once when it
   /// starts, again only after it ended).
   std::vector<ClusterEvent> close_interval();
@@ -145,6 +210,13 @@ class ClusterAnalyzer {
   };
   ClusterOptions options_;
   std::vector<RankState> ranks_;
+  struct WorkerState {
+    std::optional<WorkerNodeReport> current;
+    std::uint64_t incarnation = 0, last_sequence = 0;
+    int silent_intervals = 0;
+    std::optional<WorkerNodeFigures> last;  // its figures when it last reported
+  };
+  std::map<std::string, WorkerState> workers_;
   ClusterFigures figures_;
   // The slowest rank of each of the last `consecutive` + 1 intervals (none where not
   // every rank waited on data), oldest first.
@@ -153,7 +225,8 @@ class ClusterAnalyzer {
 };
 
 /// The figures in Prometheus' text exposition format (metric names brigade_*, labels
-/// rank and host).
+/// rank and host; the worker nodes' brigade_worker_node_* with label worker, and
+/// brigade_worker_node_tasks_per_rank with labels worker and rank).
 std::string prometheus_text(const ClusterFigures& figures);
 
 }  // namespace brigade::launch

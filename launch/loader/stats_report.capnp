@@ -33,6 +33,7 @@ struct WorkerFigures {  # launch/loader/cluster_stats.h WorkerReport
   samples @1 :UInt64;
   busyS @2 :Float64;
   waitedS @3 :Float64;
+  tasks @4 :UInt64;
 }
 
 struct StatsReport {
@@ -53,4 +54,33 @@ struct StatsReport {
   stages @14 :List(StageFigures);
   stageTotals @15 :List(StageFigures);
   workers @16 :List(WorkerFigures);
+  epochRestarted @17 :Bool;
+}
+
+struct TrainerServed {  # launch/loader/cluster_stats.h TrainerServed (rank from the name)
+  name @0 :Text;
+  tasks @1 :UInt64;
+  busyS @2 :Float64;
+}
+
+# A worker node's own report for one interval (cluster_stats.h WorkerNodeReport), sent
+# on the same link by `brigade worker --stats` (transport/remote/report_link.h: the
+# sender id kWorkerSender).
+struct WorkerNodeStats {
+  name @0 :Text;
+  host @1 :Text;
+  incarnation @2 :UInt64;
+  sequence @3 :UInt64;
+  intervalS @4 :Float64;
+  atS @5 :Float64;
+  threads @6 :UInt32;
+  tasks @7 :UInt64;
+  failed @8 :UInt64;
+  busyS @9 :Float64;
+  taskP50Ms @10 :Float64;
+  taskP99Ms @11 :Float64;
+  queued @12 :UInt64;
+  running @13 :UInt64;
+  cpuS @14 :Float64;
+  trainers @15 :List(TrainerServed);
 }

@@ -3,6 +3,7 @@
 #include <capnp/message.h>
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
 
 #include "launch/loader/stats_report.capnp.h"
@@ -102,6 +103,7 @@ std::vector<char> write_stats_report(const RankReport& r) {
   out.setSinceLastRequestS(r.since_last_request_s);
   out.setPipelineFull(r.pipeline_full);
   out.setLastSampleId(r.last_sample_id);
+  out.setEpochRestarted(r.epoch_restarted);
   auto stages = out.initStages(static_cast<unsigned>(r.stages.size()));
   for (unsigned i = 0; i < stages.size(); ++i) write_stage(r.stages[i], stages[i]);
   auto totals = out.initStageTotals(static_cast<unsigned>(r.stage_totals.size()));
@@ -112,6 +114,7 @@ std::vector<char> write_stats_report(const RankReport& r) {
     workers[i].setSamples(r.workers[i].samples);
     workers[i].setBusyS(r.workers[i].busy_s);
     workers[i].setWaitedS(r.workers[i].waited_s);
+    workers[i].setTasks(r.workers[i].tasks);
   }
   return transport::wire::to_bytes(message);
 }
@@ -135,6 +138,7 @@ RankReport read_stats_report(std::span<const char> bytes) {
         .since_last_request_s = report_time(r.getSinceLastRequestS(), "since_last_request_s"),
         .pipeline_full = r.getPipelineFull(),
         .last_sample_id = r.getLastSampleId(),
+        .epoch_restarted = r.getEpochRestarted(),
         .stages = read_stages(r.getStages()),
         .stage_totals = read_stages(r.getStageTotals()),
         .workers = {}};
@@ -147,7 +151,84 @@ RankReport read_stats_report(std::span<const char> bytes) {
       out.workers.push_back({.name = report_text(w.getName(), "worker name"),
                              .samples = w.getSamples(),
                              .busy_s = report_time(w.getBusyS(), "busy_s"),
-                             .waited_s = report_time(w.getWaitedS(), "waited_s")});
+                             .waited_s = report_time(w.getWaitedS(), "waited_s"),
+                             .tasks = w.getTasks()});
+    }
+    return out;
+  });
+}
+
+std::optional<std::uint32_t> rank_of_trainer(std::string_view name) {
+  constexpr std::string_view prefix = "rank ";
+  if (!name.starts_with(prefix)) return std::nullopt;
+  name.remove_prefix(prefix.size());
+  std::uint32_t rank = 0;
+  const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), rank);
+  if (ec != std::errc() || end == name.data() ||
+      !std::string_view(end, name.data() + name.size() - end).starts_with(" of "))
+    return std::nullopt;
+  return rank;
+}
+
+std::vector<char> write_worker_report(const WorkerNodeReport& r) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<wire::WorkerNodeStats>();
+  out.setName(r.name);
+  out.setHost(r.host);
+  out.setIncarnation(r.incarnation);
+  out.setSequence(r.sequence);
+  out.setIntervalS(r.interval_s);
+  out.setAtS(r.at_s);
+  out.setThreads(r.threads);
+  out.setTasks(r.tasks);
+  out.setFailed(r.failed);
+  out.setBusyS(r.busy_s);
+  out.setTaskP50Ms(r.task_p50_ms);
+  out.setTaskP99Ms(r.task_p99_ms);
+  out.setQueued(r.queued);
+  out.setRunning(r.running);
+  out.setCpuS(r.cpu_s);
+  auto trainers = out.initTrainers(static_cast<unsigned>(r.trainers.size()));
+  for (unsigned i = 0; i < trainers.size(); ++i) {
+    trainers[i].setName(r.trainers[i].name);
+    trainers[i].setTasks(r.trainers[i].tasks);
+    trainers[i].setBusyS(r.trainers[i].busy_s);
+  }
+  return transport::wire::to_bytes(message);
+}
+
+WorkerNodeReport read_worker_report(std::span<const char> bytes) {
+  ReportReader reader(bytes);
+  const auto r = reader.root<wire::WorkerNodeStats>();
+  return transport::wire::checked_read<RemoteError>([&] {
+    WorkerNodeReport out{.name = report_text(r.getName(), "worker name"),
+                         .host = report_text(r.getHost(), "host"),
+                         .incarnation = r.getIncarnation(),
+                         .sequence = r.getSequence(),
+                         .interval_s = report_time(r.getIntervalS(), "interval_s"),
+                         .at_s = report_time(r.getAtS(), "at_s"),
+                         .threads = r.getThreads(),
+                         .tasks = r.getTasks(),
+                         .failed = r.getFailed(),
+                         .busy_s = report_time(r.getBusyS(), "busy_s"),
+                         .task_p50_ms = report_time(r.getTaskP50Ms(), "task_p50_ms"),
+                         .task_p99_ms = report_time(r.getTaskP99Ms(), "task_p99_ms"),
+                         .queued = r.getQueued(),
+                         .running = r.getRunning(),
+                         .cpu_s = report_time(r.getCpuS(), "cpu_s"),
+                         .trainers = {}};
+    const auto trainers = r.getTrainers();
+    if (trainers.size() > kMaxWorkers) {
+      throw RemoteError(
+          fmt::format("a report of {} trainers (at most {})", trainers.size(), kMaxWorkers));
+    }
+    for (auto t : trainers) {
+      auto name = report_text(t.getName(), "trainer name");
+      const auto rank = rank_of_trainer(name);
+      out.trainers.push_back({.name = std::move(name),
+                              .rank = rank,
+                              .tasks = t.getTasks(),
+                              .busy_s = report_time(t.getBusyS(), "busy_s")});
     }
     return out;
   });

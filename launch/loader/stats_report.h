@@ -15,7 +15,9 @@
 //
 // THREADING. Plain functions over values.
 
+#include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "launch/loader/cluster_stats.h"
@@ -24,5 +26,15 @@ namespace brigade::launch {
 
 std::vector<char> write_stats_report(const RankReport& report);
 RankReport read_stats_report(std::span<const char> bytes);
+
+/// A worker node's report (WorkerNodeReport), with the same TRUST: at most 4,096
+/// trainers, texts of at most 256 bytes, times finite and not negative. A trainer's
+/// rank is read from its name ("rank R of W …", the name a trainer's pool gives its
+/// sessions), not carried.
+std::vector<char> write_worker_report(const WorkerNodeReport& report);
+WorkerNodeReport read_worker_report(std::span<const char> bytes);
+
+/// The rank in a trainer's session name "rank R of W (pid P)"; none for another name.
+std::optional<std::uint32_t> rank_of_trainer(std::string_view name);
 
 }  // namespace brigade::launch

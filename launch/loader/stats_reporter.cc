@@ -1,6 +1,9 @@
 #include "launch/loader/stats_reporter.h"
 
 #include <algorithm>
+#include <random>
+
+#include "launch/loader/stats_report.h"
 
 namespace brigade::launch {
 namespace {
@@ -38,9 +41,11 @@ actors::StageStats stage_delta(const actors::StageStats& b, const actors::StageS
 RankReport report_between(const RankSample& before, const RankSample& after, double interval_s,
                           double since_last_request_s) {
   static const actors::PipelineStats kNone{};
-  const auto& b = restarted(before.stats, after.stats) ? kNone : before.stats;
+  const bool restart = restarted(before.stats, after.stats);
+  const auto& b = restart ? kNone : before.stats;
   const auto& a = after.stats;
   RankReport r;
+  r.epoch_restarted = restart;
   r.interval_s = interval_s;
   r.samples = after.samples - std::min(after.samples, before.samples);
   r.batches = after.batches - std::min(after.batches, before.batches);
@@ -57,7 +62,18 @@ RankReport report_between(const RankSample& before, const RankSample& after, dou
   }
   r.pipeline_full = !r.stages.empty() && r.stages.back().backpressured_s >= 0.5 * interval_s;
   r.stage_totals = a.stages;
-  r.workers = after.workers;
+  for (const auto& w : after.workers) {
+    WorkerReport d = w;
+    for (const auto& o : before.workers) {
+      if (o.name != w.name) continue;
+      d.tasks = w.tasks - std::min(w.tasks, o.tasks);
+      d.samples = w.samples - std::min(w.samples, o.samples);
+      d.busy_s = std::max(0.0, w.busy_s - o.busy_s);
+      d.waited_s = std::max(0.0, w.waited_s - o.waited_s);
+      break;
+    }
+    if (d.tasks > 0 || d.waited_s > 0) r.workers.push_back(std::move(d));
+  }
   return r;
 }
 
@@ -103,12 +119,11 @@ bool StatsReporter::report_locked(bool force) {
   return true;
 }
 
-void StatsReporter::start() {
-  std::lock_guard lock(thread_mutex_);
+void PeriodicPoll::start(std::chrono::duration<double> period, std::function<void()> poll) {
+  std::lock_guard lock(mutex_);
   if (thread_ || stopping_) return;
-  const auto period = std::chrono::duration<double>(std::min(options_.interval_s / 4, 0.5));
-  thread_.emplace([this, period] {
-    std::unique_lock lock(thread_mutex_);
+  thread_.emplace([this, period, poll = std::move(poll)] {
+    std::unique_lock lock(mutex_);
     while (!stopping_) {
       wake_.wait_for(lock, period, [this] { return stopping_; });
       if (stopping_) break;
@@ -119,15 +134,84 @@ void StatsReporter::start() {
   });
 }
 
-void StatsReporter::stop() {
+bool PeriodicPoll::stop() {
   {
-    std::lock_guard lock(thread_mutex_);
-    if (stopping_) return;
+    std::lock_guard lock(mutex_);
+    if (stopping_) return false;
     stopping_ = true;
   }
   wake_.notify_all();
   if (thread_ && thread_->joinable()) thread_->join();
-  flush();
+  return true;
+}
+
+void StatsReporter::start() {
+  thread_.start(std::chrono::duration<double>(std::min(options_.interval_s / 4, 0.5)),
+                [this] { poll(); });
+}
+
+void StatsReporter::stop() {
+  if (thread_.stop()) flush();
+}
+
+// -- a worker node's reports --------------------------------------------------------------
+
+WorkerStatsReporter::WorkerStatsReporter(Take take, Deliver deliver, WorkerReporterOptions options)
+    : take_(std::move(take)), deliver_(std::move(deliver)), options_(std::move(options)) {
+  origin_ = last_at_ = options_.clock->now();
+  std::random_device random;
+  incarnation_ = (std::uint64_t{random()} << 32) | random();
+  last_cpu_s_ = options_.cpu_seconds ? options_.cpu_seconds() : 0;
+}
+
+WorkerStatsReporter::~WorkerStatsReporter() { stop(); }
+
+bool WorkerStatsReporter::poll() {
+  std::lock_guard lock(mutex_);
+  return report_locked(false);
+}
+
+bool WorkerStatsReporter::report_locked(bool force) {
+  const auto now = options_.clock->now();
+  const double elapsed = std::chrono::duration<double>(now - last_at_).count();
+  if (force ? elapsed <= 0 : elapsed < options_.interval_s) return false;
+  const auto served = take_();
+  const double cpu = options_.cpu_seconds ? options_.cpu_seconds() : 0;
+  WorkerNodeReport r{.name = options_.name,
+                     .host = options_.host,
+                     .incarnation = incarnation_,
+                     .sequence = ++sequence_,
+                     .interval_s = elapsed,
+                     .at_s = std::chrono::duration<double>(now - origin_).count(),
+                     .threads = served.threads,
+                     .tasks = served.tasks,
+                     .failed = served.failed,
+                     .busy_s = served.busy_s,
+                     .task_p50_ms = served.p50_ms,
+                     .task_p99_ms = served.p99_ms,
+                     .queued = served.queued,
+                     .running = served.running,
+                     .cpu_s = std::max(0.0, cpu - last_cpu_s_),
+                     .trainers = {}};
+  for (const auto& t : served.trainers) {
+    r.trainers.push_back(
+        {.name = t.name, .rank = rank_of_trainer(t.name), .tasks = t.tasks, .busy_s = t.busy_s});
+  }
+  last_cpu_s_ = cpu;
+  last_at_ = now;
+  deliver_(r);
+  return true;
+}
+
+void WorkerStatsReporter::start() {
+  thread_.start(std::chrono::duration<double>(std::min(options_.interval_s / 4, 0.5)),
+                [this] { poll(); });
+}
+
+void WorkerStatsReporter::stop() {
+  if (!thread_.stop()) return;
+  std::lock_guard lock(mutex_);
+  report_locked(true);
 }
 
 }  // namespace brigade::launch

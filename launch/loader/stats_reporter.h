@@ -19,10 +19,12 @@
 //   - since_last_request_s: grows by the interval while the sink saw no request;
 //     pipeline_full: the last stage was backpressured (its finished items waiting for
 //     sink credit) for at least half the interval;
-//   - stages: the interval's deltas (RankReport); stage_totals: the epoch's figures.
+//   - stages: the interval's deltas (RankReport); stage_totals: the epoch's figures;
+//   - workers: per remote worker, the interval's tasks and waited_s (deltas of the
+//     pool's totals; a worker with no task in the interval is left out).
 // A new epoch restarts the engine's figures: where a sample's totals are below the
 // previous one's, the previous totals count as zero (the end of the last epoch is lost
-// to that interval, nothing is counted twice).
+// to that interval, nothing is counted twice) and the report says so (epoch_restarted).
 //
 // CLOCK. Intervals are measured on `clock` (actors/clock.h): poll() reports when at
 // least interval_s passed on it since the last report. start() runs a thread that calls
@@ -49,6 +51,7 @@
 #include "actors/clock.h"
 #include "actors/stats.h"
 #include "launch/loader/cluster_stats.h"
+#include "transport/remote/remote.h"
 
 namespace brigade::launch {
 
@@ -58,7 +61,29 @@ struct RankSample {
   std::uint64_t samples = 0;  // delivered to the consumer since the job started
   std::uint64_t batches = 0;  // … in batches
   std::uint64_t last_sample_id = 0;
-  std::vector<WorkerReport> workers{};  // figures of the interval, if any
+  // Remote workers as the rank's pool sees them, totals since the job started (tasks,
+  // waited_s: Σ latency; report_between takes the interval's deltas, by name).
+  std::vector<WorkerReport> workers{};
+};
+
+/// A thread that calls `poll` every `period` of real time until stop() (idempotent;
+/// the destructor stops it): the reporters' clock.
+class PeriodicPoll {
+ public:
+  PeriodicPoll() = default;
+  ~PeriodicPoll() { stop(); }
+  PeriodicPoll(const PeriodicPoll&) = delete;
+  PeriodicPoll& operator=(const PeriodicPoll&) = delete;
+  /// Starts the thread (once; not after stop()).
+  void start(std::chrono::duration<double> period, std::function<void()> poll);
+  /// Ends it; returns once `poll` no longer runs. Returns false if already stopped.
+  bool stop();
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::optional<std::thread> thread_;
 };
 
 struct StatsReporterOptions {
@@ -107,10 +132,50 @@ class StatsReporter {
   std::uint64_t first_samples_ = 0;
   double first_wait_s_ = 0, wait_total_s_ = 0;
 
-  std::mutex thread_mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
-  std::optional<std::thread> thread_;
+  PeriodicPoll thread_;
+};
+
+/// A worker node's statistics report per interval (`brigade worker --stats`,
+/// cluster_stats.h WorkerNodeReport): `take` hands what the worker served since its
+/// last call (transport::WorkerNode::take_served), `cpu_seconds` the process's CPU time
+/// so far; name and host as the options say, incarnation random per reporter. CLOCK
+/// and THREADING as StatsReporter's; `deliver` runs on the reporter's thread (a slow
+/// output delays the next report, never a task).
+struct WorkerReporterOptions {
+  double interval_s = 10;  // ≥ 0.2
+  std::string name{};      // HOST:PORT the worker serves at
+  std::string host{};
+  std::shared_ptr<const actors::Clock> clock = actors::Clock::steady();
+  std::function<double()> cpu_seconds{};  // null: CPU reported as 0
+};
+
+class WorkerStatsReporter {
+ public:
+  using Take = std::function<transport::WorkerServed()>;
+  using Deliver = std::function<void(const WorkerNodeReport&)>;
+
+  WorkerStatsReporter(Take take, Deliver deliver, WorkerReporterOptions options);
+  ~WorkerStatsReporter();  // stop()
+  WorkerStatsReporter(const WorkerStatsReporter&) = delete;
+  WorkerStatsReporter& operator=(const WorkerStatsReporter&) = delete;
+
+  /// Reports if at least interval_s passed on the clock since the last report.
+  bool poll();
+  void start();
+  /// Ends the thread, then reports the interval in progress. Idempotent.
+  void stop();
+
+ private:
+  bool report_locked(bool force);
+
+  Take take_;
+  Deliver deliver_;
+  WorkerReporterOptions options_;
+  std::mutex mutex_;
+  actors::Clock::time_point origin_, last_at_;
+  double last_cpu_s_ = 0;
+  std::uint64_t incarnation_ = 0, sequence_ = 0;
+  PeriodicPoll thread_;
 };
 
 }  // namespace brigade::launch

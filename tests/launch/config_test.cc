@@ -139,6 +139,26 @@ TEST(Config, OutputKeysGoToTheFrontEndNotToTheJob) {
   EXPECT_EQ(run.stop_after_batches, 3);
 }
 
+// The statistics' keys of issue 24 that shape a rank's behaviour for the analyzer.
+TEST(Config, HangAfterAndPauseAfterBatchesAreCheckedFrontEndKeys) {
+  RunCommand c;
+  EXPECT_EQ(c.hang_after, 60);
+  EXPECT_EQ(c.pause_after_batches, -1);
+  apply_flag(c, "--hang-after", "2.5");
+  apply_flag(c, "--pause-after-batches", "30");
+  EXPECT_EQ(c.hang_after, 2.5);
+  EXPECT_EQ(c.pause_after_batches, 30);
+  EXPECT_NE(error_of([&] { apply_flag(c, "--hang-after", "0"); }).find("hang_after"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { apply_flag(c, "--pause-after-batches", "-1"); }).find("pause_after_batches"),
+      std::string::npos);
+  RunCommand t;
+  apply_toml(t, "hang_after = 10\npause_after_batches = 0\n", "run.toml");
+  EXPECT_EQ(t.hang_after, 10);
+  EXPECT_EQ(t.pause_after_batches, 0);
+}
+
 TEST(Config, UnknownKeyNamesKeyAndLine) {
   RunCommand c;
   EXPECT_EQ(error_of([&] {

@@ -117,6 +117,41 @@ TEST(StatsOutput, TheJsonLineFollowsTheSchema) {
   EXPECT_FALSE(json::parse(stats_json_line(r)).contains("cluster"));
 }
 
+TEST(StatsOutput, RankZerosLineShowsEachWorkerNodeWithTheTasksItServedEachRank) {
+  ClusterAnalyzer analyzer(2);
+  analyzer.add(report(0, 1));
+  analyzer.add(report(1, 1));
+  analyzer.add_worker({.name = "10.0.0.9:4000",
+                       .host = "w9",
+                       .sequence = 1,
+                       .interval_s = 1,
+                       .threads = 2,
+                       .tasks = 30,
+                       .busy_s = 1.5,
+                       .task_p50_ms = 40,
+                       .task_p99_ms = 90,
+                       .queued = 3,
+                       .cpu_s = 1,
+                       .trainers = {{.name = "rank 1 of 2 (pid 3)", .rank = 1, .tasks = 30}}});
+  const auto events = analyzer.close_interval();
+  const auto o = json::parse(stats_json_line(report(0, 1), &analyzer.figures(), events));
+  const auto& w = o["cluster"]["workers"];
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0]["worker"], "10.0.0.9:4000");
+  EXPECT_EQ(w[0]["host"], "w9");
+  EXPECT_DOUBLE_EQ(w[0]["tasks_per_s"].get<double>(), 30);
+  EXPECT_DOUBLE_EQ(w[0]["task_p99_ms"].get<double>(), 90);
+  EXPECT_EQ(w[0]["queued"], 3);
+  EXPECT_DOUBLE_EQ(w[0]["busy_share"].get<double>(), 0.75);
+  EXPECT_DOUBLE_EQ(w[0]["cpu_share"].get<double>(), 0.5);
+  EXPECT_EQ(w[0]["trainers"][0]["rank"], 1);
+  EXPECT_EQ(w[0]["trainers"][0]["tasks"], 30);
+  const auto text = prometheus_text(analyzer.figures());
+  EXPECT_NE(text.find("brigade_worker_node_task_p99_ms{worker=\"10.0.0.9:4000\",host=\"w9\"} 90\n"),
+            std::string::npos)
+      << text;
+}
+
 TEST(StatsOutput, AnEventIsOneLogLineOfFixedFields) {
   ClusterAnalyzer analyzer(4);
   std::vector<ClusterEvent> events;

@@ -217,6 +217,24 @@ struct WorkerStats {
   double busy_seconds = 0;            // summed over threads
 };
 
+/// What a worker served since the last WorkerNode::take_served() (or its start): the
+/// interval of its statistics report (`brigade worker --stats`, issue 24).
+struct WorkerServed {
+  struct Trainer {
+    std::string name{};       // the session's trainer, as its hello names it
+    std::uint64_t tasks = 0;  // results sent to it
+    double busy_s = 0;        // the threads' time on them
+  };
+  std::vector<Trainer> trainers{};  // served in the interval, by name
+  std::uint64_t tasks = 0;          // results sent
+  std::uint64_t failed = 0;         // operations that threw
+  double busy_s = 0;                // the threads' time on tasks that finished
+  double p50_ms = 0, p99_ms = 0;    // the interval's task times (within ±6%; 0: none)
+  std::uint64_t queued = 0;         // now: tasks waiting for a thread
+  std::uint64_t running = 0;        // now: tasks on a thread
+  std::uint32_t threads = 0;
+};
+
 class WorkerNode {
  public:
   /// Starts the system, publishes the gate, starts the threads (and the directory
@@ -228,6 +246,8 @@ class WorkerNode {
 
   Endpoint address() const;  // where it listens (the bound port)
   WorkerStats stats() const;
+  /// What it served since the last call (one reader: its statistics reporter).
+  WorkerServed take_served();
 
  private:
   friend struct detail::WorkerAccess;
@@ -303,6 +323,7 @@ struct WorkerFigures {
   std::uint64_t lost = 0;         // attempts lost on it
   std::uint64_t bytes = 0;        // result bytes accepted
   double p50_ms = 0, p99_ms = 0;  // task latency, sent to result
+  double latency_s = 0;           // Σ of the accepted results' latencies
   std::uint64_t sessions = 0;     // sessions opened (1 + reconnections)
 };
 

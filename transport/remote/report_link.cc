@@ -154,7 +154,8 @@ struct ReportCollector::Connection {
   std::string cn{};  // the collector's nonce
   std::uint32_t rank = 0;
   std::string key{};
-  std::string buffer{};  // the hello, or the frame being read
+  std::string buffer{};                          // the hello, or the frame being read
+  std::optional<std::uint64_t> last_sequence{};  // a worker node's, on this connection
 };
 
 ReportCollector::ReportCollector(const Endpoint& at, ReportCollectorOptions options,
@@ -257,9 +258,14 @@ void ReportCollector::run() {
         const std::string_view hello(c.buffer);
         const auto sn_rank = hello.substr(kReportMagic.size(), kNonce + 4);
         const auto rank = static_cast<std::uint32_t>(get_be(sn_rank.data() + kNonce, 4));
+        const bool worker = rank == kWorkerSender;
+        const auto workers = std::count_if(
+            connections.begin(), connections.end(),
+            [](const auto& o) { return o && o->authenticated && o->rank == kWorkerSender; });
         const bool ok =
             detail::same_secret(hello.substr(0, kReportMagic.size()), kReportMagic) &&
-            rank < options_.world_size &&
+            (rank < options_.world_size ||
+             (worker && static_cast<std::size_t>(workers) < options_.max_workers)) &&
             detail::same_secret(hello.substr(kReportMagic.size() + kNonce + 4),
                                 detail::token_mac(options_.token, "stats-sender", c.cn, sn_rank));
         if (!ok) {
@@ -274,7 +280,8 @@ void ReportCollector::run() {
         c.rank = rank;
         c.authenticated = true;
         c.buffer.clear();
-        for (std::size_t j = 0; j < connections.size(); ++j) {  // a newer one replaces it
+        for (std::size_t j = 0; !worker && j < connections.size();
+             ++j) {  // a newer one replaces it
           if (j != i && connections[j] && connections[j]->authenticated &&
               connections[j]->rank == rank)
             close_at(j);
@@ -292,7 +299,7 @@ void ReportCollector::run() {
         return false;
       }
       const auto sequence = get_be(c.buffer.data() + 4, 8);
-      auto& last = last_sequence[c.rank];
+      auto& last = c.rank == kWorkerSender ? c.last_sequence : last_sequence[c.rank];
       if (last && sequence <= *last) {
         count([](auto& n) { ++n.refused_frames; });
       } else {

@@ -10,7 +10,9 @@
 //   sender → collector   kReportMagic (16) · sender nonce sn (16) · rank (4)
 //                        · HMAC-SHA256(token, "stats-sender" · cn · sn·rank)
 //   collector → sender   HMAC-SHA256(token, "stats-collector" · cn · sn·rank)
-// (mutual: the sender checks it too). Both then hold the session key
+// (mutual: the sender checks it too). `rank` is the sender's id: a rank of the world, or
+// kWorkerSender for a worker node (`brigade worker --stats`; it names itself in its
+// reports). Both then hold the session key
 // HMAC-SHA256(token, "stats-session" · cn · sn·rank): fresh per connection, bound to
 // the rank.
 // FRAMES, sender → collector only: length (4) · sequence (8) · payload (length bytes)
@@ -28,7 +30,8 @@
 // MEMORY. At most max_pending connections are in the handshake (each holds a buffer of
 // 68 bytes and a deadline); beyond that a new connection is closed at once. An
 // authenticated connection buffers at most one frame (≤ max_report_bytes + 44 bytes);
-// a rank's newer connection replaces its older one, so at most world_size are held.
+// a rank's newer connection replaces its older one, so at most world_size rank
+// connections and max_workers worker connections are held.
 //
 // NEVER BLOCKS THE SENDER'S CALLER. ReportSender::send() queues the bytes (at most
 // kSendQueue; beyond that the oldest is dropped and counted) and returns; its thread
@@ -55,12 +58,15 @@
 namespace brigade::transport {
 
 inline constexpr std::size_t kSendQueue = 4;
+/// The sender id of a worker node (not a rank; HANDSHAKE).
+inline constexpr std::uint32_t kWorkerSender = 0xffffffff;
 
 struct ReportCollectorOptions {
   std::string token{};  // the job token; not empty
   std::uint32_t world_size = 1;
   std::size_t max_report_bytes = std::size_t{1} << 20;
-  std::size_t max_pending = 64;  // connections in the handshake at once
+  std::size_t max_pending = 64;   // connections in the handshake at once
+  std::size_t max_workers = 256;  // worker nodes' connections at once
   std::chrono::milliseconds handshake_timeout{5000};
 };
 
@@ -75,6 +81,7 @@ struct ReportCollectorCounts {
 
 class ReportCollector {
  public:
+  /// `rank`: the sender's authenticated id (a rank, or kWorkerSender).
   using Deliver =
       std::function<void(std::uint32_t rank, std::uint64_t sequence, std::span<const char>)>;
 
@@ -114,7 +121,8 @@ struct ReportSenderCounts {
 
 class ReportSender {
  public:
-  /// Starts the thread; connects on the first send(). `rank` < the collector's world.
+  /// Starts the thread; connects on the first send(). `rank` < the collector's world, or
+  /// kWorkerSender.
   ReportSender(Endpoint collector, std::string token, std::uint32_t rank);
   ~ReportSender();  // ends the thread; what is still queued is lost
   ReportSender(const ReportSender&) = delete;

@@ -92,6 +92,10 @@ WorkerStats WorkerNode::stats() const {
   std::lock_guard lock(impl_->core->table.mutex);
   return impl_->stats_locked();
 }
+WorkerServed WorkerNode::take_served() {
+  std::lock_guard lock(impl_->core->table.mutex);
+  return impl_->core->table.take_served();
+}
 
 bool detail::WorkerAccess::wait(const WorkerNode& worker,
                                 const std::function<bool(const WorkerStats&)>& done,

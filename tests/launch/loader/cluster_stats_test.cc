@@ -10,6 +10,8 @@
 namespace brigade::launch {
 namespace {
 
+std::string fmt_worker(std::uint32_t rank) { return "127.0.0.1:900" + std::to_string(rank); }
+
 // One interval of 10 s for `rank`: `samples` delivered, the consumer blocked `wait_s`,
 // a read and a decode stage whose decode p50 is `decode_ms`.
 RankReport report(std::uint32_t rank, std::uint64_t sequence, std::uint64_t samples, double wait_s,
@@ -84,6 +86,54 @@ TEST(ClusterStats, WithoutAnOutlierStageTheFullUnbackpressuredStageIsNamed) {
   auto events = run(a, 2, 3, 300, 6, 10);  // every stage's time as the others'
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].stage, "decode");  // occupied 0.95, not backpressured; read is
+}
+
+TEST(ClusterStats, WhenEveryStageIsBackpressuredTheLeastHeldIsNamed) {
+  // A rank stopped from outside (SIGSTOP): its consumer stops too, every stage waits on
+  // the one downstream; the stage least held is where the time goes.
+  ClusterAnalyzer a(4);
+  std::vector<ClusterEvent> events;
+  for (std::uint64_t k = 0; k < 2; ++k) {
+    for (std::uint32_t r = 0; r < 4; ++r) {
+      auto rep = r == 1 ? report(r, k, 300, 6) : report(r, k, 1000, 0.2);
+      if (r == 1) rep.stages[1].backpressured_s = 2;  // read's: 6
+      ASSERT_TRUE(a.add(rep));
+    }
+    for (auto& e : a.close_interval()) events.push_back(std::move(e));
+  }
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].stage, "decode");
+}
+
+TEST(ClusterStats, AnEpochsRestartWithoutWaitKeepsTheSlowCount) {
+  // Rank 2 is slow and waits; in its second interval its epoch restarts, and its wait
+  // counts only the new epoch's part (none yet): the count is kept, not ended, and the
+  // third slow interval names it. An interval that did not restart ends the count.
+  ClusterAnalyzer a(4);
+  std::vector<ClusterEvent> events;
+  for (std::uint64_t k = 0; k < 3; ++k) {
+    for (std::uint32_t r = 0; r < 4; ++r) {
+      auto rep = r == 2 ? report(r, k, 300, 6) : report(r, k, 1000, 0.2);
+      if (r == 2 && k == 1) {
+        rep.exposed_wait_s = 0;
+        rep.epoch_restarted = true;
+      }
+      ASSERT_TRUE(a.add(rep));
+    }
+    const auto closed = a.close_interval();
+    EXPECT_EQ(closed.empty(), k < 2) << k;
+    for (auto& e : closed) events.push_back(e);
+  }
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].rank, 2u);
+  ClusterAnalyzer b(4);
+  for (std::uint64_t k = 0; k < 3; ++k) {
+    for (std::uint32_t r = 0; r < 4; ++r) {
+      auto rep = r == 2 ? report(r, k, 300, k == 1 ? 0 : 6) : report(r, k, 1000, 0.2);
+      ASSERT_TRUE(b.add(rep));
+    }
+    EXPECT_TRUE(b.close_interval().empty()) << k;
+  }
 }
 
 TEST(ClusterStats, NamesTheWorkerARemoteRankWaitsOnMost) {
@@ -224,6 +274,121 @@ TEST(ClusterStats, PrometheusTextNamesRanksAndEscapesLabels) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("brigade_refused_reports_total 0\n"), std::string::npos);
+}
+
+// A worker node's report of one 10 s interval: `tasks` served, split over `trainers`.
+WorkerNodeReport node(std::string name, std::uint64_t sequence, std::uint64_t tasks,
+                      std::vector<TrainerServed> trainers = {}, double p50_ms = 50) {
+  return {.name = std::move(name),
+          .host = "workerhost",
+          .incarnation = 7,
+          .sequence = sequence,
+          .interval_s = 10,
+          .threads = 4,
+          .tasks = tasks,
+          .busy_s = 20,
+          .task_p50_ms = p50_ms,
+          .task_p99_ms = 2 * p50_ms,
+          .queued = 5,
+          .running = 4,
+          .cpu_s = 30,
+          .trainers = std::move(trainers)};
+}
+
+TEST(ClusterStats, WorkerNodesAreShownWithTheTasksTheyServedEachRank) {
+  ClusterAnalyzer a(2);
+  ASSERT_TRUE(a.add(report(0, 0, 1000, 0.1)));
+  ASSERT_TRUE(a.add(report(1, 0, 1000, 0.1)));
+  ASSERT_TRUE(a.add_worker(node("10.0.0.5:7000", 1, 400,
+                                {{.name = "rank 0 of 2 (pid 1)", .rank = 0, .tasks = 300},
+                                 {.name = "rank 1 of 2 (pid 2)", .rank = 1, .tasks = 100}})));
+  ASSERT_TRUE(a.add_worker(node("10.0.0.6:7000", 1, 40)));
+  a.close_interval();
+  const auto& w = a.figures().workers;
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0].name, "10.0.0.5:7000");
+  EXPECT_DOUBLE_EQ(w[0].tasks_per_s, 40);
+  EXPECT_DOUBLE_EQ(w[0].busy_share, 0.5);  // 20 s of 4 threads × 10 s
+  EXPECT_DOUBLE_EQ(w[0].cpu_share, 0.75);  // 30 s of 40
+  EXPECT_EQ(w[0].queued, 5u);
+  ASSERT_EQ(w[0].trainers.size(), 2u);
+  EXPECT_EQ(w[0].trainers[1].rank, 1u);
+  EXPECT_EQ(w[0].trainers[1].tasks, 100u);
+  const auto text = prometheus_text(a.figures());
+  EXPECT_NE(text.find("brigade_worker_node_tasks_per_second{worker=\"10.0.0.5:7000\","
+                      "host=\"workerhost\"} 40\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("brigade_worker_node_tasks_per_rank{worker=\"10.0.0.5:7000\",rank=\"1\"} "
+                      "100\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("brigade_worker_node_queued_tasks{worker=\"10.0.0.6:7000\""),
+            std::string::npos);
+  // A worker that stops reporting leaves the figures after silent_after intervals.
+  for (int k = 1; k <= 3; ++k) {
+    ASSERT_TRUE(a.add_worker(node("10.0.0.5:7000", 1 + k, 400)));
+    a.close_interval();
+  }
+  ASSERT_EQ(a.figures().workers.size(), 1u);
+  EXPECT_EQ(a.figures().workers[0].name, "10.0.0.5:7000");
+}
+
+TEST(ClusterStats, AStragglersEventNamesTheWorkerWithItsOwnFigures) {
+  ClusterAnalyzer a(3);
+  for (std::uint64_t k = 0; k < 2; ++k) {
+    for (std::uint32_t r = 0; r < 3; ++r) {
+      auto rep = r == 2 ? report(r, k, 300, 6) : report(r, k, 1000, 0.1);
+      rep.workers = {{.name = fmt_worker(r), .waited_s = r == 2 ? 40.0 : 5.0, .tasks = 30}};
+      ASSERT_TRUE(a.add(rep));
+      ASSERT_TRUE(a.add_worker(node(fmt_worker(r), k + 1, 30, {}, r == 2 ? 900 : 50)));
+    }
+    const auto events = a.close_interval();
+    if (k == 0) {
+      EXPECT_TRUE(events.empty());
+      continue;
+    }
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_EQ(events[0].rank, 2u);
+    EXPECT_EQ(events[0].worker, "127.0.0.1:9002");
+    EXPECT_NE(events[0].message.find("waiting on worker 127.0.0.1:9002 (its tasks p50 900.0 ms"),
+              std::string::npos)
+        << events[0].message;
+  }
+}
+
+TEST(ClusterStats, RefusesReplayedMalformedAndExcessWorkerReports) {
+  ClusterAnalyzer a(1, {.max_workers = 2});
+  ASSERT_TRUE(a.add_worker(node("w:1", 5, 10)));
+  EXPECT_FALSE(a.add_worker(node("w:1", 5, 10)));  // replayed
+  EXPECT_FALSE(a.add_worker(node("w:1", 4, 10)));  // out of order
+  auto restarted = node("w:1", 1, 10);
+  restarted.incarnation = 8;  // a new process of the same name starts anew
+  EXPECT_TRUE(a.add_worker(restarted));
+  auto bad = node("w:2", 1, 10);
+  bad.busy_s = std::numeric_limits<double>::infinity();
+  EXPECT_FALSE(a.add_worker(bad));
+  auto nameless = node("", 1, 10);
+  EXPECT_FALSE(a.add_worker(nameless));
+  EXPECT_TRUE(a.add_worker(node("w:2", 1, 10)));
+  EXPECT_FALSE(a.add_worker(node("w:3", 1, 10)));  // beyond max_workers
+  a.close_interval();
+  EXPECT_EQ(a.figures().refused_reports, 5u);
+  EXPECT_EQ(a.figures().workers.size(), 2u);
+}
+
+TEST(ClusterStats, RecommendedWorkersComeFromTheNodesCapacity) {
+  ClusterAnalyzer a(2);
+  // Each rank accepted 100 tasks in 10 s and waited 5 s: 20 tasks/s each with data
+  // always ready, 40 in all; a node does 30 tasks in 20 busy s on 4 threads: 6 tasks/s.
+  for (std::uint32_t r = 0; r < 2; ++r) {
+    auto rep = report(r, 0, 1000, 5);
+    rep.workers = {{.name = "w:1", .waited_s = 50, .tasks = 100}};
+    ASSERT_TRUE(a.add(rep));
+  }
+  ASSERT_TRUE(a.add_worker(node("w:1", 1, 30)));
+  a.close_interval();
+  EXPECT_EQ(a.figures().recommended_workers, 7u);  // ceil(40 / 6)
 }
 
 }  // namespace

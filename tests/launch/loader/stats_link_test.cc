@@ -140,6 +140,8 @@ TEST(ReportLink, DeliversEachRanksReportsWithRankAndSequence) {
     three.send({'x', 'y'});
     one.send({'b'});
     ASSERT_TRUE(f.wait([](const auto& c) { return c.delivered == 3; }));
+    // The collector may deliver a frame before its sender's thread counts it sent.
+    ASSERT_TRUE(one.drain(std::chrono::seconds(30)));
     EXPECT_EQ(one.counts().sent, 2u);
     EXPECT_EQ(one.counts().connected, 1u);
   }
@@ -203,6 +205,45 @@ TEST(ReportLink, ReplayedAndOutOfOrderFramesAreRefusedAndTheConnectionKept) {
   ASSERT_TRUE(again.write(raw.frame(7, "seven")));
   EXPECT_TRUE(again.closed_by_peer());
   EXPECT_TRUE(f.wait([](const auto& c) { return c.refused_frames == 3 && c.delivered == 2; }));
+}
+
+TEST(ReportLink, WorkerNodesAuthenticateWithTheTokenAndKeepTheirOwnOrder) {
+  auto o = options(2);
+  o.max_workers = 2;
+  Fixture f(o);
+  // Two workers at once (no replacing each other, unlike a rank's connections), each
+  // with its own sequence; a replay on one connection is refused, the other goes on.
+  RawClient a(f.collector.port()), b(f.collector.port());
+  ASSERT_TRUE(a.handshake(kToken, kWorkerSender));
+  ASSERT_TRUE(b.handshake(kToken, kWorkerSender));
+  ASSERT_TRUE(a.write(a.frame(1, "a1")));
+  ASSERT_TRUE(b.write(b.frame(1, "b1")));
+  ASSERT_TRUE(a.write(a.frame(1, "a1")));  // replayed
+  ASSERT_TRUE(b.write(b.frame(2, "b2")));
+  ASSERT_TRUE(f.wait([](const auto& c) { return c.delivered == 3 && c.refused_frames == 1; }));
+  {
+    std::lock_guard lock(f.mutex);
+    for (const auto& r : f.received) EXPECT_EQ(r.rank, kWorkerSender);
+  }
+  // A third worker beyond max_workers, and a foreign token, are refused.
+  RawClient c(f.collector.port());
+  c.handshake(kToken, kWorkerSender);
+  EXPECT_TRUE(c.closed_by_peer());
+  RawClient foreign(f.collector.port());
+  EXPECT_FALSE(foreign.handshake("another-token", kWorkerSender));
+  EXPECT_TRUE(f.wait([](const auto& n) { return n.refused_handshakes == 2; }));
+  EXPECT_EQ(f.collector.counts().authenticated, 2u);
+}
+
+TEST(ReportLink, AWorkersSenderReachesTheCollector) {
+  Fixture f(options(1));
+  ReportSender sender(Endpoint{"127.0.0.1", f.collector.port()}, kToken, kWorkerSender);
+  sender.send({'h', 'i'});
+  ASSERT_TRUE(sender.drain(std::chrono::seconds(30)));
+  ASSERT_TRUE(f.wait([](const auto& c) { return c.delivered == 1; }));
+  std::lock_guard lock(f.mutex);
+  EXPECT_EQ(f.received.at(0).rank, kWorkerSender);
+  EXPECT_EQ(f.received.at(0).payload, "hi");
 }
 
 TEST(ReportLink, ForgedAndOversizedFramesCloseTheConnectionUnread) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <utility>
 
 #include "launch/loader/stats_reporter.h"
 #include "tests/transport/wire/mutations.h"
@@ -51,6 +52,7 @@ RankReport full_report() {
                .since_last_request_s = 0,
                .pipeline_full = true,
                .last_sample_id = 123456789,
+               .epoch_restarted = true,
                .stages = {stage("read", 640, 1.5, 10, 0.5), stage("decode", 640, 20, 10, 1, 3)},
                .stage_totals = {stage("read", 10880, 1.4, 170, 0.4)},
                .workers = {{.name = "10.0.0.7:4000", .samples = 320, .busy_s = 4, .waited_s = 1}}};
@@ -101,6 +103,7 @@ TEST(StatsReport, RoundTripsEveryField) {
   EXPECT_EQ(back.since_last_request_s, r.since_last_request_s);
   EXPECT_EQ(back.pipeline_full, r.pipeline_full);
   EXPECT_EQ(back.last_sample_id, r.last_sample_id);
+  EXPECT_EQ(back.epoch_restarted, r.epoch_restarted);
   ASSERT_EQ(back.stages.size(), 2u);
   expect_same(back.stages[0], r.stages[0]);
   expect_same(back.stages[1], r.stages[1]);
@@ -221,6 +224,7 @@ TEST(StatsReporter, ReportsEachIntervalWithItsDeltas) {
   EXPECT_DOUBLE_EQ(r.exposed_wait_s, 0.75);
   EXPECT_DOUBLE_EQ(r.exposed_wait_total_s, 1.25);
   EXPECT_DOUBLE_EQ(r.readiness, 1.0);  // 16 requests, 16 ready
+  EXPECT_FALSE(r.epoch_restarted);
   EXPECT_EQ(r.last_sample_id, 40u);
   ASSERT_EQ(r.stages.size(), 2u);
   EXPECT_EQ(r.stages[1].tasks, 20u);
@@ -247,6 +251,7 @@ TEST(StatsReporter, ANewEpochRestartsTheDeltas) {
   EXPECT_NEAR(r.readiness, 1.0 / 3, 1e-12);
   EXPECT_EQ(r.samples, 100u);
   EXPECT_DOUBLE_EQ(r.exposed_wait_total_s, 1.25);
+  EXPECT_TRUE(r.epoch_restarted);
 }
 
 TEST(StatsReporter, AConsumerThatStopsAskingIsTimedAndAFullPipelineSeen) {
@@ -282,6 +287,158 @@ TEST(StatsReporter, StopReportsTheIntervalInProgressOnce) {
   EXPECT_DOUBLE_EQ(f.reports[0].interval_s, 0.7);
   EXPECT_EQ(f.reports[0].samples, 64u);
   EXPECT_FALSE(f.reporter.flush());  // no time passed since
+}
+
+TEST(StatsReporter, AWorkersFiguresAreTheIntervalsDeltasByName) {
+  Fixture f;
+  f.script.now = {.stats = engine(2, 20, 5, 1, 10, 10, 0),
+                  .workers = {{.name = "w:1", .waited_s = 3, .tasks = 10},
+                              {.name = "w:2", .waited_s = 1, .tasks = 4}}};
+  f.clock->advance(2s);
+  ASSERT_TRUE(f.reporter.poll());
+  f.script.now.stats = engine(4, 40, 5, 1, 20, 20, 0);
+  f.script.now.workers = {{.name = "w:1", .waited_s = 7.5, .tasks = 25},
+                          {.name = "w:2", .waited_s = 1, .tasks = 4},  // no task since
+                          {.name = "w:3", .waited_s = 0.5, .tasks = 2}};
+  f.clock->advance(2s);
+  ASSERT_TRUE(f.reporter.poll());
+  const auto& w = f.reports.at(1).workers;
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0].name, "w:1");
+  EXPECT_EQ(w[0].tasks, 15u);
+  EXPECT_DOUBLE_EQ(w[0].waited_s, 4.5);
+  EXPECT_EQ(w[1].name, "w:3");  // new: all of it
+  EXPECT_EQ(w[1].tasks, 2u);
+}
+
+// -- a worker node's report ------------------------------------------------------------
+
+WorkerNodeReport full_worker_report() {
+  return {.name = "10.0.0.7:4000",
+          .host = "gpu-node-7",
+          .incarnation = 0x1234567890abcdefull,
+          .sequence = 9,
+          .interval_s = 10,
+          .at_s = 90,
+          .threads = 8,
+          .tasks = 400,
+          .failed = 1,
+          .busy_s = 70,
+          .task_p50_ms = 150,
+          .task_p99_ms = 420,
+          .queued = 12,
+          .running = 8,
+          .cpu_s = 65,
+          .trainers = {{.name = "rank 3 of 4 (pid 77)", .tasks = 300, .busy_s = 50},
+                       {.name = "a notebook", .tasks = 100, .busy_s = 20}}};
+}
+
+TEST(WorkerReport, RoundTripsEveryFieldAndReadsTheRankFromTheTrainersName) {
+  const auto r = full_worker_report();
+  const auto back = read_worker_report(write_worker_report(r));
+  EXPECT_EQ(back.name, r.name);
+  EXPECT_EQ(back.host, r.host);
+  EXPECT_EQ(back.incarnation, r.incarnation);
+  EXPECT_EQ(back.sequence, r.sequence);
+  EXPECT_EQ(back.interval_s, r.interval_s);
+  EXPECT_EQ(back.at_s, r.at_s);
+  EXPECT_EQ(back.threads, r.threads);
+  EXPECT_EQ(back.tasks, r.tasks);
+  EXPECT_EQ(back.failed, r.failed);
+  EXPECT_EQ(back.busy_s, r.busy_s);
+  EXPECT_EQ(back.task_p50_ms, r.task_p50_ms);
+  EXPECT_EQ(back.task_p99_ms, r.task_p99_ms);
+  EXPECT_EQ(back.queued, r.queued);
+  EXPECT_EQ(back.running, r.running);
+  EXPECT_EQ(back.cpu_s, r.cpu_s);
+  ASSERT_EQ(back.trainers.size(), 2u);
+  EXPECT_EQ(back.trainers[0].name, "rank 3 of 4 (pid 77)");
+  EXPECT_EQ(back.trainers[0].rank, 3u);
+  EXPECT_EQ(back.trainers[0].tasks, 300u);
+  EXPECT_EQ(back.trainers[0].busy_s, 50);
+  EXPECT_EQ(back.trainers[1].rank, std::nullopt);
+  EXPECT_EQ(rank_of_trainer("rank 12 of 16 (pid 1)"), 12u);
+  EXPECT_EQ(rank_of_trainer("rank x of 16"), std::nullopt);
+  EXPECT_EQ(rank_of_trainer("rank 1"), std::nullopt);
+  EXPECT_EQ(rank_of_trainer("rank 99999999999 of 2"), std::nullopt);  // out of range
+}
+
+TEST(WorkerReport, RefusesFiguresNoIntervalHoldsAndMutatedBytesNeverCrash) {
+  auto nan = full_worker_report();
+  nan.cpu_s = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THROW(read_worker_report(write_worker_report(nan)), RemoteError);
+  auto negative = full_worker_report();
+  negative.trainers[0].busy_s = -1;
+  EXPECT_THROW(read_worker_report(write_worker_report(negative)), RemoteError);
+  auto long_name = full_worker_report();
+  long_name.trainers[1].name.assign(257, 'n');
+  EXPECT_THROW(read_worker_report(write_worker_report(long_name)), RemoteError);
+  EXPECT_THROW(read_worker_report({}), RemoteError);
+  const auto valid = write_worker_report(full_worker_report());
+  std::mt19937 random(25);
+  int rejected = 0, read = 0;
+  for (int round = 0; round < 2000; ++round) {
+    const auto bytes = transport::test::mutated(valid, round, random);
+    try {
+      const auto r = read_worker_report(bytes);
+      EXPECT_LE(r.name.size(), 256u);
+      EXPECT_LE(r.trainers.size(), 4096u);
+      EXPECT_TRUE(std::isfinite(r.busy_s) && r.busy_s >= 0);
+      ++read;
+    } catch (const RemoteError&) {
+      ++rejected;
+    }
+  }
+  EXPECT_GT(rejected, 0);
+  EXPECT_GT(read, 0);
+}
+
+TEST(WorkerStatsReporter, ReportsWhatTheWorkerServedEachIntervalWithItsCpu) {
+  auto clock = std::make_shared<actors::ManualClock>();
+  transport::WorkerServed next{};
+  double cpu = 5;
+  std::vector<WorkerNodeReport> reports;
+  WorkerStatsReporter reporter(
+      [&] { return std::exchange(next, {}); },
+      [&](const WorkerNodeReport& r) { reports.push_back(r); },
+      {.interval_s = 1, .name = "127.0.0.1:4000", .host = "w", .clock = clock, .cpu_seconds = [&] {
+         return cpu;
+       }});
+  next = {.trainers = {{.name = "rank 1 of 2 (pid 5)", .tasks = 6, .busy_s = 0.6}},
+          .tasks = 6,
+          .busy_s = 0.6,
+          .p50_ms = 100,
+          .p99_ms = 180,
+          .queued = 3,
+          .running = 1,
+          .threads = 2};
+  cpu = 5.75;
+  clock->advance(999ms);
+  EXPECT_FALSE(reporter.poll());
+  clock->advance(1ms);
+  ASSERT_TRUE(reporter.poll());
+  ASSERT_EQ(reports.size(), 1u);
+  const auto& r = reports[0];
+  EXPECT_EQ(r.name, "127.0.0.1:4000");
+  EXPECT_EQ(r.sequence, 1u);
+  EXPECT_DOUBLE_EQ(r.interval_s, 1);
+  EXPECT_EQ(r.tasks, 6u);
+  EXPECT_DOUBLE_EQ(r.cpu_s, 0.75);
+  EXPECT_EQ(r.queued, 3u);
+  EXPECT_EQ(r.threads, 2u);
+  ASSERT_EQ(r.trainers.size(), 1u);
+  EXPECT_EQ(r.trainers[0].rank, 1u);
+  // The next interval: nothing served; stop() reports the part in progress, once.
+  cpu = 6;
+  clock->advance(400ms);
+  reporter.stop();
+  reporter.stop();
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_EQ(reports[1].sequence, 2u);
+  EXPECT_EQ(reports[1].incarnation, r.incarnation);
+  EXPECT_DOUBLE_EQ(reports[1].interval_s, 0.4);
+  EXPECT_EQ(reports[1].tasks, 0u);
+  EXPECT_DOUBLE_EQ(reports[1].cpu_s, 0.25);
 }
 
 }  // namespace

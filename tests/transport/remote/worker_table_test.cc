@@ -234,6 +234,54 @@ TEST_F(WorkerSessions, ThreadsTakeTheSessionsTasksInTurn) {
   EXPECT_FALSE(table_->has_work());
 }
 
+// What the worker served, per trainer and interval (its statistics reports): results
+// counted per session name with their task times; a failed task counted apart, a
+// cancelled one not at all; the queue and the running tasks as they are now.
+TEST_F(WorkerSessions, TakeServedCountsEachTrainersResultsSinceTheLastCall) {
+  start(4);
+  auto h = good_hello();
+  h.name = "rank 1 of 2 (pid 9)";
+  const auto a = open_session();
+  const auto b = open_session(h);
+  ASSERT_EQ(task(a, 1), nullptr);
+  ASSERT_EQ(task(b, 2), nullptr);
+  ASSERT_EQ(task(a, 3), nullptr);
+  ASSERT_EQ(task(a, 4), nullptr);
+  auto t1 = table_->take();
+  clock_->advance(100ms);
+  table_->finish(*t1, bytes_of("1"), {});
+  auto t2 = table_->take();
+  clock_->advance(300ms);
+  table_->finish(*t2, bytes_of("2"), {});
+  auto t3 = table_->take();
+  clock_->advance(10ms);
+  table_->finish(*t3, {}, "it threw");
+  auto served = table_->take_served();
+  EXPECT_EQ(served.tasks, 2u);
+  EXPECT_EQ(served.failed, 1u);
+  EXPECT_NEAR(served.busy_s, 0.4, 1e-9);
+  EXPECT_NEAR(served.p50_ms, 100, 6);  // the histogram's ±6%
+  EXPECT_NEAR(served.p99_ms, 300, 18);
+  EXPECT_EQ(served.queued, 1u);  // task 4
+  EXPECT_EQ(served.running, 0u);
+  EXPECT_EQ(served.threads, 1u);
+  ASSERT_EQ(served.trainers.size(), 2u);  // by name
+  EXPECT_EQ(served.trainers[0].name, "rank 1 of 2 (pid 9)");
+  EXPECT_EQ(served.trainers[0].tasks, 1u);
+  EXPECT_NEAR(served.trainers[0].busy_s, 0.3, 1e-9);
+  EXPECT_EQ(served.trainers[1].name, "trainer-1");
+  EXPECT_EQ(served.trainers[1].tasks, 1u);
+  // Since the last call: nothing yet; a cancelled task is not served.
+  auto t4 = table_->take();
+  EXPECT_EQ(table_->take_served().running, 1u);
+  ASSERT_EQ(table_->cancel(a, table_->session_key(a), 4), nullptr);
+  table_->finish(*t4, bytes_of("4"), {});
+  const auto after = table_->take_served();
+  EXPECT_EQ(after.tasks, 0u);
+  EXPECT_TRUE(after.trainers.empty());
+  EXPECT_EQ(after.p50_ms, 0);
+}
+
 // A cancel drops a queued task (it never starts) and stops a running one, whose thread
 // then says it is free instead of sending a result.
 TEST_F(WorkerSessions, ACancelledTaskIsNeverAnsweredButItsThreadIsFreed) {

@@ -373,6 +373,7 @@ void DispatchTable::record_done(Link& l, const Call& call, std::size_t bytes) {
     l.latencies_ms.erase(l.latencies_ms.begin(), l.latencies_ms.begin() + kLatencies / 2);
   l.latencies_ms.push_back(static_cast<float>(latency));
   ++l.figures.tasks;
+  l.figures.latency_s += latency / 1000;
   l.figures.bytes += bytes;
   ++stats_.done;
   stats_.bytes += bytes;

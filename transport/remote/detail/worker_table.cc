@@ -224,9 +224,11 @@ std::optional<TakenTask> WorkerTable::take() {
 }
 
 void WorkerTable::finish(const TakenTask& task, std::vector<char> result, std::string error) {
-  stats_.busy_seconds += std::chrono::duration<double>(clock_->now() - task.started).count();
+  const double seconds = std::chrono::duration<double>(clock_->now() - task.started).count();
+  stats_.busy_seconds += seconds;
   auto it = sessions_.find(task.session);
   const bool ended = it == sessions_.end();
+  if (!ended && !task.stop.stop_requested()) note_served(it->second->name, seconds, !error.empty());
   if (!ended) it->second->running.erase(task.id);
   changed.notify_all();
   if (ended || task.stop.stop_requested()) {
@@ -344,6 +346,42 @@ void DirectoryJoin::directory_gone() {
   spdlog::warn("brigade worker: the directory is gone; joining again when it is back");
   network_.forget();
   retry_later();
+}
+
+// -- statistics (issue 24) --------------------------------------------------------------
+
+void WorkerTable::note_served(const std::string& trainer, double seconds, bool failed) {
+  if (failed) {
+    ++served_.failed;
+    return;
+  }
+  served_times_.record(static_cast<std::uint64_t>(std::max(0.0, seconds) * 1e9));
+  ++served_.tasks;
+  served_.busy_s += seconds;
+  // One entry per trainer name served in the interval: bounded by the sessions that
+  // finished a task in it.
+  auto& t = served_trainers_[trainer];
+  ++t.tasks;
+  t.busy_s += seconds;
+}
+
+WorkerServed WorkerTable::take_served() {
+  auto out = std::move(served_);
+  served_ = {};
+  out.p50_ms = served_times_.quantile_ns(0.5) / 1e6;
+  out.p99_ms = served_times_.quantile_ns(0.99) / 1e6;
+  served_times_ = {};
+  for (auto& [name, t] : served_trainers_) {
+    t.name = name;
+    out.trainers.push_back(std::move(t));
+  }
+  served_trainers_.clear();
+  for (const auto& [n, session] : sessions_) {
+    out.queued += session->queue.size();
+    out.running += session->running.size();
+  }
+  out.threads = static_cast<std::uint32_t>(options_.threads);
+  return out;
 }
 
 }  // namespace brigade::transport::detail

@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/detail/histogram.h"
 #include "transport/remote/detail/remote_clock.h"
 #include "transport/remote/detail/wire_messages.h"
 #include "transport/remote/remote.h"
@@ -136,6 +137,10 @@ class WorkerTable {
   const std::string& session_key(std::uint64_t s) const;
   std::uint32_t window() const { return window_; }
 
+  // -- statistics (issue 24) ------------------------------------------------------------
+  /// What was served since the last call, and the queue now (WorkerNode::take_served).
+  WorkerServed take_served();
+
  private:
   struct Session {
     std::uint64_t number = 0;
@@ -150,6 +155,8 @@ class WorkerTable {
   Session* find(std::uint64_t s, const std::string& key, Dropped& why);
   void end(std::uint64_t s, const std::string& why);
   Dropped drop(Dropped why);
+  /// finish()'s hook: a task of `trainer` that ran `seconds` finished (failed or not).
+  void note_served(const std::string& trainer, double seconds, bool failed);
 
   WorkerOptions options_;
   std::uint32_t window_;
@@ -162,6 +169,10 @@ class WorkerTable {
   std::uint64_t next_session_ = 1;
   bool stopping_ = false;
   WorkerStats stats_;
+  // What take_served() hands out: since its last call.
+  std::map<std::string, WorkerServed::Trainer> served_trainers_;
+  WorkerServed served_;
+  actors::detail::DurationHistogram served_times_;
 };
 
 /// What the directory join asks of the network.
