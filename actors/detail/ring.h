@@ -23,10 +23,11 @@ class Ring {
   T& operator[](std::size_t i) { return slots_[(head_ + i) & (slots_.size() - 1)]; }
   T& front() { return slots_[head_]; }
 
-  T& push_back(T&& value) {
+  /// Appends a slot and returns it, in the T{} state, for the caller to fill (no
+  /// temporary T to move in).
+  T& emplace_back() {
     if (size_ == slots_.size()) grow();
     T& slot = slots_[(head_ + size_) & (slots_.size() - 1)];
-    slot = std::move(value);
     ++size_;
     return slot;
   }

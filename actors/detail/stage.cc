@@ -225,6 +225,12 @@ struct StageState {
 
 using StagePtr = stage_actor::stateful_pointer<StageState>;
 
+void push_out(StageState& st, Item&& item, int weight) {
+  OutItem& out = st.out.emplace_back();
+  out.item = std::move(item);
+  out.weight = weight;
+}
+
 void quit_stage(StagePtr self) {
   auto& st = self->state;
   for (auto& w : st.workers) self->send(w, stop_atom::value);
@@ -277,7 +283,7 @@ void emit_aggregate(StagePtr self, AnyValue&& value) {
   const bool fixed = st.spec->aggregate_size > 0;
   const int weight = fixed ? st.accumulated_count : 1;
   if (!fixed) st.held += 1;
-  st.out.push_back(OutItem{Item{std::move(value), std::move(st.accumulated)}, weight});
+  push_out(st, Item{std::move(value), std::move(st.accumulated)}, weight);
   st.accumulated.clear();
   st.accumulated_count = 0;
 }
@@ -349,8 +355,10 @@ void accept(StagePtr self, ItemBatch& batch) {
   }
   const bool ordered = st.spec->options.output_order == Order::input;
   for (auto& item : *batch.items) {
-    st.queue.push_back(Task{st.next_seq++, std::move(item)});
-    if (ordered) st.reorder.push_back(Pending{});
+    Task& task = st.queue.emplace_back();
+    task.seq = st.next_seq++;
+    task.item = std::move(item);
+    if (ordered) st.reorder.emplace_back();
   }
   keep_spare(self, batch);
 }
@@ -375,12 +383,16 @@ void take_result(StagePtr self, Result&& r) {
   }
   st.held += static_cast<int>(r.outputs.size()) - 1;
   if (st.spec->options.output_order == Order::input) {
-    Pending& slot = st.reorder[r.seq - (st.next_seq - st.reorder.size())];
-    slot.outputs = std::move(r.outputs);
-    slot.done = true;
-    return;
+    const std::uint64_t front = st.next_seq - st.reorder.size();  // the oldest unfinished
+    if (r.seq != front) {  // waits in its slot for those before it
+      Pending& slot = st.reorder[r.seq - front];
+      slot.outputs = std::move(r.outputs);
+      slot.done = true;
+      return;
+    }
+    st.reorder.pop_front();  // next in order: out at once (take_results drains the rest)
   }
-  r.outputs.drain([&](Item&& item) { st.out.push_back(OutItem{std::move(item), 1}); });
+  r.outputs.drain([&](Item&& item) { push_out(st, std::move(item), 1); });
 }
 
 // Books a chunk of finished tasks, run by a worker or inline: statistics, the task-time
@@ -401,9 +413,7 @@ void take_results(StagePtr self, std::vector<Result>& results) {
   st.counters->record_tasks(st.task_ns, filtered, retries, failures);
   for (auto& r : results) take_result(self, std::move(r));
   while (!st.reorder.empty() && st.reorder.front().done) {
-    st.reorder.front().outputs.drain([&](Item&& item) {
-      st.out.push_back(OutItem{std::move(item), 1});
-    });
+    st.reorder.front().outputs.drain([&](Item&& item) { push_out(st, std::move(item), 1); });
     st.reorder.pop_front();
   }
   check_budgets(self);
