@@ -429,13 +429,14 @@ void on_results(StagePtr self, ResultBatch& batch) {
 
 // Whether the stage's tasks are cheap enough to run on the coordinator (kInlineTaskNs).
 // io tasks never are: they may block, and the coordinator shares a scheduler thread.
+// Not while a worker runs some (the stage's concurrency would be exceeded by one).
 bool runs_inline(const StageState& st) {
-  return st.spec->options.executor == Executor::cpu && st.ewma_ns >= 0 &&
+  return st.spec->options.executor == Executor::cpu && st.in_flight == 0 && st.ewma_ns >= 0 &&
          st.ewma_ns < kInlineTaskNs;
 }
 
-// Runs a chunk of queued tasks on the coordinator, one at a time (so at most one of
-// the stage's tasks runs here, within its concurrency), and books their results.
+// Runs a chunk of queued tasks on the coordinator, one at a time and with no worker
+// busy (runs_inline), and books their results.
 void run_inline(StagePtr self) {
   auto& st = self->state;
   const std::size_t chunk = std::min(st.queue.size(), kMaxChunk);
