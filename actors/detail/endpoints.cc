@@ -105,7 +105,7 @@ source_actor::behavior_type source_main(source_actor::stateful_pointer<SourceSta
           return;
         }
         run->source_items.fetch_add(items->size(), std::memory_order_relaxed);
-        if (!items->empty()) self->send(downstream, items_atom::value, ItemBatch{items});
+        if (!items->empty()) self->send(downstream, items_atom::value, ItemBatch{std::move(items)});
         if (st.exhausted) {
           self->send(downstream, end_atom::value);
           self->quit();

@@ -168,6 +168,15 @@ NextStatus Engine::next(Item& out, std::optional<std::chrono::nanoseconds> timeo
   std::shared_ptr<RunShared> run;
   sink_actor sink;
   {
+    // The common case, a run in progress, needs no lifecycle lock: only this (the
+    // consumer) thread starts runs, and a stop in progress sets `stopping` first.
+    std::lock_guard lock(impl_->mutex);
+    if (impl_->active && !impl_->run->stopping.load(std::memory_order_relaxed)) {
+      run = impl_->run;
+      sink = impl_->sink;
+    }
+  }
+  if (!run) {
     std::lock_guard lifecycle(impl_->lifecycle);
     if (!running()) impl_->start_locked();  // after an end: the next epoch
     std::lock_guard lock(impl_->mutex);

@@ -61,7 +61,7 @@ class Outputs {
 
 struct Result {
   std::uint64_t seq = 0;
-  Positions positions;  // of the task's input
+  Positions positions;  // of the task's input; moved to the output if it is the only one
   Outputs outputs;      // empty: filtered or failed
   TaskOutcome outcome = TaskOutcome::ok;
   bool threw = false;  // the function threw: the whole input failed (`error`, `code`)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "actors/detail/ring.h"
 #include "actors/detail/run.h"
 
 namespace brigade::actors::detail {
@@ -18,6 +19,12 @@ using RealClock = std::chrono::steady_clock;
 constexpr double kCheapTaskNs = 20'000;
 constexpr double kMediumTaskNs = 200'000;
 constexpr std::size_t kMaxChunk = 64;
+// Tasks cheaper than this run on the coordinator itself (cpu stages): a hop to a worker
+// and back is two messages, two actor resumptions and two allocations (~2 µs of CPU
+// for a chunk), more than a chunk of such tasks costs to run. Nothing is lost in
+// parallelism below it: the stage then handles well over 1 M items/s, more than the
+// consumer thread can take.
+constexpr double kInlineTaskNs = 500;
 
 void call_hooks_before(const RunShared& run, const TaskInfo& info) {
   for (const auto& hook : run.options.hooks) {
@@ -48,7 +55,13 @@ void backoff_sleep(const RunShared& run, std::chrono::duration<double, std::mill
   }
 }
 
+// The first output of a map takes the input's positions (moved: Result::positions is
+// not read again when there is exactly one output).
 void assign_output_positions(StageKind kind, Result& r, std::vector<AnyValue>& outs) {
+  if (outs.size() == 1) {
+    r.outputs.push_back(Item{std::move(outs[0]), std::move(r.positions)});
+    return;
+  }
   r.outputs.reserve(outs.size());
   const bool split = kind == StageKind::disaggregate && outs.size() == r.positions.size();
   for (std::size_t i = 0; i < outs.size(); ++i) {
@@ -86,13 +99,15 @@ struct TaskRunner {
       bool again = false;
       try {
         outs.clear();
-        r.sample_failures.clear();
+        if (attempt > 1) {  // `r` is fresh for the first
+          r.sample_failures.clear();
+          r.threw = false;
+          r.error.clear();
+          r.code.clear();
+        }
         const bool may_retry = attempt < attempts && !run.stopping.load(std::memory_order_relaxed);
         TaskContext context(r.positions, run.task_stop, r.sample_failures, may_retry);
         spec.fn(task.item.value, outs, attempt < attempts, context);
-        r.threw = false;
-        r.error.clear();
-        r.code.clear();
         break;
       } catch (const std::exception& e) {
         r.error = e.what();
@@ -158,7 +173,14 @@ worker_actor::behavior_type worker_main(worker_actor::stateful_pointer<WorkerSta
 
 struct OutItem {
   Item item;
-  int weight;  // input units this output accounts for in `held`
+  int weight = 0;  // input units this output accounts for in `held`
+};
+
+// A slot of the input-order window: the outputs of the task with that sequence number,
+// once it has finished.
+struct Pending {
+  bool done = false;
+  Outputs outputs;
 };
 
 /// A stage's coordinator. It owns the stage's queue, order and credit:
@@ -177,10 +199,10 @@ struct StageState {
   downstream_actor downstream;
   std::vector<worker_actor> workers;
   std::vector<std::size_t> load;  // tasks given to each worker, not yet answered
-  std::deque<Task> queue;
-  std::deque<std::optional<Result>> reorder;  // input order: results by seq - next_emit
+  Ring<Task> queue;
+  Ring<Pending> reorder;  // input order: outputs by seq - next_emit
   std::uint64_t next_seq = 0;
-  std::deque<OutItem> out;
+  Ring<OutItem> out;
   std::unique_ptr<ErasedAggregator> aggregator;
   Positions accumulated;
   int accumulated_count = 0;
@@ -192,13 +214,22 @@ struct StageState {
   std::uint64_t tasks = 0;
   std::uint64_t failures = 0;
   double ewma_ns = -1;
-  std::vector<std::uint64_t> task_ns;  // scratch: the times of a batch of results
+  std::vector<std::uint64_t> task_ns;        // scratch: the times of a batch of results
+  std::vector<Result> results;               // scratch: a chunk of tasks run inline
+  std::vector<AnyValue> outs;                // scratch: a task's outputs, run inline
+  std::shared_ptr<std::vector<Item>> spare;  // an emptied batch of upstream's, reused by forward()
   bool upstream_done = false;
   bool flushed = false;
   bool finished = false;
 };
 
 using StagePtr = stage_actor::stateful_pointer<StageState>;
+
+void push_out(StageState& st, Item&& item, int weight) {
+  OutItem& out = st.out.emplace_back();
+  out.item = std::move(item);
+  out.weight = weight;
+}
 
 void quit_stage(StagePtr self) {
   auto& st = self->state;
@@ -252,7 +283,7 @@ void emit_aggregate(StagePtr self, AnyValue&& value) {
   const bool fixed = st.spec->aggregate_size > 0;
   const int weight = fixed ? st.accumulated_count : 1;
   if (!fixed) st.held += 1;
-  st.out.push_back(OutItem{Item{std::move(value), std::move(st.accumulated)}, weight});
+  push_out(st, Item{std::move(value), std::move(st.accumulated)}, weight);
   st.accumulated.clear();
   st.accumulated_count = 0;
 }
@@ -303,6 +334,15 @@ void flush_aggregate(StagePtr self) {
   st.accumulated_count = 0;
 }
 
+// Keeps an emptied batch's vector for the next forward(), unless another copy of the
+// message still shares it: one allocation less per message (the vector, its buffer).
+void keep_spare(StagePtr self, ItemBatch& batch) {
+  auto& st = self->state;
+  if (st.spare || batch.items.use_count() != 1) return;
+  batch.items->clear();
+  st.spare = std::move(batch.items);
+}
+
 void accept(StagePtr self, ItemBatch& batch) {
   auto& st = self->state;
   const auto n = static_cast<std::uint32_t>(batch.items->size());
@@ -310,13 +350,17 @@ void accept(StagePtr self, ItemBatch& batch) {
   st.held += static_cast<int>(n);
   if (st.spec->kind == StageKind::aggregate) {
     for (auto& item : *batch.items) accumulate(self, std::move(item));
+    keep_spare(self, batch);
     return;
   }
   const bool ordered = st.spec->options.output_order == Order::input;
   for (auto& item : *batch.items) {
-    st.queue.push_back(Task{st.next_seq++, std::move(item)});
+    Task& task = st.queue.emplace_back();
+    task.seq = st.next_seq++;
+    task.item = std::move(item);
     if (ordered) st.reorder.emplace_back();
   }
+  keep_spare(self, batch);
 }
 
 void take_result(StagePtr self, Result&& r) {
@@ -339,20 +383,26 @@ void take_result(StagePtr self, Result&& r) {
   }
   st.held += static_cast<int>(r.outputs.size()) - 1;
   if (st.spec->options.output_order == Order::input) {
-    st.reorder[r.seq - (st.next_seq - st.reorder.size())] = std::move(r);
-    return;
+    const std::uint64_t front = st.next_seq - st.reorder.size();  // the oldest unfinished
+    if (r.seq != front) {  // waits in its slot for those before it
+      Pending& slot = st.reorder[r.seq - front];
+      slot.outputs = std::move(r.outputs);
+      slot.done = true;
+      return;
+    }
+    st.reorder.pop_front();  // next in order: out at once (take_results drains the rest)
   }
-  r.outputs.drain([&](Item&& item) { st.out.push_back(OutItem{std::move(item), 1}); });
+  r.outputs.drain([&](Item&& item) { push_out(st, std::move(item), 1); });
 }
 
-void on_results(StagePtr self, ResultBatch& batch) {
+// Books a chunk of finished tasks, run by a worker or inline: statistics, the task-time
+// estimate, failures, commits, order.
+void take_results(StagePtr self, std::vector<Result>& results) {
   auto& st = self->state;
-  const auto n = batch.results->size();
-  st.load[batch.worker] -= n;
-  st.in_flight -= n;
+  const auto n = results.size();
   std::uint64_t filtered = 0, retries = 0, failures = 0;
   st.task_ns.clear();
-  for (const auto& r : *batch.results) {
+  for (const auto& r : results) {
     st.task_ns.push_back(r.ns);
     filtered += r.outcome == TaskOutcome::filtered ? 1 : 0;
     retries += static_cast<std::uint64_t>(r.retries);
@@ -361,19 +411,55 @@ void on_results(StagePtr self, ResultBatch& batch) {
   }
   count_tasks(self, n);
   st.counters->record_tasks(st.task_ns, filtered, retries, failures);
-  for (auto& r : *batch.results) take_result(self, std::move(r));
-  while (!st.reorder.empty() && st.reorder.front()) {
-    st.reorder.front()->outputs.drain([&](Item&& item) {
-      st.out.push_back(OutItem{std::move(item), 1});
-    });
+  for (auto& r : results) take_result(self, std::move(r));
+  while (!st.reorder.empty() && st.reorder.front().done) {
+    st.reorder.front().outputs.drain([&](Item&& item) { push_out(st, std::move(item), 1); });
     st.reorder.pop_front();
   }
   check_budgets(self);
 }
 
+void on_results(StagePtr self, ResultBatch& batch) {
+  auto& st = self->state;
+  const auto n = batch.results->size();
+  st.load[batch.worker] -= n;
+  st.in_flight -= n;
+  take_results(self, *batch.results);
+}
+
+// Whether the stage's tasks are cheap enough to run on the coordinator (kInlineTaskNs).
+// io tasks never are: they may block, and the coordinator shares a scheduler thread.
+// Not while a worker runs some (the stage's concurrency would be exceeded by one).
+bool runs_inline(const StageState& st) {
+  return st.spec->options.executor == Executor::cpu && st.in_flight == 0 && st.ewma_ns >= 0 &&
+         st.ewma_ns < kInlineTaskNs;
+}
+
+// Runs a chunk of queued tasks on the coordinator, one at a time and with no worker
+// busy (runs_inline), and books their results.
+void run_inline(StagePtr self) {
+  auto& st = self->state;
+  const std::size_t chunk = std::min(st.queue.size(), kMaxChunk);
+  st.results.clear();
+  st.results.reserve(chunk);
+  auto t = st.run->clock.now();
+  for (std::size_t i = 0; i < chunk; ++i) {
+    t = TaskRunner::run(*st.run, *st.spec, std::move(st.queue.front()), st.outs,
+                        st.results.emplace_back(), t);
+    st.queue.pop_front();
+  }
+  take_results(self, st.results);
+  st.results.clear();
+}
+
 void dispatch(StagePtr self) {
   auto& st = self->state;
   while (!st.queue.empty()) {
+    if (runs_inline(st)) {
+      if (st.run->stopping.load(std::memory_order_relaxed)) return;  // cancelled
+      run_inline(self);
+      continue;
+    }
     const auto idle = static_cast<std::size_t>(std::count(st.load.begin(), st.load.end(), 0));
     if (idle == 0) return;
     const auto w =
@@ -404,7 +490,7 @@ void forward(StagePtr self) {
   auto& st = self->state;
   const std::size_t n = std::min<std::size_t>(st.credit, st.out.size());
   if (n == 0) return;
-  auto items = std::make_shared<std::vector<Item>>();
+  auto items = st.spare ? std::move(st.spare) : std::make_shared<std::vector<Item>>();
   items->reserve(n);
   for (std::size_t i = 0; i < n; ++i) {
     st.held -= st.out.front().weight;

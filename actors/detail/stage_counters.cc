@@ -37,11 +37,12 @@ void StageCounters::record_filtered(std::uint64_t n) {
 }
 
 void StageCounters::record_outputs(std::uint64_t n) {
-  std::lock_guard lock(mutex_);
-  stats_.outputs += n;
+  outputs_.store(outputs_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }
 
 void StageCounters::advance(int held, bool starved, bool backpressured) {
+  // The state is written by this (the only) writer: reading it needs no lock.
+  if (held == held_ && starved == starved_ && backpressured == backpressured_) return;
   const auto now = clock_.now();
   std::lock_guard lock(mutex_);
   const double dt = std::chrono::duration<double>(now - last_).count();
@@ -68,6 +69,7 @@ StageStats StageCounters::snapshot() const {
   const auto now = clock_.now();
   std::lock_guard lock(mutex_);
   StageStats s = stats_;
+  s.outputs = outputs_.load(std::memory_order_relaxed);
   const double open = std::chrono::duration<double>(now - last_).count();
   s.elapsed_s = std::chrono::duration<double>(now - start_).count();
   s.starved_s = starved_s_ + (starved_ ? open : 0.0);

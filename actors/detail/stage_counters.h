@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -17,8 +18,9 @@ namespace brigade::actors::detail {
 ///
 /// Written by the stage's coordinator (one actor, so one writer at a time), read by
 /// any thread through `snapshot`; a mutex guards both (uncontended on the hot path:
-/// the coordinator takes it once per message, not per item). Times are read from
-/// `clock`, which must outlive the counters.
+/// the coordinator takes it at most once per message, not per item), except the
+/// output count, an atomic that only the writer stores. Times are read from `clock`,
+/// which must outlive the counters.
 class StageCounters {
  public:
   StageCounters(std::string name, std::string kind, int concurrency, int capacity,
@@ -32,7 +34,9 @@ class StageCounters {
                     std::uint64_t retries, std::uint64_t failures);
   void record_filtered(std::uint64_t n);  // items dropped without a task (aggregate tail)
   void record_outputs(std::uint64_t n);
-  /// Integrates the previous state up to `now`, then remembers the new one.
+  /// Integrates the previous state up to `now`, then remembers the new one; nothing
+  /// to do (not even a clock reading) when the state is unchanged, since integrating it
+  /// later gives the same sums.
   void advance(int held, bool starved, bool backpressured);
 
   std::uint64_t tasks() const;
@@ -49,7 +53,8 @@ class StageCounters {
   int held_ = 0;
   bool starved_ = false;
   bool backpressured_ = false;
-  double held_integral_ = 0;  // item-seconds
+  std::atomic<std::uint64_t> outputs_{0};  // stats_.outputs, stored by the writer only
+  double held_integral_ = 0;               // item-seconds
   double starved_s_ = 0;
   double backpressured_s_ = 0;
 };
