@@ -298,12 +298,20 @@ std::optional<std::string> slurp(const fs::path& path) {
   }
 }
 
-std::vector<ShardMember> cached_index(const std::string& shard, const ShardOptions& o) {
+// A remote shard as indexed: its size and ETag (what its member streams check).
+struct RemoteShard {
+  std::uint64_t size = 0;
+  std::string etag{};
+};
+
+std::vector<ShardMember> cached_index(const std::string& shard, const ShardOptions& o,
+                                      RemoteShard* remote = nullptr) {
   if (is_object_url(shard)) {
     // A whole copy (from the shard cache, or fetched), indexed from it: one request per
-    // shard, and the read stage reads its members from the cached copy.
+    // shard; the read stage reads its members from the cached copy, or streams them.
     try {
       const auto copy = copy_object(shard);
+      if (remote) *remote = {copy.size, copy.etag};
       return index_fd(copy.fd.get(), shard, copy.size);
     } catch (const transport::StorageError& e) {
       throw ShardError(fmt::format("shard {}: cannot read: {}", shard, e.what()));
@@ -373,9 +381,10 @@ std::vector<std::string> shard_names(const std::vector<std::string>& shards) {
   return out;
 }
 
-void add_sample(Dataset& d, std::uint32_t container, const std::string& shard,
-                const std::string& name, const Group& g, const std::vector<std::string>& media,
-                const ShardOptions& o) {
+// Adds the sample of `g`; returns its media member.
+const ShardMember* add_sample(Dataset& d, std::uint32_t container, const std::string& shard,
+                              const std::string& name, const Group& g,
+                              const std::vector<std::string>& media, const ShardOptions& o) {
   const ShardMember* item = nullptr;
   const ShardMember *cls = nullptr, *json = nullptr;
   for (const auto* m : g.members) {
@@ -442,6 +451,7 @@ void add_sample(Dataset& d, std::uint32_t container, const std::string& shard,
   } catch (const std::invalid_argument& e) {
     throw ShardError(fmt::format("shard {}: key {}: {}", shard, g.key, e.what()));
   }
+  return item;
 }
 
 }  // namespace
@@ -486,12 +496,13 @@ Dataset open_shards(const std::vector<std::string>& shards, const ShardOptions& 
   }
   // Index the shards a few at a time; the first error (in shard order) wins.
   std::vector<std::vector<ShardMember>> index(shards.size());
+  std::vector<RemoteShard> remote(shards.size());
   std::vector<std::exception_ptr> errors(shards.size());
   std::atomic<std::size_t> next{0};
   auto work = [&] {
     for (std::size_t i; (i = next.fetch_add(1)) < shards.size();) {
       try {
-        index[i] = cached_index(shards[i], o);
+        index[i] = cached_index(shards[i], o, &remote[i]);
       } catch (...) {
         errors[i] = std::current_exception();
       }
@@ -523,6 +534,8 @@ Dataset open_shards(const std::vector<std::string>& shards, const ShardOptions& 
   for (std::size_t s = 0; s < shards.size(); ++s) {
     const auto container = d.add_container(shards[s]);
     std::unordered_set<std::string> seen;  // keys of this shard: one may not come back
+    std::vector<StreamMember> planned;     // a remote shard's media members
+    const bool streamed = is_object_url(shards[s]);
     Group g;
     auto flush = [&] {
       if (g.members.empty()) return;
@@ -531,7 +544,8 @@ Dataset open_shards(const std::vector<std::string>& shards, const ShardOptions& 
             fmt::format("shard {}: key {}: its members are not consecutive (the "
                         "key comes back after other keys, at member {})",
                         shards[s], g.key, g.members.front()->name));
-      add_sample(d, container, shards[s], names[s], g, media, o);
+      const auto* item = add_sample(d, container, shards[s], names[s], g, media, o);
+      if (streamed) planned.push_back({item->offset, item->size, item->name});
       g = {};
     };
     for (const auto& m : index[s]) {
@@ -544,6 +558,13 @@ Dataset open_shards(const std::vector<std::string>& shards, const ShardOptions& 
       g.members.push_back(&m);
     }
     flush();
+    if (streamed) {
+      try {
+        plan_object_stream(shards[s], remote[s].size, remote[s].etag, std::move(planned));
+      } catch (const std::invalid_argument& e) {
+        throw ShardError(fmt::format("shard {}: {}", shards[s], e.what()));
+      }
+    }
   }
   if (d.empty()) throw ShardError("shards: no samples in the shards given");
   return d;

@@ -3,13 +3,14 @@
 // fixture's fault-injecting, signature-checking proxy, compared with the same files read
 // from local disk. Skipped when s3rver or boto3 is not installed (the fixture says which).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "media/synthetic.h"
@@ -98,24 +99,56 @@ class ObjectStorage : public ::testing::Test {
     fs::create_directories(dir_);
   }
 
-  // `brigade run ARGS` with the fixture's endpoint (the proxy) and key in its environment.
-  Result run(const std::string& args, const std::string& name = "run") {
-    const auto out = dir_ / (name + ".out"), err = dir_ / (name + ".err");
-    const std::string env =
-        "env -u AWS_PROFILE -u AWS_SESSION_TOKEN -u AWS_ENDPOINT_URL_S3 "
-        "AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null "
-        "AWS_ENDPOINT_URL=" +
-        (*server_)["proxy"] + " AWS_ACCESS_KEY_ID=" + (*server_)["key_id"] +
-        " AWS_SECRET_ACCESS_KEY=" + (*server_)["secret"] + " ";
-    const std::string cmd = env + "'" BRIGADE_BINARY "' run " + args +
-                            " --no-progress --threads 2 --json > '" + out.string() + "' 2> '" +
-                            err.string() + "'";
-    const int status = std::system(cmd.c_str());
+  // `brigade run ARGS` (words; a '...' quoted word may hold spaces) with the fixture's
+  // endpoint (the proxy) and key in its environment: never on a command line.
+  test::Environment environment() const {
+    return {{"AWS_PROFILE", std::nullopt},
+            {"AWS_SESSION_TOKEN", std::nullopt},
+            {"AWS_ENDPOINT_URL_S3", std::nullopt},
+            {"AWS_CONFIG_FILE", "/dev/null"},
+            {"AWS_SHARED_CREDENTIALS_FILE", "/dev/null"},
+            {"AWS_ENDPOINT_URL", (*server_)["proxy"]},
+            {"AWS_ACCESS_KEY_ID", (*server_)["key_id"]},
+            {"AWS_SECRET_ACCESS_KEY", (*server_)["secret"]}};
+  }
+  static std::vector<std::string> words(const std::string& args) {
+    std::vector<std::string> out;
+    std::string word;
+    bool quoted = false, any = false;
+    for (const char c : args) {
+      if (c == '\'') {
+        quoted = !quoted;
+        any = true;
+      } else if (c == ' ' && !quoted) {
+        if (any) out.push_back(std::exchange(word, {}));
+        any = false;
+      } else {
+        word += c;
+        any = true;
+      }
+    }
+    if (any) out.push_back(word);
+    return out;
+  }
+  std::vector<std::string> argv(const std::string& args) const {
+    std::vector<std::string> out{BRIGADE_BINARY, "run"};
+    for (auto& w : words(args + " --no-progress --threads 2 --json")) out.push_back(std::move(w));
+    return out;
+  }
+  test::Subprocess start(const std::string& args, const std::string& name = "run") const {
+    return test::Subprocess(argv(args), environment(), dir_ / (name + ".out"),
+                            dir_ / (name + ".err"));
+  }
+  static Result finish(test::Subprocess& p) {
     Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = test::read_text(out);
-    r.err = test::read_text(err);
+    r.code = p.wait_for(std::chrono::minutes(5)).value_or(-1);
+    r.out = p.out();
+    r.err = p.err();
     return r;
+  }
+  Result run(const std::string& args, const std::string& name = "run") const {
+    auto p = start(args, name);
+    return finish(p);
   }
   std::string digests(const std::string& name) const {
     return " --digests-out '" + (dir_ / name).string() + "'";
@@ -227,8 +260,10 @@ TEST_F(ObjectStorage, PlainUrlsInAListReadAsTheirFiles) {
   EXPECT_EQ(json["object_storage"]["hosts"][(*server_)["endpoint"]]["requests"], 3);
 }
 
-// Remote shards are indexed from one whole copy each (HEAD + GET per shard) and their
-// members cut from it: the same batches as the local shards, block-shuffled.
+// Remote shards are indexed from one whole copy each (HEAD + GET per shard) and, with the
+// block shuffle, streamed: each epoch reads each shard with one range request, its
+// members cut from the body (launch/loader/detail/member_streams.h). The same batches as
+// the local shards.
 TEST_F(ObjectStorage, ShardsInABucketMatchTheLocalShards) {
   const std::string common = " --batch-size 3 --seed 3 --shuffle-window 2 --epochs 2";
   const auto remote = run(
@@ -244,6 +279,9 @@ TEST_F(ObjectStorage, ShardsInABucketMatchTheLocalShards) {
   const auto json = nlohmann::json::parse(remote.out);
   EXPECT_EQ(json["failed"], 0);
   EXPECT_EQ(json["samples"], 24);
+  // The index: a HEAD and a GET per shard; then one GET per shard and epoch, not one per
+  // sample (24).
+  EXPECT_EQ(json["object_storage"]["requests"], 3 * 2 + 3 * 2);
 }
 
 // With --cache-dir the shards are fetched once; a second run (or epoch) finds them
