@@ -74,6 +74,8 @@ def main():
     ap.add_argument("--images", type=int, default=512)
     ap.add_argument("--latencies", default="0,20,100")
     ap.add_argument("--concurrency", default="8,32,128")
+    ap.add_argument("--layouts", default="loose,shards")
+    ap.add_argument("--no-cache-rows", action="store_true")
     a = ap.parse_args()
     demo = os.path.expanduser("~/.cache/brigade/demo/images")
     if not os.path.isdir(demo):
@@ -109,6 +111,8 @@ def main():
                        ["--shards", f"{bucket}/shards/{spec}", "--shuffle-window", "4"]),
         }
         for layout, (local, remote) in layouts.items():
+            if layout not in a.layouts.split(","):
+                continue
             disk = run(a.brigade, local, env)["samples_per_s"]
             print(json.dumps({"layout": layout, "source": "disk", "samples_per_s": disk}), flush=True)
             for latency in [int(x) for x in a.latencies.split(",")]:
@@ -124,6 +128,9 @@ def main():
                         "requests_per_sample": (after[0] - before[0]) / j["samples"],
                         "failed": j["failed"]}), flush=True)
             fx.command("latency 0")
+        if a.no_cache_rows:
+            fx.close()
+            return
         cache = os.path.join(root, "cache")
         args = layouts["shards"][1] + ["--cache-dir", cache, "--epochs", "2"]
         for attempt in ("first run", "second run"):

@@ -118,9 +118,9 @@ struct MemberStreams::Impl {
     Impl& impl;
     Shard& shard;
     const Chunk& chunk;
-    std::uint64_t position;      // the object offset of the next byte
-    std::size_t member;          // the first member not yet complete
-    std::vector<char> claimed;   // per member of the chunk: this fetch fills it
+    std::uint64_t position;     // the object offset of the next byte
+    std::size_t member;         // the first member not yet complete
+    std::vector<char> claimed;  // per member of the chunk: this fetch fills it
 
     void operator()(const std::byte* data, std::size_t size) {
       const std::uint64_t end = position + size;
@@ -219,8 +219,7 @@ struct MemberStreams::Impl {
   }
 };
 
-MemberStreams::MemberStreams(Fetch fetch, StreamLimits limits)
-    : impl_(std::make_unique<Impl>()) {
+MemberStreams::MemberStreams(Fetch fetch, StreamLimits limits) : impl_(std::make_unique<Impl>()) {
   impl_->fetch = std::move(fetch);
   impl_->limits = limits;
   impl_->limits.chunk_bytes = std::max<std::uint64_t>(impl_->limits.chunk_bytes, 1);
@@ -243,8 +242,8 @@ void MemberStreams::plan(const std::string& url, std::uint64_t object_size, std:
                                               object_size));
     }
     if (i > 0 && members[i - 1].offset + members[i - 1].size > m.offset) {
-      throw std::invalid_argument(fmt::format("{}: members {} and {} overlap", url,
-                                              members[i - 1].name, m.name));
+      throw std::invalid_argument(
+          fmt::format("{}: members {} and {} overlap", url, members[i - 1].name, m.name));
     }
     s->members.push_back({m.offset, m.size});
     s->name_at.push_back(static_cast<std::uint32_t>(s->names.size()));

@@ -56,8 +56,8 @@ struct StreamLimits {
 
 /// Counters since the streams were made.
 struct StreamStats {
-  std::uint64_t fetches = 0;        // range requests made (chunks fetched)
-  std::uint64_t held_bytes = 0;     // now: received, not yet taken
+  std::uint64_t fetches = 0;     // range requests made (chunks fetched)
+  std::uint64_t held_bytes = 0;  // now: received, not yet taken
   std::uint64_t peak_held_bytes = 0;
   std::uint64_t dropped_bytes = 0;  // dropped by the bound before a read took them
 };
@@ -67,9 +67,9 @@ class MemberStreams {
   using Sink = std::function<void(const std::byte* data, std::size_t size)>;
   /// Delivers bytes [offset, offset + size) of `url` to `sink` in order, or throws; the
   /// object is known by `object_size` and `etag` (its changing is an error).
-  using Fetch = std::function<void(const std::string& url, std::uint64_t offset,
-                                   std::uint64_t size, std::uint64_t object_size,
-                                   const std::string& etag, const Sink& sink)>;
+  using Fetch =
+      std::function<void(const std::string& url, std::uint64_t offset, std::uint64_t size,
+                         std::uint64_t object_size, const std::string& etag, const Sink& sink)>;
 
   MemberStreams(Fetch fetch, StreamLimits limits = {});
   ~MemberStreams();

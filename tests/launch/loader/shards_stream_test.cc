@@ -112,7 +112,8 @@ TEST(MemberStreams, AWaitingReadReturnsWhenItsMemberArrivesNotAtTheBodysEnd) {
   });
   const auto planned = members(4);
   streams.plan("u", object.bytes.size(), "", planned);
-  auto fetcher = std::async(std::launch::async, [&] { return streams.read("u", 512 + 612 * 3, 100); });
+  auto fetcher =
+      std::async(std::launch::async, [&] { return streams.read("u", 512 + 612 * 3, 100); });
   first_in.get_future().wait();  // the request is open, member 0 in, the rest held back
   const auto first = streams.read("u", 512, 100);
   ASSERT_TRUE(first);
@@ -194,9 +195,9 @@ TEST(MemberStreams, OnlyPlannedMembersAreServed) {
   FakeObject object(512 + 612 * 2);
   MemberStreams streams(object.fetch());
   streams.plan("u", object.bytes.size(), "", members(2));
-  EXPECT_FALSE(streams.read("v", 512, 100));      // not planned
-  EXPECT_FALSE(streams.read("u", 512, 99));       // not a member's range
-  EXPECT_FALSE(streams.read("u", 0, 512));        // a header
+  EXPECT_FALSE(streams.read("v", 512, 100));  // not planned
+  EXPECT_FALSE(streams.read("u", 512, 99));   // not a member's range
+  EXPECT_FALSE(streams.read("u", 0, 512));    // a header
   EXPECT_TRUE(object.fetches.empty());
   EXPECT_THROW(streams.plan("u", 600, "", members(2)), std::invalid_argument);  // beyond the end
   EXPECT_THROW(streams.plan("u", 2000, "", {{0, 100, "a"}, {50, 100, "b"}}),
