@@ -241,13 +241,20 @@ StreamReadStats object_stream_stats() {
       .fetches = s.fetches, .peak_held_bytes = s.peak_held_bytes, .dropped_bytes = s.dropped_bytes};
 }
 
-ObjectCopy copy_object(const std::string& url) {
+bool object_cache_enabled() {
+  std::lock_guard lock(stores().mutex);
+  return !stores().options.cache_dir.empty();
+}
+
+transport::ObjectInfo head_object(const std::string& url) { return store()->head(url); }
+
+ObjectCopy copy_object(const std::string& url, const transport::ObjectInfo* known) {
   ObjectReadOptions options;
   {
     std::lock_guard lock(stores().mutex);
     options = stores().options;
   }
-  const auto info = store()->head(url);
+  const auto info = known ? *known : store()->head(url);
   const auto fetch = [&] {
     auto bytes = store()->get(url);
     if (bytes.size() != info.size) {

@@ -98,9 +98,14 @@ struct ObjectCopy {
   std::uint64_t size = 0;
   std::string etag{};  // as HEAD answered
 };
-/// HEAD, then (unless the cache holds it) GET the whole object. Throws StorageError, or
-/// transport::FileError when the cache folder cannot be written.
-ObjectCopy copy_object(const std::string& url);
+/// HEAD (unless `known` gives its answer), then (unless the cache holds it) GET the
+/// whole object. Throws StorageError, or transport::FileError when the cache folder
+/// cannot be written.
+ObjectCopy copy_object(const std::string& url, const transport::ObjectInfo* known = nullptr);
+/// Whether the process's reads have a shard cache (a cache_dir).
+bool object_cache_enabled();
+/// The object's size and ETag (HEAD). Throws StorageError.
+transport::ObjectInfo head_object(const std::string& url);
 
 /// Counters of the process's store since it was made (requests, retries, bytes, per
 /// host); all zero before the first read.

@@ -304,15 +304,52 @@ struct RemoteShard {
   std::string etag{};
 };
 
+// The index cache's file for a remote shard: named by its URL, in the cache folder.
+fs::path remote_cache_path(const std::string& url, const ShardOptions& o) {
+  const fs::path dir = o.cache_dir.empty() ? default_cache_dir() : fs::path(o.cache_dir);
+  const auto slash = url.rfind('/');
+  return dir / fmt::format("{}.{:016x}.brigade-index", url.substr(slash + 1), checksum(url));
+}
+
+// A remote shard's index: from the index cache when it records the object's size and
+// ETag (a HEAD, no GET), else from a whole copy (the shard cache's, or fetched), written
+// to the index cache. With a shard cache the copy is always taken (HEAD, and GET unless
+// the cache holds it): the read stage reads its members from it.
+std::vector<ShardMember> remote_index(const std::string& shard, const ShardOptions& o,
+                                      RemoteShard* remote) {
+  const bool use_index_cache = o.use_cache && !object_cache_enabled();
+  std::optional<transport::ObjectInfo> info;
+  if (use_index_cache) {
+    info = head_object(shard);
+    if (remote) *remote = {info->size, info->etag};
+    // The ETag's hash stands for the mtime of a local shard's entry.
+    const ShardStat st{info->size, static_cast<std::int64_t>(checksum(info->etag) >> 1)};
+    if (auto bytes = slurp(remote_cache_path(shard, o))) {
+      if (auto members = decode_cache(*bytes, st)) return std::move(*members);
+    }
+  }
+  const auto copy = copy_object(shard, info ? &*info : nullptr);
+  if (remote) *remote = {copy.size, copy.etag};
+  auto members = index_fd(copy.fd.get(), shard, copy.size);
+  if (use_index_cache) {
+    const ShardStat st{copy.size, static_cast<std::int64_t>(checksum(copy.etag) >> 1)};
+    const auto bytes = encode_cache(st, members);
+    try {
+      transport::publish_file(remote_cache_path(shard, o),
+                              std::as_bytes(std::span(bytes.data(), bytes.size())),
+                              {.sync = false});
+    } catch (const transport::FileError&) {
+      // A cache that cannot be written costs the next run a read of the shard.
+    }
+  }
+  return members;
+}
+
 std::vector<ShardMember> cached_index(const std::string& shard, const ShardOptions& o,
                                       RemoteShard* remote = nullptr) {
   if (is_object_url(shard)) {
-    // A whole copy (from the shard cache, or fetched), indexed from it: one request per
-    // shard; the read stage reads its members from the cached copy, or streams them.
     try {
-      const auto copy = copy_object(shard);
-      if (remote) *remote = {copy.size, copy.etag};
-      return index_fd(copy.fd.get(), shard, copy.size);
+      return remote_index(shard, o, remote);
     } catch (const transport::StorageError& e) {
       throw ShardError(fmt::format("shard {}: cannot read: {}", shard, e.what()));
     } catch (const transport::FileError& e) {

@@ -109,7 +109,9 @@ class ObjectStorage : public ::testing::Test {
             {"AWS_SHARED_CREDENTIALS_FILE", "/dev/null"},
             {"AWS_ENDPOINT_URL", (*server_)["proxy"]},
             {"AWS_ACCESS_KEY_ID", (*server_)["key_id"]},
-            {"AWS_SECRET_ACCESS_KEY", (*server_)["secret"]}};
+            {"AWS_SECRET_ACCESS_KEY", (*server_)["secret"]},
+            // The shard index cache: the test's own, so that a first run is one.
+            {"XDG_CACHE_HOME", (dir_ / "xdg").string()}};
   }
   static std::vector<std::string> words(const std::string& args) {
     std::vector<std::string> out;
@@ -285,6 +287,13 @@ TEST_F(ObjectStorage, ShardsInABucketMatchTheLocalShards) {
   // The index: a HEAD and a GET per shard; then one GET per shard and epoch, not one per
   // sample (24).
   EXPECT_EQ(json["object_storage"]["requests"], 3 * 2 + 3 * 2);
+  // Again: the index from its cache (a HEAD per shard, no whole read to start).
+  const auto again = run(
+      "--shards '" + bucket() + "/shards/train-{000000..000002}.tar'" + common + digests("again"),
+      "again");
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(test::read_text(dir_ / "again"), test::read_text(dir_ / "disk"));
+  EXPECT_EQ(nlohmann::json::parse(again.out)["object_storage"]["requests"], 3 + 3 * 2);
 }
 
 // With --cache-dir the shards are fetched once; a second run (or epoch) finds them
