@@ -12,12 +12,15 @@ objects (loose/) and as WebDataset shards of 64 samples (shards/). Each configur
 runs `brigade run --json --threads 2` (eval pipeline: resize + crop), shards with the
 block shuffle (--shuffle-window 4). One JSON line per configuration on stdout:
 samples/s, the ratio to the same layout on local disk, requests per sample (the
-proxy's count), and for the cache rows the network bytes of a second run.
+proxy's count), the run's CPU time per sample (load-independent), the 1-minute load
+average, and for the cache rows the network bytes of a second run. --layouts and
+--no-cache-rows run a part.
 """
 import argparse
 import glob
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -61,11 +64,18 @@ class Fixture:
 
 
 def run(brigade, args, env):
+    """The run's JSON summary, with "cpu_ms_per_sample": the process's CPU time (user +
+    system, startup included) per sample, a figure the machine's load hardly moves."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run([brigade, "run", "--json", "--no-progress", "--threads", "2"] + args,
                          env=env, capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:
         sys.exit(f"object_storage: brigade {' '.join(args)} failed:\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout)
+    j = json.loads(out.stdout)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    j["cpu_ms_per_sample"] = 1000 * cpu / max(j["samples"], 1)
+    return j
 
 
 def main():
@@ -74,6 +84,8 @@ def main():
     ap.add_argument("--images", type=int, default=512)
     ap.add_argument("--latencies", default="0,20,100")
     ap.add_argument("--concurrency", default="8,32,128")
+    ap.add_argument("--layouts", default="loose,shards")
+    ap.add_argument("--no-cache-rows", action="store_true")
     a = ap.parse_args()
     demo = os.path.expanduser("~/.cache/brigade/demo/images")
     if not os.path.isdir(demo):
@@ -109,8 +121,13 @@ def main():
                        ["--shards", f"{bucket}/shards/{spec}", "--shuffle-window", "4"]),
         }
         for layout, (local, remote) in layouts.items():
-            disk = run(a.brigade, local, env)["samples_per_s"]
-            print(json.dumps({"layout": layout, "source": "disk", "samples_per_s": disk}), flush=True)
+            if layout not in a.layouts.split(","):
+                continue
+            d = run(a.brigade, local, env)
+            disk = d["samples_per_s"]
+            print(json.dumps({"layout": layout, "source": "disk", "samples_per_s": disk,
+                              "cpu_ms_per_sample": d["cpu_ms_per_sample"],
+                              "load": os.getloadavg()[0]}), flush=True)
             for latency in [int(x) for x in a.latencies.split(",")]:
                 fx.command(f"latency {latency}")
                 for conc in [int(x) for x in a.concurrency.split(",")]:
@@ -122,8 +139,12 @@ def main():
                         "read_concurrency": conc, "samples_per_s": j["samples_per_s"],
                         "ratio_to_disk": j["samples_per_s"] / disk,
                         "requests_per_sample": (after[0] - before[0]) / j["samples"],
-                        "failed": j["failed"]}), flush=True)
+                        "cpu_ms_per_sample": j["cpu_ms_per_sample"],
+                        "load": os.getloadavg()[0], "failed": j["failed"]}), flush=True)
             fx.command("latency 0")
+        if a.no_cache_rows:
+            fx.close()
+            return
         cache = os.path.join(root, "cache")
         args = layouts["shards"][1] + ["--cache-dir", cache, "--epochs", "2"]
         for attempt in ("first run", "second run"):

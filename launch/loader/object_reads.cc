@@ -18,6 +18,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "launch/loader/detail/member_streams.h"
 #include "launch/loader/sources.h"
 #include "media/errors.h"
 #include "media/source.h"
@@ -57,7 +58,24 @@ std::shared_ptr<transport::ObjectStore> store() {
 bool same(const ObjectReadOptions& a, const ObjectReadOptions& b) {
   return a.retries == b.retries && a.timeout_ms == b.timeout_ms &&
          a.requests_per_host == b.requests_per_host && a.cache_dir == b.cache_dir &&
-         a.cache_bytes == b.cache_bytes;
+         a.cache_bytes == b.cache_bytes && a.stream == b.stream;
+}
+
+bool streaming() {
+  std::lock_guard lock(stores().mutex);
+  return stores().options.stream;
+}
+
+// The process's member streams: their plans outlive a change of the store's options.
+detail::MemberStreams& streams() {
+  static detail::MemberStreams s(
+      [](const std::string& url, std::uint64_t offset, std::uint64_t size,
+         std::uint64_t object_size, const std::string& etag,
+         const detail::MemberStreams::Sink& sink) {
+        store()->get_stream(url, offset, size, sink, object_size, etag);
+      },
+      {.chunk_bytes = kStreamChunkBytes, .held_bytes = kStreamHeldBytes});
+  return s;
 }
 
 // Cached copies this process made or found: URL -> file.
@@ -167,7 +185,9 @@ ObjectReadOptions object_read_options(const RunConfig& c) {
           .timeout_ms = c.read_timeout_ms,
           .requests_per_host = c.read_concurrency,
           .cache_dir = c.object_cache_dir,
-          .cache_bytes = c.object_cache_bytes};
+          .cache_bytes = c.object_cache_bytes,
+          // In order, or a window of shards at a time: a shard's members are read together.
+          .stream = !c.shuffle || c.shuffle_window > 0};
 }
 
 void configure_object_reads(const ObjectReadOptions& options) {
@@ -190,6 +210,9 @@ std::vector<std::uint8_t> read_object(const std::string& url, std::uint64_t offs
       copies().files.erase(url);  // evicted: read it from the network
     }
   }
+  if (size != kWholeFile && streaming()) {
+    if (auto bytes = streams().read(url, offset, size)) return std::move(*bytes);
+  }
   const auto bytes = size == kWholeFile ? store()->get(url) : store()->get(url, offset, size);
   const auto* p = reinterpret_cast<const std::uint8_t*>(bytes.data());
   return {p, p + bytes.size()};
@@ -204,13 +227,34 @@ std::string fetch_object_text(const std::string& url, const std::string& key) {
   }
 }
 
-ObjectCopy copy_object(const std::string& url) {
+void plan_object_stream(const std::string& url, std::uint64_t size, const std::string& etag,
+                        std::vector<StreamMember> members) {
+  std::vector<detail::PlannedMember> planned;
+  planned.reserve(members.size());
+  for (auto& m : members) planned.push_back({m.offset, m.size, std::move(m.name)});
+  streams().plan(url, size, etag, std::move(planned));
+}
+
+StreamReadStats object_stream_stats() {
+  const auto s = streams().stats();
+  return {
+      .fetches = s.fetches, .peak_held_bytes = s.peak_held_bytes, .dropped_bytes = s.dropped_bytes};
+}
+
+bool object_cache_enabled() {
+  std::lock_guard lock(stores().mutex);
+  return !stores().options.cache_dir.empty();
+}
+
+transport::ObjectInfo head_object(const std::string& url) { return store()->head(url); }
+
+ObjectCopy copy_object(const std::string& url, const transport::ObjectInfo* known) {
   ObjectReadOptions options;
   {
     std::lock_guard lock(stores().mutex);
     options = stores().options;
   }
-  const auto info = store()->head(url);
+  const auto info = known ? *known : store()->head(url);
   const auto fetch = [&] {
     auto bytes = store()->get(url);
     if (bytes.size() != info.size) {
@@ -220,7 +264,7 @@ ObjectCopy copy_object(const std::string& url) {
     }
     return bytes;
   };
-  if (options.cache_dir.empty()) return {memory_copy(fetch()), info.size};
+  if (options.cache_dir.empty()) return {memory_copy(fetch()), info.size, info.etag};
   const fs::path dir(options.cache_dir);
   const auto name = fmt::format("{:016x}-{}-{:016x}", fnv1a(url), info.size, fnv1a(info.etag));
   const auto path = dir / name;
@@ -230,7 +274,7 @@ ObjectCopy copy_object(const std::string& url) {
   };
   if (auto fd = open_copy(path, info.size); fd.get() >= 0) {
     remember();
-    return {std::move(fd), info.size};
+    return {std::move(fd), info.size, info.etag};
   }
   fs::create_directories(dir);
   // One fetcher per object across processes: the others wait, then find the copy.
@@ -241,7 +285,7 @@ ObjectCopy copy_object(const std::string& url) {
   }
   if (auto fd = open_copy(path, info.size); fd.get() >= 0) {
     remember();
-    return {std::move(fd), info.size};
+    return {std::move(fd), info.size, info.etag};
   }
   auto bytes = fetch();
   transport::publish_file(path, bytes, {.sync = false});
@@ -255,7 +299,7 @@ ObjectCopy copy_object(const std::string& url) {
     fd = memory_copy(bytes);
   }
   if (options.cache_bytes > 0) evict(dir, options.cache_bytes, path);
-  return {std::move(fd), info.size};
+  return {std::move(fd), info.size, info.etag};
 }
 
 transport::StoreStats object_read_stats() {

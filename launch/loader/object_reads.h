@@ -38,12 +38,42 @@ struct ObjectReadOptions {
   int requests_per_host = 16;         // requests in flight per host
   std::string cache_dir{};            // "": no shard cache (see SHARD CACHE)
   std::uint64_t cache_bytes = 0;      // the cache's bound (0: none)
+  bool stream = true;                 // planned members read by streams (see STREAMING)
 };
 ObjectReadOptions object_read_options(const RunConfig& config);
 void configure_object_reads(const ObjectReadOptions& options);
 
+// STREAMING. A remote tar shard's members are planned once it is indexed
+// (plan_object_stream: their byte ranges, the shard's size and ETag); while `stream` is on
+// (the job reads in order or with the shard-block shuffle: object_read_options), a read
+// of a planned member that no cached copy holds is served by detail/member_streams.h:
+// the shard is read as a few large range requests (chunks of at most kStreamChunkBytes,
+// usually one per shard), its members cut from each body as it arrives. Each read either
+// makes its chunk's request or waits for it, so [stages.read] concurrency bounds the
+// requests in flight; an open shard holds at most its planned members' bytes (each
+// released when read), all shards at most kStreamHeldBytes once their requests end (the
+// least recently read ones are dropped beyond that, and fetched again if read again). A
+// changed object (another ETag or size) fails its samples (`changed`); a failure names
+// the shard's URL and the member. Without streaming (a full shuffle, where a window of
+// shards is not read together), and in processes that did not index the shards (a
+// remote decode worker), each member is one range request.
+inline constexpr std::uint64_t kStreamChunkBytes = std::uint64_t{16} << 20;
+inline constexpr std::uint64_t kStreamHeldBytes = std::uint64_t{1} << 30;
+
+/// A planned member: its byte range in the object, and its name (for messages).
+struct StreamMember {
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+  std::string name{};
+};
+/// Plans `url` (an object of `size` bytes and ETag `etag`) as read by `members` (see
+/// STREAMING). Throws std::invalid_argument for members beyond its end or overlapping.
+void plan_object_stream(const std::string& url, std::uint64_t size, const std::string& etag,
+                        std::vector<StreamMember> members);
+
 /// The object's bytes: the whole object for size == kWholeFile, else exactly `size`
-/// bytes from `offset` (Content-Range checked). Throws transport::StorageError.
+/// bytes from `offset` (Content-Range checked; a planned member: see STREAMING). Throws
+/// transport::StorageError.
 std::vector<std::uint8_t> read_object(const std::string& url, std::uint64_t offset = 0,
                                       std::uint64_t size = kWholeFile);
 
@@ -66,14 +96,27 @@ std::string fetch_object_text(const std::string& url, const std::string& key);
 struct ObjectCopy {
   transport::FileDescriptor fd{};
   std::uint64_t size = 0;
+  std::string etag{};  // as HEAD answered
 };
-/// HEAD, then (unless the cache holds it) GET the whole object. Throws StorageError, or
-/// transport::FileError when the cache folder cannot be written.
-ObjectCopy copy_object(const std::string& url);
+/// HEAD (unless `known` gives its answer), then (unless the cache holds it) GET the
+/// whole object. Throws StorageError, or transport::FileError when the cache folder
+/// cannot be written.
+ObjectCopy copy_object(const std::string& url, const transport::ObjectInfo* known = nullptr);
+/// Whether the process's reads have a shard cache (a cache_dir).
+bool object_cache_enabled();
+/// The object's size and ETag (HEAD). Throws StorageError.
+transport::ObjectInfo head_object(const std::string& url);
 
 /// Counters of the process's store since it was made (requests, retries, bytes, per
 /// host); all zero before the first read.
 transport::StoreStats object_read_stats();
+/// Counters of the process's member streams (see STREAMING).
+struct StreamReadStats {
+  std::uint64_t fetches = 0;  // chunk requests
+  std::uint64_t peak_held_bytes = 0;
+  std::uint64_t dropped_bytes = 0;
+};
+StreamReadStats object_stream_stats();
 
 /// list_folder / list_class_folders of an s3:// prefix: the objects under `url` (a
 /// trailing '/' is implied) whose names have an extension of `kind`, listed with

@@ -298,13 +298,58 @@ std::optional<std::string> slurp(const fs::path& path) {
   }
 }
 
-std::vector<ShardMember> cached_index(const std::string& shard, const ShardOptions& o) {
-  if (is_object_url(shard)) {
-    // A whole copy (from the shard cache, or fetched), indexed from it: one request per
-    // shard, and the read stage reads its members from the cached copy.
+// A remote shard as indexed: its size and ETag (what its member streams check).
+struct RemoteShard {
+  std::uint64_t size = 0;
+  std::string etag{};
+};
+
+// The index cache's file for a remote shard: named by its URL, in the cache folder.
+fs::path remote_cache_path(const std::string& url, const ShardOptions& o) {
+  const fs::path dir = o.cache_dir.empty() ? default_cache_dir() : fs::path(o.cache_dir);
+  const auto slash = url.rfind('/');
+  return dir / fmt::format("{}.{:016x}.brigade-index", url.substr(slash + 1), checksum(url));
+}
+
+// A remote shard's index: from the index cache when it records the object's size and
+// ETag (a HEAD, no GET), else from a whole copy (the shard cache's, or fetched), written
+// to the index cache. With a shard cache the copy is always taken (HEAD, and GET unless
+// the cache holds it): the read stage reads its members from it.
+std::vector<ShardMember> remote_index(const std::string& shard, const ShardOptions& o,
+                                      RemoteShard* remote) {
+  const bool use_index_cache = o.use_cache && !object_cache_enabled();
+  std::optional<transport::ObjectInfo> info;
+  if (use_index_cache) {
+    info = head_object(shard);
+    if (remote) *remote = {info->size, info->etag};
+    // The ETag's hash stands for the mtime of a local shard's entry.
+    const ShardStat st{info->size, static_cast<std::int64_t>(checksum(info->etag) >> 1)};
+    if (auto bytes = slurp(remote_cache_path(shard, o))) {
+      if (auto members = decode_cache(*bytes, st)) return std::move(*members);
+    }
+  }
+  const auto copy = copy_object(shard, info ? &*info : nullptr);
+  if (remote) *remote = {copy.size, copy.etag};
+  auto members = index_fd(copy.fd.get(), shard, copy.size);
+  if (use_index_cache) {
+    const ShardStat st{copy.size, static_cast<std::int64_t>(checksum(copy.etag) >> 1)};
+    const auto bytes = encode_cache(st, members);
     try {
-      const auto copy = copy_object(shard);
-      return index_fd(copy.fd.get(), shard, copy.size);
+      transport::publish_file(remote_cache_path(shard, o),
+                              std::as_bytes(std::span(bytes.data(), bytes.size())),
+                              {.sync = false});
+    } catch (const transport::FileError&) {
+      // A cache that cannot be written costs the next run a read of the shard.
+    }
+  }
+  return members;
+}
+
+std::vector<ShardMember> cached_index(const std::string& shard, const ShardOptions& o,
+                                      RemoteShard* remote = nullptr) {
+  if (is_object_url(shard)) {
+    try {
+      return remote_index(shard, o, remote);
     } catch (const transport::StorageError& e) {
       throw ShardError(fmt::format("shard {}: cannot read: {}", shard, e.what()));
     } catch (const transport::FileError& e) {
@@ -373,9 +418,10 @@ std::vector<std::string> shard_names(const std::vector<std::string>& shards) {
   return out;
 }
 
-void add_sample(Dataset& d, std::uint32_t container, const std::string& shard,
-                const std::string& name, const Group& g, const std::vector<std::string>& media,
-                const ShardOptions& o) {
+// Adds the sample of `g`; returns its media member.
+const ShardMember* add_sample(Dataset& d, std::uint32_t container, const std::string& shard,
+                              const std::string& name, const Group& g,
+                              const std::vector<std::string>& media, const ShardOptions& o) {
   const ShardMember* item = nullptr;
   const ShardMember *cls = nullptr, *json = nullptr;
   for (const auto* m : g.members) {
@@ -442,6 +488,7 @@ void add_sample(Dataset& d, std::uint32_t container, const std::string& shard,
   } catch (const std::invalid_argument& e) {
     throw ShardError(fmt::format("shard {}: key {}: {}", shard, g.key, e.what()));
   }
+  return item;
 }
 
 }  // namespace
@@ -486,12 +533,13 @@ Dataset open_shards(const std::vector<std::string>& shards, const ShardOptions& 
   }
   // Index the shards a few at a time; the first error (in shard order) wins.
   std::vector<std::vector<ShardMember>> index(shards.size());
+  std::vector<RemoteShard> remote(shards.size());
   std::vector<std::exception_ptr> errors(shards.size());
   std::atomic<std::size_t> next{0};
   auto work = [&] {
     for (std::size_t i; (i = next.fetch_add(1)) < shards.size();) {
       try {
-        index[i] = cached_index(shards[i], o);
+        index[i] = cached_index(shards[i], o, &remote[i]);
       } catch (...) {
         errors[i] = std::current_exception();
       }
@@ -523,6 +571,8 @@ Dataset open_shards(const std::vector<std::string>& shards, const ShardOptions& 
   for (std::size_t s = 0; s < shards.size(); ++s) {
     const auto container = d.add_container(shards[s]);
     std::unordered_set<std::string> seen;  // keys of this shard: one may not come back
+    std::vector<StreamMember> planned;     // a remote shard's media members
+    const bool streamed = is_object_url(shards[s]);
     Group g;
     auto flush = [&] {
       if (g.members.empty()) return;
@@ -531,7 +581,8 @@ Dataset open_shards(const std::vector<std::string>& shards, const ShardOptions& 
             fmt::format("shard {}: key {}: its members are not consecutive (the "
                         "key comes back after other keys, at member {})",
                         shards[s], g.key, g.members.front()->name));
-      add_sample(d, container, shards[s], names[s], g, media, o);
+      const auto* item = add_sample(d, container, shards[s], names[s], g, media, o);
+      if (streamed) planned.push_back({item->offset, item->size, item->name});
       g = {};
     };
     for (const auto& m : index[s]) {
@@ -544,6 +595,13 @@ Dataset open_shards(const std::vector<std::string>& shards, const ShardOptions& 
       g.members.push_back(&m);
     }
     flush();
+    if (streamed) {
+      try {
+        plan_object_stream(shards[s], remote[s].size, remote[s].etag, std::move(planned));
+      } catch (const std::invalid_argument& e) {
+        throw ShardError(fmt::format("shard {}: {}", shards[s], e.what()));
+      }
+    }
   }
   if (d.empty()) throw ShardError("shards: no samples in the shards given");
   return d;

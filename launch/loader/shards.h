@@ -36,6 +36,11 @@
 // its format version and its checksum agree; any other one is rebuilt and rewritten
 // (atomically, without fsync: a torn cache is detected by its checksum and rebuilt).
 // The cache's format is private to this build's major version (kIndexFormat).
+// A remote shard (a URL) is indexed from one whole read of it (the shard cache's copy
+// with a cache_dir in the object reads, launch/loader/object_reads.h); without a shard
+// cache its index is cached in `cache_dir` (as above) under a name made from the URL,
+// valid while the object's size and ETag (a HEAD) are those recorded: a later run reads
+// no shard whole to start.
 //
 // THREADING. Plain functions; index_shards uses up to `threads` threads of its own.
 

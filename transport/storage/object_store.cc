@@ -45,6 +45,7 @@ class StorageCategory : public std::error_category {
         return std::errc::result_out_of_range;
       case StorageErrc::short_body:
       case StorageErrc::bad_response:
+      case StorageErrc::changed:
         return std::errc::bad_message;
       case StorageErrc::unsupported:
         return std::errc::operation_not_supported;
@@ -145,6 +146,8 @@ std::string_view storage_code_name(StorageErrc code) {
       return "unsupported";
     case StorageErrc::tls_failed:
       return "tls_failed";
+    case StorageErrc::changed:
+      return "changed";
   }
   return "unknown storage error";
 }
@@ -414,6 +417,87 @@ std::vector<std::byte> ObjectStore::get(std::string_view url_text, std::uint64_t
                                                    " was announced");
         }
         return std::move(response.body);
+      });
+}
+
+void ObjectStore::get_stream(std::string_view url_text, std::uint64_t offset, std::uint64_t size,
+                             const std::function<void(const std::byte*, std::size_t)>& sink,
+                             std::uint64_t object_size, std::string_view etag) {
+  if (size == 0) return;
+  ObjectUrl url = ObjectUrl::parse(url_text);
+  const std::uint64_t last = offset + size - 1;
+  std::uint64_t delivered = 0;  // over all attempts: a retry asks for the rest only
+  std::uint64_t skip = 0;       // this attempt: bytes before the range (a 200 answer)
+  std::uint64_t received = 0;   // this attempt: bytes of the range delivered
+  std::string host;
+  auto fail = [&](StorageErrc code, const std::string& why) {
+    throw StorageError(code, url.str(),
+                       "GET " + url.str() + " bytes " + std::to_string(offset + delivered) + "-" +
+                           std::to_string(last) + ": " + why);
+  };
+  auto check_head = [&](int status, const std::map<std::string, std::string>& headers) {
+    skip = 0;
+    received = 0;
+    if (!etag.empty()) {
+      auto answered = headers.find("etag");
+      if (answered != headers.end() && answered->second != etag) {
+        fail(StorageErrc::changed, "the object changed: ETag " + answered->second +
+                                       " where it was read as " + std::string(etag));
+      }
+    }
+    std::uint64_t total = 0;
+    if (status == 200) {  // the server ignored Range: skip to it
+      skip = offset + delivered;
+      auto length = headers.find("content-length");
+      total = length == headers.end() ? 0 : number(length->second).value_or(0);
+      if (length != headers.end() && total <= last) {
+        fail(StorageErrc::out_of_range, "the object has " + length->second + " bytes");
+      }
+    } else {
+      auto content_range = headers.find("content-range");
+      std::string expected =
+          "bytes " + std::to_string(offset + delivered) + "-" + std::to_string(last) + "/";
+      if (content_range == headers.end() || content_range->second.rfind(expected, 0) != 0) {
+        fail(StorageErrc::bad_response, content_range == headers.end()
+                                            ? std::string("no Content-Range in the answer")
+                                            : "the server sent " + content_range->second);
+      }
+      total = number(std::string_view(content_range->second).substr(expected.size())).value_or(0);
+    }
+    if (object_size != 0 && total != 0 && total != object_size) {
+      fail(StorageErrc::changed, "the object changed: " + std::to_string(total) +
+                                     " bytes where it was read as " + std::to_string(object_size));
+    }
+  };
+  auto on_body = [&](const std::byte* data, std::size_t n) {
+    impl_->bytes.fetch_add(n, std::memory_order_relaxed);
+    impl_->count(host, 0, 0, 0, n);
+    const std::uint64_t skipped = std::min<std::uint64_t>(skip, n);
+    skip -= skipped;
+    data += skipped;
+    n -= static_cast<std::size_t>(skipped);
+    n = static_cast<std::size_t>(std::min<std::uint64_t>(n, size - delivered));
+    if (n == 0) return;
+    received += n;
+    delivered += n;
+    sink(data, n);
+  };
+  std::string range;
+  impl_->send(
+      [&] {
+        range = "Range: bytes=" + std::to_string(offset + delivered) + "-" + std::to_string(last);
+        auto prepared = impl_->prepare(url, "GET", {range});
+        prepared.request.on_head = check_head;
+        prepared.request.on_body = on_body;
+        host = prepared.host;
+        return prepared;
+      },
+      [&](detail::HttpResponse, const detail::HttpRequest&) {
+        if (delivered != size) {
+          fail(StorageErrc::short_body,
+               "the answer ended after " + std::to_string(received) + " bytes of the range");
+        }
+        return 0;
       });
 }
 

@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,6 +55,7 @@ enum class StorageErrc {
   invalid_url,      // not s3://bucket/key, http:// or https://: invalid_argument
   unsupported,      // e.g. listing an https:// URL: operation_not_supported
   tls_failed,       // certificate or handshake refused: permission_denied
+  changed,          // another ETag or size than the caller knew the object by: bad_message
 };
 
 const std::error_category& storage_category() noexcept;
@@ -162,6 +164,16 @@ class ObjectStore {
   /// checked): out_of_range when the object ends before offset + size, short_body when
   /// the server sends fewer bytes than it announced. size 0 returns nothing, no request.
   std::vector<std::byte> get(std::string_view url, std::uint64_t offset, std::uint64_t size);
+  /// Streams exactly `size` bytes from `offset` to `sink` as they arrive, in order, in
+  /// pieces of any size: one Range request, checked as get(url, offset, size) checks its
+  /// answer (Content-Range, its total against `object_size` when that is not 0, and the
+  /// ETag against `etag` when that is not empty: another is `changed`). A transient
+  /// failure, also mid-body, is retried (StoreOptions::retries) from the first byte not
+  /// yet delivered, so `sink` sees every byte once, in order. An exception from `sink`
+  /// aborts the transfer and propagates (no retry). size 0: no request.
+  void get_stream(std::string_view url, std::uint64_t offset, std::uint64_t size,
+                  const std::function<void(const std::byte* data, std::size_t size)>& sink,
+                  std::uint64_t object_size = 0, std::string_view etag = {});
   /// Size and ETag (HEAD).
   ObjectInfo head(std::string_view url);
   /// Every object under an s3:// prefix (ListObjectsV2, all pages), sorted by key as

@@ -258,6 +258,66 @@ TEST_F(ObjectStoreTest, RetriesConnectionsCutMidBody) {
   EXPECT_EQ(store.stats().retries, 1u);
 }
 
+// A streamed range: the sink sees each byte once, in order; an answer cut mid-body is
+// asked again from the first byte not delivered (the proxy sends the rest only).
+TEST_F(ObjectStoreTest, StreamedRangeResumesAfterAConnectionCutMidBody) {
+  ObjectStore store(options("proxy"));
+  const std::uint64_t offset = 1000, size = 2'000'000;
+  const auto before = server_->traffic();
+  server_->arm("drop 1");
+  std::vector<std::byte> got;
+  std::size_t pieces = 0;
+  store.get_stream(url("big.bin"), offset, size, [&](const std::byte* data, std::size_t n) {
+    got.insert(got.end(), data, data + n);
+    ++pieces;
+  });
+  EXPECT_EQ(got, file_bytes(local("big.bin"), offset, size));
+  EXPECT_GT(pieces, 1u);  // delivered as it arrived, not as one body
+  EXPECT_EQ(store.stats().retries, 1u);
+  const auto after = server_->traffic();
+  EXPECT_EQ(after.first - before.first, 2u);
+  EXPECT_LT(after.second - before.second, size);  // the rest, not the whole range again
+  EXPECT_EQ(store.stats().bytes, size);
+}
+
+TEST_F(ObjectStoreTest, StreamedRangeOfAChangedObjectIsRefused) {
+  ObjectStore store(options());
+  const auto info = store.head(url("big.bin"));
+  std::uint64_t delivered = 0;
+  const auto sink = [&](const std::byte*, std::size_t n) { delivered += n; };
+  try {
+    store.get_stream(url("big.bin"), 0, 100, sink, info.size, "\"another-etag\"");
+    FAIL() << "no error";
+  } catch (const StorageError& error) {
+    EXPECT_EQ(error.code(), StorageErrc::changed) << error.what();
+    EXPECT_NE(std::string(error.what()).find(info.etag), std::string::npos) << error.what();
+  }
+  try {
+    store.get_stream(url("big.bin"), 0, 100, sink, info.size + 1, info.etag);
+    FAIL() << "no error";
+  } catch (const StorageError& error) {
+    EXPECT_EQ(error.code(), StorageErrc::changed) << error.what();
+  }
+  EXPECT_EQ(delivered, 0u);
+  store.get_stream(url("big.bin"), 0, 100, sink, info.size, info.etag);
+  EXPECT_EQ(delivered, 100u);
+}
+
+TEST_F(ObjectStoreTest, StreamedShortBodyIsAnError) {
+  ObjectStore store(options("proxy"));
+  server_->arm("short 1");
+  std::uint64_t delivered = 0;
+  try {
+    store.get_stream(url("big.bin"), 100, 5000,
+                     [&](const std::byte*, std::size_t n) { delivered += n; });
+    FAIL() << "no error";
+  } catch (const StorageError& error) {
+    EXPECT_EQ(error.code(), StorageErrc::short_body) << error.what();
+    EXPECT_NE(std::string(error.what()).find("4990 bytes"), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(delivered, 4990u);
+}
+
 TEST_F(ObjectStoreTest, ShortBodyIsAnErrorNotATruncatedResult) {
   ObjectStore store(options("proxy"));
   server_->arm("short 1");

@@ -25,6 +25,14 @@ a line, answering "ok" when the fault is armed:
   short N    the next N answers lose their last 10 bytes, Content-Length lowered to match
   redirect N the next N requests are answered 302 to the same path on the server itself
   latency MS every request from now on waits MS milliseconds before it is forwarded
+  outage N   after N more requests are forwarded, s3rver is killed (SIGKILL); the proxy
+             keeps accepting, and each request finds the server down (its connection is
+             refused: the proxy closes the client's connection without an answer) until
+             "outages" requests have, then s3rver is started again on the same port with
+             the same data (the next request waits for it); D is the second word's count:
+             "outage N D"
+  down N     after N more requests, the proxy itself goes away: it stops listening and
+             closes every connection (a whole host down: connections are refused)
   checked 0  answers "checked=N": how many signatures the proxy has verified so far
   requests 0 answers "requests=N bytes=M": requests the proxy has received so far, and
              body bytes it has sent back
@@ -47,6 +55,10 @@ stop = threading.Event()
 latency = [0.0]  # seconds added before each forwarded request
 checked = [0]  # signatures the proxy verified
 traffic = [0, 0]  # requests received, body bytes answered
+outage = {"after": None, "down": 0, "left": 0}  # see "outage N D"
+host = {"after": None, "down": False}  # see "down N"
+backend_lock = threading.Condition()  # orders a kill and a restart of s3rver
+forwarding = [0]  # requests being forwarded: a kill waits for them (none cut mid-answer)
 botocore = {}  # AWSRequest, Credentials, S3SigV4Auth, once imported
 
 
@@ -113,6 +125,8 @@ def forward(backend, request_line, headers, body):
         while chunk := upstream.recv(65536):
             data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
+    if not head.startswith(b"HTTP/"):
+        raise ConnectionResetError("the server closed the connection without an answer")
     status, *rest = head.decode("latin-1").split("\r\n")
     headers = [tuple(x.strip() for x in line.split(":", 1)) for line in rest]
     length = next((int(v) for k, v in headers if k.lower() == "content-length"), len(body))
@@ -126,7 +140,7 @@ def send(conn, status, headers, body, length):
     conn.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
 
 
-def serve_client(conn, backend):
+def serve_client(conn, backend, listener):
     with conn:
         while not stop.is_set():
             request = read_request(conn)
@@ -134,6 +148,13 @@ def serve_client(conn, backend):
                 return
             with faults_lock:
                 traffic[0] += 1
+                if host["after"] == 0:  # the whole host goes away: refused from now on
+                    host["after"], host["down"] = None, True
+                    listener.close()
+                elif host["after"] is not None:
+                    host["after"] -= 1
+                if host["down"]:
+                    return
             fault = next_fault()
             if fault == "stall":
                 stop.wait()  # never answered; the client gives up
@@ -144,7 +165,7 @@ def serve_client(conn, backend):
                      body, len(body))
                 continue
             if fault == "redirect":
-                target = f"http://{backend[0]}:{backend[1]}{request[0].split(' ')[1]}"
+                target = f"http://127.0.0.1:{backend.port}{request[0].split(' ')[1]}"
                 send(conn, "HTTP/1.1 302 Found", [("Location", target)], b"", 0)
                 continue
             code = signature_error(*request[:2])
@@ -156,7 +177,34 @@ def serve_client(conn, backend):
                 continue
             if latency[0]:
                 stop.wait(latency[0])
-            status, headers, body, length = forward(backend, *request)
+            with backend_lock:
+                if outage["after"] == 0:  # killed before this request, once the others are answered
+                    backend_lock.wait_for(lambda: forwarding[0] == 0)
+                    outage["after"], outage["left"] = None, outage["down"]
+                    backend.kill()
+                elif outage["after"] is not None:
+                    outage["after"] -= 1
+                down = outage["left"] > 0
+                if down:
+                    outage["left"] -= 1
+                else:
+                    if not backend.running():
+                        backend.start()  # this request waits for it
+                    forwarding[0] += 1
+            if down:
+                try:  # the server is really gone: its port refuses connections
+                    socket.create_connection(backend.address()).close()
+                except OSError:
+                    pass
+                return  # the client's connection closed without an answer
+            try:
+                status, headers, body, length = forward(backend.address(), *request)
+            except OSError:  # the server went away while it answered: no answer
+                return
+            finally:
+                with backend_lock:
+                    forwarding[0] -= 1
+                    backend_lock.notify_all()
             if fault == "drop":  # the whole length announced, half the body sent, closed
                 send(conn, status, headers, body[: len(body) // 2], length)
                 return
@@ -174,7 +222,45 @@ def proxy(listener, backend):
             conn, _ = listener.accept()
         except OSError:
             return
-        threading.Thread(target=serve_client, args=(conn, backend), daemon=True).start()
+        threading.Thread(target=serve_client, args=(conn, backend, listener), daemon=True).start()
+
+
+class Backend:
+    """s3rver as a child process: started, killed, and started again on the same port
+    with the same data (an "outage")."""
+
+    def __init__(self, s3rver, data, env):
+        self.s3rver, self.data, self.env = s3rver, data, env
+        self.process = None
+        self.port = 0  # 0 until the first start: s3rver picks one
+
+    def start(self):
+        """Starts s3rver and waits until it listens; False when it exited first."""
+        self.process = subprocess.Popen(
+            [self.s3rver, "-d", self.data, "-a", "127.0.0.1", "-p", str(self.port), "-s",
+             "--configure-bucket", BUCKET], env=self.env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, text=True)
+        for line in self.process.stdout:  # "S3rver listening on 127.0.0.1:PORT" once it listens
+            if line.startswith("S3rver listening on "):
+                self.port = int(line.rsplit(":", 1)[1])
+                threading.Thread(target=self.process.stdout.read, daemon=True).start()
+                return True
+        return False
+
+    def running(self):
+        return self.process is not None and self.process.poll() is None
+
+    def address(self):
+        return ("127.0.0.1", self.port)
+
+    def kill(self):
+        self.process.kill()
+        self.process.wait()
+
+    def stop(self):
+        if self.running():
+            self.process.terminate()
+            self.process.wait()
 
 
 def find_s3rver():
@@ -208,27 +294,19 @@ def main():
     # its legacy provider: without it every truncated listing is a 500 InternalError.
     env = dict(os.environ)
     env["NODE_OPTIONS"] = (env.get("NODE_OPTIONS", "") + " --openssl-legacy-provider").strip()
-    server = subprocess.Popen([s3rver, "-d", data, "-a", "127.0.0.1", "-p", "0", "-s",
-                               "--configure-bucket", BUCKET], env=env,
-                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+    backend = Backend(s3rver, data, env)
     try:
-        serve(mirror, server, boto3, Config, sys.argv[2] if len(sys.argv) > 2 else None)
+        if not backend.start():
+            missing(f"s3rver exited ({backend.process.wait()}) before it listened")
+        serve(mirror, backend, boto3, Config, sys.argv[2] if len(sys.argv) > 2 else None)
     finally:
-        server.terminate()
-        server.wait()
+        with backend_lock:
+            backend.stop()
         shutil.rmtree(data, ignore_errors=True)
 
 
-def serve(mirror, server, boto3, Config, upload):
-    port = None
-    for line in server.stdout:  # "S3rver listening on 127.0.0.1:PORT" once it listens
-        if line.startswith("S3rver listening on "):
-            port = int(line.rsplit(":", 1)[1])
-            break
-    if port is None:
-        missing(f"s3rver exited ({server.wait()}) before it listened")
-    threading.Thread(target=server.stdout.read, daemon=True).start()  # drain the rest
-    endpoint = f"http://127.0.0.1:{port}"
+def serve(mirror, backend, boto3, Config, upload):
+    endpoint = f"http://127.0.0.1:{backend.port}"
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
                       aws_access_key_id=KEY_ID, aws_secret_access_key=SECRET,
                       config=Config(s3={"addressing_style": "path"}))
@@ -256,7 +334,7 @@ def serve(mirror, server, boto3, Config, upload):
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
     listener.listen(64)
-    threading.Thread(target=proxy, args=(listener, ("127.0.0.1", port)), daemon=True).start()
+    threading.Thread(target=proxy, args=(listener, backend), daemon=True).start()
 
     print(f"endpoint={endpoint}")
     print(f"proxy=http://127.0.0.1:{listener.getsockname()[1]}")
@@ -265,7 +343,7 @@ def serve(mirror, server, boto3, Config, upload):
     print(f"secret={SECRET}")
     print("ready", flush=True)
     for line in sys.stdin:
-        name, count = line.split()
+        name, count, *rest = line.split()
         with faults_lock:
             if name == "checked":
                 print(f"checked={checked[0]}", flush=True)
@@ -273,6 +351,11 @@ def serve(mirror, server, boto3, Config, upload):
                 print(f"requests={traffic[0]} bytes={traffic[1]}", flush=True)
             elif name == "latency":
                 latency[0] = int(count) / 1000
+            elif name == "outage":
+                with backend_lock:
+                    outage["after"], outage["down"] = int(count), int(rest[0]) if rest else 1
+            elif name == "down":
+                host["after"] = int(count)
             else:
                 faults.extend([name] * int(count))
         print("ok", flush=True)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <exception>
 #include <mutex>
 #include <unordered_map>
 
@@ -65,11 +66,38 @@ void unlock_share(CURL*, curl_lock_data data, void* pool) {
   static_cast<HostPool*>(pool)->share_locks[data].unlock();
 }
 
-size_t on_body(char* data, size_t size, size_t count, void* response) {
-  auto& body = static_cast<HttpResponse*>(response)->body;
+// What the body callback writes to: the response, and for a streamed request its sinks.
+struct BodyTarget {
+  HttpResponse* response = nullptr;
+  const HttpRequest* request = nullptr;
+  CURL* handle = nullptr;
+  int streaming = -1;          // -1: not decided yet (the first piece decides), 0: no, 1: yes
+  std::exception_ptr error{};  // thrown by a sink: the transfer was aborted for it
+};
+
+size_t on_body(char* data, size_t size, size_t count, void* user) {
+  auto& target = *static_cast<BodyTarget*>(user);
   auto bytes = reinterpret_cast<const std::byte*>(data);
-  body.insert(body.end(), bytes, bytes + size * count);
-  return size * count;
+  const std::size_t n = size * count;
+  try {
+    if (target.streaming < 0) {
+      long status = 0;
+      curl_easy_getinfo(target.handle, CURLINFO_RESPONSE_CODE, &status);
+      target.streaming = target.request->on_body && status >= 200 && status < 300 ? 1 : 0;
+      if (target.streaming && target.request->on_head) {
+        target.request->on_head(static_cast<int>(status), target.response->headers);
+      }
+    }
+    if (target.streaming) {
+      target.request->on_body(bytes, n);
+    } else {
+      target.response->body.insert(target.response->body.end(), bytes, bytes + n);
+    }
+  } catch (...) {
+    target.error = std::current_exception();
+    return 0;  // CURLE_WRITE_ERROR: aborted
+  }
+  return n;
 }
 
 size_t on_header(char* data, size_t size, size_t count, void* response) {
@@ -141,7 +169,7 @@ struct HttpClient::Impl {
   }
 
   void configure(CURL* handle, HostPool& pool, const HttpRequest& request, curl_slist* headers,
-                 HttpResponse& response) {
+                 HttpResponse& response, BodyTarget& target) {
     curl_easy_reset(handle);  // keeps the connection cache
     curl_easy_setopt(handle, CURLOPT_URL, request.url.c_str());
     curl_easy_setopt(handle, CURLOPT_SHARE, pool.share.get());
@@ -166,7 +194,7 @@ struct HttpClient::Impl {
       curl_easy_setopt(handle, CURLOPT_CUSTOMREQUEST, request.method.c_str());
     }
     curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(handle, CURLOPT_WRITEDATA, &response);
+    curl_easy_setopt(handle, CURLOPT_WRITEDATA, &target);
     curl_easy_setopt(handle, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(handle, CURLOPT_HEADERDATA, &response);
   }
@@ -188,8 +216,9 @@ HttpResponse HttpClient::perform(const std::string& host, const HttpRequest& req
     headers.reset(curl_slist_append(headers.release(), header.c_str()));
   }
   HttpResponse response;
-  response.body.reserve(request.expected_size);
-  impl_->configure(handle.get(), pool, request, headers.get(), response);
+  if (!request.on_body) response.body.reserve(request.expected_size);
+  BodyTarget target{.response = &response, .request = &request, .handle = handle.get()};
+  impl_->configure(handle.get(), pool, request, headers.get(), response, target);
   char detail[CURL_ERROR_SIZE] = {};
   curl_easy_setopt(handle.get(), CURLOPT_ERRORBUFFER, detail);
   CURLcode code = curl_easy_perform(handle.get());
@@ -198,6 +227,7 @@ HttpResponse HttpClient::perform(const std::string& host, const HttpRequest& req
   curl_easy_setopt(handle.get(), CURLOPT_ERRORBUFFER, nullptr);
   // A failed handle may hold a broken connection: drop it rather than pool it.
   impl_->release(pool, code == CURLE_OK ? std::move(handle) : Easy());
+  if (target.error) std::rethrow_exception(target.error);
   if (code != CURLE_OK) {
     std::string text = detail[0] ? detail : curl_easy_strerror(code);
     throw StorageError(code_of(code), request.display_url,

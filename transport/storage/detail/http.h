@@ -6,6 +6,7 @@
 // call from many threads. No retry here: ObjectStore decides.
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -22,6 +23,12 @@ struct HttpRequest {
   std::string display_url;           // for messages: the object's URL (never a presigned query)
   std::size_t expected_size = 0;     // a hint to reserve the body
   bool follow_redirects = false;     // unsigned http(s) URLs only (a CDN's 302); at most 5
+  /// Set: a 2xx answer's body goes to `on_head` (once, before its first byte: the status and
+  /// headers) and then to `on_body` piece by piece as it arrives, instead of into
+  /// HttpResponse::body (which then holds only a non-2xx answer's body). Either may throw:
+  /// the transfer is aborted and perform() rethrows that exception.
+  std::function<void(int status, const std::map<std::string, std::string>& headers)> on_head{};
+  std::function<void(const std::byte* data, std::size_t size)> on_body{};
 };
 
 struct HttpResponse {
