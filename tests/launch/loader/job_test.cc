@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -24,12 +25,14 @@
 #include "media/source.h"
 #include "media/synthetic.h"
 #include "media/transform.h"
+#include "transport/remote/detail/remote_dispatch.h"
 #include "transport/remote/remote.h"
 
 namespace brigade::launch::job_test {  // its own: the tests of one target share a unity batch
 namespace {
 
 namespace fs = std::filesystem;
+using namespace std::chrono_literals;
 
 class Job : public ::testing::TestWithParam<std::tuple<Layout, actors::Order>> {
  protected:
@@ -454,6 +457,116 @@ TEST_F(LabelledJob, EachBatchCarriesTheLabelsOfItsIds) {
   launch::Job job(resolved(c), plain);
   job.begin_epoch();
   for (const auto& b : drain(job)) EXPECT_TRUE(b.labels.empty());
+}
+
+// HYBRID (job.h): the rank decodes in its local slot while it is free and sends the
+// rest to the worker; every batch, whichever side decoded it, is byte-identical to the
+// local run's, with the same failed sample. Made deterministic by the reader: the local
+// slot's first read waits until the worker has finished a task, so the batches behind it
+// can only go to the worker meanwhile.
+TEST_F(LabelledJob, HybridBatchesAreTheLocalRunsWhicheverSideDecodedThem) {
+  const auto dataset = list_class_folders(root_.string(), MediaKind::image);
+  transport::OperationRegistry registry;
+  register_decode_operations(registry);
+  auto wo = transport::WorkerOptions{};
+  wo.threads = 2;
+  wo.security = {.token = "job test"};
+  transport::WorkerNode worker(wo, std::move(registry));
+  auto run = [&](bool hybrid, ReadFile reader, std::optional<RemoteSummary>& summary) {
+    RunConfig c;
+    c.batch_size = 2;
+    c.threads = 1;
+    c.seed = 5;
+    if (hybrid) {
+      c.workers = {worker.address()};
+      c.decode = DecodeMode::hybrid;
+    }
+    resolve(c, [](const char* name) -> const char* {
+      return std::string_view(name) == "BRIGADE_TOKEN" ? "job test" : nullptr;
+    });
+    launch::Job job(c, dataset, {.read_file = std::move(reader)});
+    job.begin_epoch();
+    auto batches = drain(job);
+    summary = job.remote_summary();
+    return batches;
+  };
+  std::optional<RemoteSummary> none, summary;
+  const auto local = run(false, {}, none);
+  std::atomic<bool> first{true};
+  const auto hybrid = run(
+      true,
+      [&](const std::string& path) {
+        if (first.exchange(false)) {
+          EXPECT_TRUE(transport::detail::WorkerAccess::wait(
+              worker, [](const auto& s) { return s.tasks_done >= 1; }, 60s));
+        }
+        return media::read_file(path);
+      },
+      summary);
+  ASSERT_EQ(hybrid.size(), local.size());
+  for (std::size_t k = 0; k < local.size(); ++k) {
+    EXPECT_EQ(hybrid[k].ids, local[k].ids) << "batch " << k;
+    EXPECT_EQ(hybrid[k].failed, local[k].failed) << "batch " << k;
+    EXPECT_EQ(hybrid[k].labels, local[k].labels) << "batch " << k;
+    ASSERT_EQ(hybrid[k].data.shape(), local[k].data.shape()) << "batch " << k;
+    EXPECT_EQ(std::memcmp(hybrid[k].data.data(), local[k].data.data(), local[k].data.nbytes()), 0)
+        << "batch " << k;
+  }
+  ASSERT_TRUE(summary);
+  EXPECT_GE(summary->decoded_here, 2u) << "the first batch, in the local slot";
+  EXPECT_GT(summary->pool.done, 0u) << "the overflow, on the worker";
+  EXPECT_EQ(summary->decoded_locally, 0u) << "never for want of a worker";
+}
+
+// HYBRID without any worker: the rank decodes everything itself, at once (no wait for
+// a worker, no failure with on_no_workers = fail: it does not apply).
+TEST_F(LabelledJob, HybridWithoutAWorkerDecodesEverythingHere) {
+  const auto dataset = list_class_folders(root_.string(), MediaKind::image);
+  RunConfig c;
+  c.batch_size = 4;
+  c.threads = 1;
+  c.workers = {transport::Endpoint{"127.0.0.1", 1}};  // nobody listens there
+  c.decode = DecodeMode::hybrid;
+  c.on_no_workers = OnNoWorkers::fail;
+  resolve(c, [](const char* name) -> const char* {
+    return std::string_view(name) == "BRIGADE_TOKEN" ? "job test" : nullptr;
+  });
+  launch::Job job(c, dataset);
+  job.begin_epoch();
+  std::uint64_t samples = 0;
+  std::vector<std::uint64_t> failed;
+  for (const auto& b : drain(job)) {
+    samples += b.ids.size();
+    failed.insert(failed.end(), b.failed.begin(), b.failed.end());
+  }
+  EXPECT_EQ(samples, 14u);
+  EXPECT_EQ(failed, std::vector<std::uint64_t>{7});
+  EXPECT_EQ(job.remote_summary()->decoded_here, 15u);
+  EXPECT_EQ(job.remote_summary()->pool.done, 0u);
+}
+
+// REBALANCING's rule (job.h RankWeights), interval by interval: a rank delivering half
+// the others' rate gains weight until it keeps pace, then keeps it; the others stay at
+// the neutral weight; a rank in lockstep whose consumer waits more gains too; one that
+// did not report keeps its weight.
+TEST(RankWeights, ARankBehindGainsWeightUntilItKeepsPaceAndTheRestStayEven) {
+  RankWeights w(4);
+  using F = RankWeights::Figures;
+  auto slow = [](double r2) {
+    return std::vector<std::optional<F>>{F{100, 1}, F{100, 1}, F{r2, 1}, F{100, 1}};
+  };
+  EXPECT_EQ(w.update(slow(50)), (std::vector<std::uint32_t>{1000, 1000, 1414, 1000}));
+  EXPECT_EQ(w.update(slow(50)), (std::vector<std::uint32_t>{1000, 1000, 2000, 1000}));
+  EXPECT_EQ(w.update(slow(100)), (std::vector<std::uint32_t>{1000, 1000, 2000, 1000}))
+      << "keeping pace: kept";
+  EXPECT_EQ(w.update(slow(400)), (std::vector<std::uint32_t>{1000, 1000, 1000, 1000}))
+      << "ahead: back to even, never below";
+  for (int i = 0; i < 20; ++i) w.update(slow(1));
+  EXPECT_EQ(w.weights()[2], RankWeights::kMaxWeight);
+  // Lockstep: equal rates, rank 1's consumer waits 0.55 of the time, the others 0.05.
+  RankWeights lockstep(3);
+  const std::vector<std::optional<F>> waits{F{10, 0.05}, F{10, 0.55}, std::nullopt};
+  EXPECT_EQ(lockstep.update(waits), (std::vector<std::uint32_t>{1000, 2449, 1000}));
 }
 
 }  // namespace
