@@ -858,7 +858,8 @@ RankWeights::RankWeights(std::uint32_t world_size)
 
 const std::vector<std::uint32_t>& RankWeights::update(
     const std::vector<std::optional<Figures>>& ranks) {
-  constexpr double kFloor = 0.05;  // keeps a share of 0 from dividing anything
+  constexpr double kFloor = 0.05;     // keeps a share of 0 from dividing anything
+  constexpr double kDeadband = 0.05;  // a pressure this close to 1 is noise
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     const auto n = v.size();
@@ -877,10 +878,11 @@ const std::vector<std::uint32_t>& RankWeights::update(
     const double pressure = median(rates) / ranks[r]->samples_per_s *
                             (std::max(0.0, ranks[r]->wait_share) + kFloor) /
                             (std::max(0.0, median(waits)) + kFloor);
-    weight_[r] *= std::sqrt(pressure);
+    if (std::abs(pressure - 1) > kDeadband) weight_[r] *= std::sqrt(pressure);
   }
+  const double least = *std::min_element(weight_.begin(), weight_.end());
   for (std::size_t r = 0; r < weight_.size(); ++r) {
-    weight_[r] = std::clamp(weight_[r], double(kNeutralWeight), double(kMaxWeight));
+    weight_[r] = std::min(weight_[r] * kNeutralWeight / least, double(kMaxWeight));
     rounded_[r] = static_cast<std::uint32_t>(std::lround(weight_[r]));
   }
   return rounded_;

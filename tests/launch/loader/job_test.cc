@@ -547,8 +547,8 @@ TEST_F(LabelledJob, HybridWithoutAWorkerDecodesEverythingHere) {
 
 // REBALANCING's rule (job.h RankWeights), interval by interval: a rank delivering half
 // the others' rate gains weight until it keeps pace, then keeps it; the others stay at
-// the neutral weight; a rank in lockstep whose consumer waits more gains too; one that
-// did not report keeps its weight.
+// the neutral weight; a rank in lockstep whose consumer waits more gains too; noise moves
+// nobody.
 TEST(RankWeights, ARankBehindGainsWeightUntilItKeepsPaceAndTheRestStayEven) {
   RankWeights w(4);
   using F = RankWeights::Figures;
@@ -563,10 +563,14 @@ TEST(RankWeights, ARankBehindGainsWeightUntilItKeepsPaceAndTheRestStayEven) {
       << "ahead: back to even, never below";
   for (int i = 0; i < 20; ++i) w.update(slow(1));
   EXPECT_EQ(w.weights()[2], RankWeights::kMaxWeight);
-  // Lockstep: equal rates, rank 1's consumer waits 0.55 of the time, the others 0.05.
+  // Lockstep: equal rates, rank 1's consumer waits 0.55 of the time, the others 0.05:
+  // rank 1 gains √6, the others lose √(0.1 / 0.35), and the least is scaled back to even.
   RankWeights lockstep(3);
-  const std::vector<std::optional<F>> waits{F{10, 0.05}, F{10, 0.55}, std::nullopt};
-  EXPECT_EQ(lockstep.update(waits), (std::vector<std::uint32_t>{1000, 2449, 1000}));
+  const std::vector<std::optional<F>> waits{F{10, 0.05}, F{10, 0.55}, F{10, 0.05}};
+  EXPECT_EQ(lockstep.update(waits), (std::vector<std::uint32_t>{1000, 4583, 1000}));
+  // Noise (within 5%) moves nobody.
+  EXPECT_EQ(lockstep.update({F{10, 0.5}, F{10.3, 0.5}, F{9.8, 0.5}}),
+            (std::vector<std::uint32_t>{1000, 4583, 1000}));
 }
 
 }  // namespace
