@@ -6,11 +6,15 @@
 
 Real processes on 127.0.0.1, launched as torchrun launches them (RANK, WORLD_SIZE,
 MASTER_ADDR, MASTER_PORT): 4 ranks of `brigade run --threads 1 --decode hybrid
---directory auto --stats auto`; 2 shared `brigade worker --threads 1 --join`; a CPU
-hog (a busy loop) and rank 2 pinned with taskset to one core (core 2 mod cores) for
-the whole run, the other ranks and the workers unpinned (on a machine with fewer than
-5 cores, pinning every rank to a core of its own is impossible: pinned to rank mod
-cores, rank 0 shared the hog's core too and the slowed ranks did not stand out). Configuration "without": the workers serve the
+--directory auto --stats auto`; 2 shared `brigade worker --threads 1 --join`; CPU hogs
+(busy loops, --hogs, default 3) pinned with taskset to rank 2's core (core 2 mod
+cores) for the whole run. On this 2-core machine every rank cannot have a core of its
+own, and the scheduler shares a core evenly among what runs on it, so: rank 2, the
+hogs and worker 0 on the hog's core; ranks 0, 1, 3 and worker 1 on the other cores.
+With one hog rank 2 had more CPU than the others (a half core against a fifth; its
+rate was the highest), with 3 it has about 4/5 of theirs. Measured: pinned to rank
+mod cores with one hog, or unpinned but for rank 2 and the hog, the ranks' rates
+were within 1.07 without rebalancing: the slowed rank did not stand out. Configuration "without": the workers serve the
 ranks' sessions in turn; "with": rank 0 has `--rebalance` (launch/loader/job.h
 REBALANCING): the workers serve the rank that falls behind first.
 
@@ -92,12 +96,15 @@ def run(args, rebalance, folder):
     env = dict(os.environ, BRIGADE_TOKEN=TOKEN, WORLD_SIZE="4", MASTER_ADDR="127.0.0.1",
                MASTER_PORT=str(master))
     hog_core = 2 % cores
-    hog = spawn(["taskset", "-c", str(hog_core), sys.executable, "-c", "while True: pass"])
+    others = ",".join(str(c) for c in range(cores) if c != hog_core or cores == 1)
+    hogs = [spawn(["taskset", "-c", str(hog_core), sys.executable, "-c", "while True: pass"])
+            for _ in range(args.hogs)]
     load_before = loadavg()
     workers = []
     for w in range(2):
         err = open(os.path.join(folder, f"worker{w}-{int(rebalance)}.txt"), "w")
-        workers.append(spawn([args.brigade, "worker", "--threads", "1", "--join",
+        core = str(hog_core) if w == 0 else others
+        workers.append(spawn(["taskset", "-c", core, args.brigade, "worker", "--threads", "1", "--join",
                               f"127.0.0.1:{master + 1}"], env=env, stdout=subprocess.PIPE,
                              stderr=err, text=True))
     for w in workers:
@@ -105,7 +112,7 @@ def run(args, rebalance, folder):
     started = time.monotonic()
     ranks = []
     for rank in range(4):
-        pin = ["taskset", "-c", str(hog_core)] if rank == 2 else []
+        pin = ["taskset", "-c", str(hog_core) if rank == 2 else others]
         cmd = pin + [args.brigade, "run", "--threads", "1",
                "--decode", "hybrid", "--directory", "auto", "--stats", "auto",
                "--stats-interval", str(args.interval), "--epochs", str(args.epochs),
@@ -126,7 +133,7 @@ def run(args, rebalance, folder):
                 outs[r] = p.stdout.read()
         time.sleep(0.05)
     load_after = loadavg()
-    for p in workers + [hog]:
+    for p in workers + hogs:
         p.kill()
         p.wait()
     summaries = []
@@ -150,6 +157,7 @@ def run(args, rebalance, folder):
         "remote_tasks": [r.get("tasks") for r in remote],
         "weights": remote[0].get("rank_weights"),
         "hog_core": hog_core,
+        "hogs": args.hogs,
         "cores": cores,
         "loadavg_before": load_before,
         "loadavg_after": load_after,
@@ -165,6 +173,7 @@ def main():
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--interval", type=float, default=1.0, help="--stats-interval, seconds")
     ap.add_argument("--configs", default="without,with")
+    ap.add_argument("--hogs", type=int, default=3, help="busy loops on rank 2's core")
     args = ap.parse_args()
     atexit.register(kill_children)
     signal.signal(signal.SIGTERM, on_signal)

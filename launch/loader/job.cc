@@ -858,13 +858,15 @@ RankWeights::RankWeights(std::uint32_t world_size)
 
 const std::vector<std::uint32_t>& RankWeights::update(
     const std::vector<std::optional<Figures>>& ranks) {
-  constexpr double kFloor = 0.05;     // keeps a share of 0 from dividing anything
-  constexpr double kDeadband = 0.05;  // a pressure this close to 1 is noise
+  constexpr double kFloor = 0.05;    // keeps a share of 0 from dividing anything
+  constexpr double kDeadband = 0.1;  // a pressure this close to 1 is noise
+  constexpr double kLeak = 0.98;     // of the weight's log kept from the last interval
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     const auto n = v.size();
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
   };
+  for (auto& w : weight_) w = kNeutralWeight * std::pow(w / kNeutralWeight, kLeak);
   const auto n = std::min(ranks.size(), weight_.size());
   for (std::size_t r = 0; r < n; ++r) {
     if (!ranks[r] || !(ranks[r]->samples_per_s > 0)) continue;

@@ -217,11 +217,12 @@ struct RemoteSummary {
 /// not wait for each other); the second a rank whose consumer waits on data more (ranks
 /// in lockstep, as DDP's all-reduce keeps them, deliver alike and differ only there).
 /// Above 1 the weight grows, below it shrinks, so it settles where the rank keeps pace
-/// (an integral controller; the root damps it, and a pressure within 5% of 1 is taken
-/// for noise). The weights are then scaled so that the least is kNeutralWeight (a
-/// floor alone would let noise ratchet every weight up), at most kMaxWeight: the ranks
-/// not behind share the workers evenly. A rank that did not report in the interval, or
-/// delivered nothing, is not moved by figures of its own.
+/// (an integral controller; the root damps it, a pressure within 10% of 1 is taken for
+/// noise, and each interval first keeps 0.98 of the weight's logarithm, so what noise
+/// moves drifts back to even). The weights are then scaled so that the least is
+/// kNeutralWeight (a floor alone would let noise ratchet every weight up), at most
+/// kMaxWeight: the ranks not behind share the workers evenly. A rank that did not report
+/// in the interval, or delivered nothing, is not moved by figures of its own.
 class RankWeights {
  public:
   static constexpr std::uint32_t kNeutralWeight = transport::kNeutralRankWeight;

@@ -552,25 +552,22 @@ TEST_F(LabelledJob, HybridWithoutAWorkerDecodesEverythingHere) {
 TEST(RankWeights, ARankBehindGainsWeightUntilItKeepsPaceAndTheRestStayEven) {
   RankWeights w(4);
   using F = RankWeights::Figures;
+  using V = std::vector<std::uint32_t>;
   auto slow = [](double r2) {
     return std::vector<std::optional<F>>{F{100, 1}, F{100, 1}, F{r2, 1}, F{100, 1}};
   };
-  EXPECT_EQ(w.update(slow(50)), (std::vector<std::uint32_t>{1000, 1000, 1414, 1000}));
-  EXPECT_EQ(w.update(slow(50)), (std::vector<std::uint32_t>{1000, 1000, 2000, 1000}));
-  EXPECT_EQ(w.update(slow(100)), (std::vector<std::uint32_t>{1000, 1000, 2000, 1000}))
-      << "keeping pace: kept";
-  EXPECT_EQ(w.update(slow(400)), (std::vector<std::uint32_t>{1000, 1000, 1000, 1000}))
-      << "ahead: back to even, never below";
+  EXPECT_EQ(w.update(slow(50)), (V{1000, 1000, 1414, 1000})) << "√2";
+  EXPECT_EQ(w.update(slow(50)), (V{1000, 1000, 1986, 1000})) << "√2 again, 0.98 of the log kept";
+  EXPECT_EQ(w.update(slow(100)), (V{1000, 1000, 1959, 1000})) << "keeping pace: kept, drifting";
+  EXPECT_EQ(w.update(slow(400)), (V{1035, 1035, 1000, 1035})) << "ahead: its lead is gone";
   for (int i = 0; i < 20; ++i) w.update(slow(1));
   EXPECT_EQ(w.weights()[2], RankWeights::kMaxWeight);
   // Lockstep: equal rates, rank 1's consumer waits 0.55 of the time, the others 0.05:
   // rank 1 gains √6, the others lose √(0.1 / 0.35), and the least is scaled back to even.
   RankWeights lockstep(3);
-  const std::vector<std::optional<F>> waits{F{10, 0.05}, F{10, 0.55}, F{10, 0.05}};
-  EXPECT_EQ(lockstep.update(waits), (std::vector<std::uint32_t>{1000, 4583, 1000}));
-  // Noise (within 5%) moves nobody.
-  EXPECT_EQ(lockstep.update({F{10, 0.5}, F{10.3, 0.5}, F{9.8, 0.5}}),
-            (std::vector<std::uint32_t>{1000, 4583, 1000}));
+  EXPECT_EQ(lockstep.update({F{10, 0.05}, F{10, 0.55}, F{10, 0.05}}), (V{1000, 4583, 1000}));
+  // Noise (within 10%) moves nobody: the weight only drifts back.
+  EXPECT_EQ(lockstep.update({F{10, 0.5}, F{10.3, 0.5}, F{9.8, 0.5}}), (V{1000, 4445, 1000}));
 }
 
 }  // namespace
