@@ -513,7 +513,7 @@ TEST_F(LabelledJob, HybridBatchesAreTheLocalRunsWhicheverSideDecodedThem) {
         << "batch " << k;
   }
   ASSERT_TRUE(summary);
-  EXPECT_GE(summary->decoded_here, 2u) << "the first batch, in the local slot";
+  EXPECT_GE(summary->decoded_here, 1u) << "a batch in the local slot (maybe the short last one)";
   EXPECT_GT(summary->pool.done, 0u) << "the overflow, on the worker";
   EXPECT_EQ(summary->decoded_locally, 0u) << "never for want of a worker";
 }
