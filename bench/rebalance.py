@@ -2,7 +2,7 @@
 """bench/rebalance: hybrid decode with and without rebalancing, one run of each.
 
     python3 bench/rebalance.py [--brigade build/launch/brigade] [--data DIR] [--epochs 1]
-                               [--batch-size 16] [--interval 1] [--configs without,with]
+                               [--batch-size 16] [--interval 2] [--configs without,with]
 
 Real processes on 127.0.0.1, launched as torchrun launches them (RANK, WORLD_SIZE,
 MASTER_ADDR, MASTER_PORT): 4 ranks of `brigade run --threads 1 --decode hybrid
@@ -169,9 +169,9 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--brigade", default="build/launch/brigade")
     ap.add_argument("--data", help="folder of images (default: the demo dataset)")
-    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--epochs", type=int, default=15)
     ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--interval", type=float, default=1.0, help="--stats-interval, seconds")
+    ap.add_argument("--interval", type=float, default=2.0, help="--stats-interval, seconds")
     ap.add_argument("--configs", default="without,with")
     ap.add_argument("--hogs", type=int, default=3, help="busy loops on rank 2's core")
     args = ap.parse_args()

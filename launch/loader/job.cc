@@ -859,7 +859,7 @@ RankWeights::RankWeights(std::uint32_t world_size)
 const std::vector<std::uint32_t>& RankWeights::update(
     const std::vector<std::optional<Figures>>& ranks) {
   constexpr double kFloor = 0.05;    // keeps a share of 0 from dividing anything
-  constexpr double kDeadband = 0.1;  // a pressure this close to 1 is noise
+  constexpr double kDeadband = 0.2;  // a pressure this close to 1 is noise
   constexpr double kLeak = 0.98;     // of the weight's log kept from the last interval
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());

@@ -217,7 +217,7 @@ struct RemoteSummary {
 /// not wait for each other); the second a rank whose consumer waits on data more (ranks
 /// in lockstep, as DDP's all-reduce keeps them, deliver alike and differ only there).
 /// Above 1 the weight grows, below it shrinks, so it settles where the rank keeps pace
-/// (an integral controller; the root damps it, a pressure within 10% of 1 is taken for
+/// (an integral controller; the root damps it, a pressure within 20% of 1 is taken for
 /// noise, and each interval first keeps 0.98 of the weight's logarithm, so what noise
 /// moves drifts back to even). The weights are then scaled so that the least is
 /// kNeutralWeight (a floor alone would let noise ratchet every weight up), at most

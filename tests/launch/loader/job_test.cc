@@ -566,7 +566,7 @@ TEST(RankWeights, ARankBehindGainsWeightUntilItKeepsPaceAndTheRestStayEven) {
   // rank 1 gains √6, the others lose √(0.1 / 0.35), and the least is scaled back to even.
   RankWeights lockstep(3);
   EXPECT_EQ(lockstep.update({F{10, 0.05}, F{10, 0.55}, F{10, 0.05}}), (V{1000, 4583, 1000}));
-  // Noise (within 10%) moves nobody: the weight only drifts back.
+  // Noise (within 20%) moves nobody: the weight only drifts back.
   EXPECT_EQ(lockstep.update({F{10, 0.5}, F{10.3, 0.5}, F{9.8, 0.5}}), (V{1000, 4445, 1000}));
 }
 
