@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/rebalance: hybrid decode with and without rebalancing, one run of each.
 
-    python3 bench/rebalance.py [--brigade build/launch/brigade] [--data DIR] [--epochs 1]
+    python3 bench/rebalance.py [--brigade build/launch/brigade] [--data DIR] [--epochs 15]
                                [--batch-size 16] [--interval 2] [--configs without,with]
 
 Real processes on 127.0.0.1, launched as torchrun launches them (RANK, WORLD_SIZE,
