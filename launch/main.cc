@@ -165,6 +165,8 @@ std::string summary_json(const launch::JobSummary& s, double cpu0,
                    {"redispatched", s.remote->attempts_lost},
                    {"late_results_dropped", s.remote->pool.late_dropped},
                    {"decoded_locally", s.remote->decoded_locally},
+                   {"decoded_here", s.remote->decoded_here},
+                   {"rank_weights", s.remote->weights},
                    {"bytes", s.remote->pool.bytes},
                    {"workers_live", s.remote->pool.live_workers},
                    {"workers", workers}};

@@ -168,6 +168,10 @@ void RunStatistics::deliver(const RankReport& report) {
     out_.flush();
   }
   lock.unlock();
+  if (collector_ && figures) {  // rank 0: REBALANCING (launch/loader/job.h)
+    std::lock_guard job_lock(mutex_);
+    if (job_) job_->rebalance(*figures);
+  }
   if (server_) {
     auto text = prometheus_text(report);
     if (figures) text += prometheus_text(*figures);

@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <memory>
+#include <mutex>
+#include <stop_token>
 #include <thread>
 #include <utility>
 
@@ -244,6 +247,56 @@ JobResume checkpoint_from_files(std::span<const std::vector<std::byte>> files, s
                                                                        rank, w);
 }
 
+// HYBRID (job.h): how often a task that waits for a local slot while no worker is live
+// looks whether one came.
+constexpr std::chrono::milliseconds kHybridRecheck{100};
+
+// HYBRID's local slots (job.h): at most `n` batches decode here at once.
+class LocalSlots {
+ public:
+  explicit LocalSlots(int n) : free_(n) {}
+  bool try_take() {
+    std::lock_guard lock(mutex_);
+    if (free_ == 0) return false;
+    --free_;
+    return true;
+  }
+  /// Waits for a slot at most `timeout`; false when none came, or on a stop.
+  bool take_for(std::chrono::milliseconds timeout, std::stop_token stop) {
+    std::unique_lock lock(mutex_);
+    if (!freed_.wait_for(lock, stop, timeout, [&] { return free_ > 0; })) return false;
+    --free_;
+    return true;
+  }
+  void give() {
+    {
+      std::lock_guard lock(mutex_);
+      ++free_;
+    }
+    freed_.notify_one();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable_any freed_;
+  int free_;
+};
+
+// One sample read as the local read stage reads it: a transient error is read again,
+// kReadAttempts times in all with kReadBackoff doubling between them (job.h HYBRID).
+void read_like_the_read_stage(EncodedSample& e, const ReadFile& reader, std::stop_token stop) {
+  auto backoff = kReadBackoff;
+  for (int attempt = 1;; ++attempt) {
+    read_sample(e, reader);
+    if (!e.failed() || attempt >= kReadAttempts || !actors::is_transient(e.failure->code)) return;
+    std::this_thread::sleep_for(backoff);
+    if (stop.stop_requested()) return;
+    backoff *= 2;
+    e.failure.reset();
+    e.bytes.clear();
+  }
+}
+
 // -- Job ---------------------------------------------------------------------------
 
 struct Job::Impl {
@@ -258,7 +311,11 @@ struct Job::Impl {
   // With remote workers (see REMOTE in job.h); declared before the pipeline, whose
   // stages call it, so that it outlives them.
   std::unique_ptr<transport::RemotePool> pool;
-  std::atomic<std::uint64_t> attempts_lost{0}, decoded_locally{0};
+  std::atomic<std::uint64_t> attempts_lost{0}, decoded_locally{0}, decoded_here{0};
+  std::unique_ptr<LocalSlots> local;  // HYBRID
+  // REBALANCING (rank 0): the rule's state, fed from the statistics' thread.
+  mutable std::mutex rebalance_mutex;
+  mutable std::optional<RankWeights> weights;
   bool waited_for_workers = false;
   // With a device (see DEVICE in job.h): the pinned pool batches are decoded into, and
   // the copy stage. Declared before the pipeline too: its decode stage reads `pinned`
@@ -353,6 +410,7 @@ struct Job::Impl {
     o.operations = {c.kind == MediaKind::video ? kDecodeClips : kDecodeImages};
     o.fingerprint = d.identity_hash();
     o.name = fmt::format("rank {} of {} (pid {})", *c.rank, *c.world_size, ::getpid());
+    o.rank = static_cast<std::uint32_t>(*c.rank);
     o.task_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(c.task_timeout * 1000));
     try {
       pool = std::make_unique<transport::RemotePool>(std::move(o));
@@ -563,14 +621,49 @@ struct Job::Impl {
     };
   }
 
+  // HYBRID's local share: the batch read and decoded as the local pipeline's read and
+  // decode stages do, its read failures reported here (the read stage would have).
+  JobBatch decode_here(std::vector<EncodedSample> samples, const media::Allocator& allocator,
+                       actors::TaskContext& task) {
+    for (std::size_t i = 0; i < samples.size(); ++i) {
+      read_like_the_read_stage(samples[i], read_file, task.stop_token());
+      if (samples[i].failed()) task.fail(task.positions()[i], *samples[i].failure);
+    }
+    decoded_here += samples.size();
+    if (pinned)
+      return label(
+          decode_task(spec(), std::move(samples), pinned->allocator(task.stop_token()), task));
+    return label(
+        normalize_on_cpu(c, decode_task(spec(), std::move(samples), allocator, task), allocator));
+  }
+
   // source → batch → remote decode (io: each task waits on a worker) → [to_device].
   actors::Pipeline<JobBatch> build_remote(const actors::BuildOptions& build) {
     const Dataset* dataset = &d;
+    if (c.decode == DecodeMode::hybrid) local = std::make_unique<LocalSlots>(*c.decode_concurrency);
     auto remote = [this, dataset, allocator = batches->allocator()](
                       std::vector<actors::SampleId> ids, actors::TaskContext& task) {
       std::vector<EncodedSample> samples;
       samples.reserve(ids.size());
       for (const auto& s : ids) samples.push_back(encoded_sample(s.id, dataset->location(s.id)));
+      if (local) {
+        bool here = local->try_take();
+        // No worker to send it to: wait for a slot here, or for a worker to come.
+        while (!here && pool->live_workers() == 0) {
+          here = local->take_for(kHybridRecheck, task.stop_token());
+          if (task.stop_token().stop_requested()) {
+            if (here) local->give();
+            return JobBatch{};  // stopped: discarded by the engine
+          }
+        }
+        if (here) {
+          struct Give {
+            LocalSlots& slots;
+            ~Give() { slots.give(); }
+          } give{*local};
+          return decode_here(std::move(samples), allocator, task);
+        }
+      }
       const auto s = spec();
       RemoteDecodeFigures figures;
       auto decoded = remote_decode_batch(*pool, s, samples,
@@ -606,7 +699,7 @@ struct Job::Impl {
   }
 
   void begin(std::optional<std::uint64_t> requested) {
-    if (pool && !waited_for_workers) {
+    if (pool && !local && !waited_for_workers) {
       // Give the workers a moment to answer before the first epoch (else its first
       // batches are decoded here, or wait with on_no_workers = fail).
       waited_for_workers = true;
@@ -637,7 +730,7 @@ struct Job::Impl {
 
   // on_no_workers = fail: the job fails once no worker has been live for kNoWorkerGrace.
   void check_workers() const {
-    if (!pool || c.on_no_workers != OnNoWorkers::fail) return;
+    if (!pool || local || c.on_no_workers != OnNoWorkers::fail) return;
     const auto since = pool->no_worker_since();
     if (!since || Clock::now() - *since < kNoWorkerGrace) return;
     std::string lost;
@@ -657,7 +750,7 @@ struct Job::Impl {
 
   JobNext next(std::optional<std::chrono::milliseconds> timeout) {
     if (!in_epoch) return {JobStatus::epoch_end};
-    const bool watch = pool && c.on_no_workers == OnNoWorkers::fail;
+    const bool watch = pool && !local && c.on_no_workers == OnNoWorkers::fail;
     const auto deadline = timeout ? std::optional(Clock::now() + *timeout) : std::nullopt;
     for (;;) {
       check_workers();
@@ -740,8 +833,61 @@ actors::PipelineStats Job::stats() const { return impl_->pipeline->stats(); }
 
 std::optional<RemoteSummary> Job::remote_summary() const {
   if (!impl_->pool) return std::nullopt;
-  return RemoteSummary{impl_->pool->stats(), impl_->attempts_lost.load(),
-                       impl_->decoded_locally.load()};
+  RemoteSummary summary{impl_->pool->stats(), impl_->attempts_lost.load(),
+                        impl_->decoded_locally.load(), impl_->decoded_here.load()};
+  std::lock_guard lock(impl_->rebalance_mutex);
+  if (impl_->weights) summary.weights = impl_->weights->weights();
+  return summary;
+}
+
+void Job::rebalance(const ClusterFigures& figures) const {
+  auto& i = *impl_;
+  if (!i.c.rebalance || !i.pool || !hosts_directory(i.c)) return;
+  std::vector<std::optional<RankWeights::Figures>> ranks(static_cast<std::size_t>(*i.c.world_size));
+  for (const auto& r : figures.ranks) {
+    if (r.reported && r.rank < ranks.size())
+      ranks[r.rank] = RankWeights::Figures{r.samples_per_s, r.wait_share};
+  }
+  std::lock_guard lock(i.rebalance_mutex);
+  if (!i.weights) i.weights.emplace(static_cast<std::uint32_t>(*i.c.world_size));
+  i.pool->set_rank_weights(i.weights->update(ranks));
+}
+
+RankWeights::RankWeights(std::uint32_t world_size)
+    : weight_(world_size, kNeutralWeight), rounded_(world_size, kNeutralWeight) {}
+
+const std::vector<std::uint32_t>& RankWeights::update(
+    const std::vector<std::optional<Figures>>& ranks) {
+  constexpr double kFloor = 0.05;    // keeps a share of 0 from dividing anything
+  constexpr double kDeadband = 0.2;  // a pressure this close to 1 is noise
+  constexpr double kLeak = 0.98;     // of the weight's log kept from the last interval
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const auto n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  };
+  for (auto& w : weight_) w = kNeutralWeight * std::pow(w / kNeutralWeight, kLeak);
+  const auto n = std::min(ranks.size(), weight_.size());
+  for (std::size_t r = 0; r < n; ++r) {
+    if (!ranks[r] || !(ranks[r]->samples_per_s > 0)) continue;
+    std::vector<double> rates, waits;
+    for (std::size_t o = 0; o < n; ++o) {
+      if (o == r || !ranks[o] || !(ranks[o]->samples_per_s > 0)) continue;
+      rates.push_back(ranks[o]->samples_per_s);
+      waits.push_back(ranks[o]->wait_share);
+    }
+    if (rates.empty()) continue;
+    const double pressure = median(rates) / ranks[r]->samples_per_s *
+                            (std::max(0.0, ranks[r]->wait_share) + kFloor) /
+                            (std::max(0.0, median(waits)) + kFloor);
+    if (std::abs(pressure - 1) > kDeadband) weight_[r] *= std::sqrt(pressure);
+  }
+  const double least = *std::min_element(weight_.begin(), weight_.end());
+  for (std::size_t r = 0; r < weight_.size(); ++r) {
+    weight_[r] = std::min(weight_[r] * kNeutralWeight / least, double(kMaxWeight));
+    rounded_[r] = static_cast<std::uint32_t>(std::lround(weight_[r]));
+  }
+  return rounded_;
 }
 
 bool Job::wait_for_ranks(std::chrono::milliseconds timeout) const {

@@ -75,6 +75,27 @@
 // actors::PipelineFailure naming the lost workers once none has been live for
 // kNoWorkerGrace (5 s).
 //
+// HYBRID (decode = hybrid, with remote workers). The remote stage's task decodes its
+// batch here when one of this rank's decode_concurrency local slots is free, and sends
+// it to the workers only when every slot is busy: the rank decodes at its own pace and
+// the workers take what it cannot keep up with (a slow rank sends more). While no
+// worker is live a task waits for a local slot, or until one is live (looked at every
+// 100 ms): on_no_workers does not apply, and the first epoch does not wait for a worker. A batch
+// decoded here is read and decoded as the local pipeline does (the same decode into the same
+// buffers, a transient read error retried kReadAttempts times, every failure reported with its own
+// cause), so batches are byte-identical whichever side decoded them, and the samplers, checkpoints
+// and exact resume are the remote run's. RemoteSummary:: decoded_here counts the samples decoded in
+// local slots.
+//
+// REBALANCING (rebalance = on, on rank 0 hosting the directory, with cluster
+// statistics: launch/run_statistics.h). At each closed interval rank 0 turns the
+// ranks' figures into per-rank weights (RankWeights below) and the directory sends them
+// to every worker, which serves its sessions in proportion to their rank's weight
+// (transport/remote/remote.h SESSIONS AND FAIRNESS): the rank that falls behind gets
+// its tasks served first, the others share the rest evenly, and no rank has more than
+// its credit window on a worker. With hybrid decode, that rank's local share is what
+// it decodes itself, and the workers make up the difference.
+//
 // MIXING. With [[sources]] (RunConfig::sources) the dataset is the sources' joined
 // dataset (Dataset::join, open_dataset) and the sampler a weighted mix of them
 // (launch/loader/detail/job_sampling.h): an epoch is N draws in all (epoch_samples, else
@@ -105,6 +126,7 @@
 #include "actors/mixer.h"
 #include "actors/sampler.h"
 #include "actors/stats.h"
+#include "launch/loader/cluster_stats.h"
 #include "launch/loader/dataset.h"
 #include "launch/loader/decode.h"
 #include "launch/loader/job_config.h"
@@ -181,8 +203,42 @@ struct JobCounts {
 /// What a remote run's pool did (see REMOTE).
 struct RemoteSummary {
   transport::PoolStats pool{};
-  std::uint64_t attempts_lost = 0;    // task attempts lost (each sent again, or failed)
-  std::uint64_t decoded_locally = 0;  // samples decoded here for want of a worker
+  std::uint64_t attempts_lost = 0;       // task attempts lost (each sent again, or failed)
+  std::uint64_t decoded_locally = 0;     // samples decoded here for want of a worker
+  std::uint64_t decoded_here = 0;        // samples decoded in hybrid's local slots
+  std::vector<std::uint32_t> weights{};  // the last rank weights sent (REBALANCING)
+};
+
+/// REBALANCING's rule, a plain state machine fed one interval's figures at a time. A
+/// rank's weight (kNeutralWeight = even; between kNeutralWeight and kMaxWeight) moves
+/// each interval by the square root of its pressure: (the median samples/s of the other
+/// ranks that reported ÷ its own) × ((its exposed wait share + 0.05) ÷ (the others'
+/// median share + 0.05)). The first factor sees a rank that delivers less (ranks that do
+/// not wait for each other); the second a rank whose consumer waits on data more (ranks
+/// in lockstep, as DDP's all-reduce keeps them, deliver alike and differ only there).
+/// Above 1 the weight grows, below it shrinks, so it settles where the rank keeps pace
+/// (an integral controller; the root damps it, a pressure within 20% of 1 is taken for
+/// noise, and each interval first keeps 0.98 of the weight's logarithm, so what noise
+/// moves drifts back to even). The weights are then scaled so that the least is
+/// kNeutralWeight (a floor alone would let noise ratchet every weight up), at most
+/// kMaxWeight: the ranks not behind share the workers evenly. A rank that did not report
+/// in the interval, or delivered nothing, is not moved by figures of its own.
+class RankWeights {
+ public:
+  static constexpr std::uint32_t kNeutralWeight = transport::kNeutralRankWeight;
+  static constexpr std::uint32_t kMaxWeight = 16 * kNeutralWeight;
+  explicit RankWeights(std::uint32_t world_size);
+  /// One closed interval: a rank's samples/s and exposed wait share (wait_s ÷
+  /// interval), or nullopt where it did not report. Returns the weights by rank.
+  struct Figures {
+    double samples_per_s = 0, wait_share = 0;
+  };
+  const std::vector<std::uint32_t>& update(const std::vector<std::optional<Figures>>& ranks);
+  const std::vector<std::uint32_t>& weights() const { return rounded_; }
+
+ private:
+  std::vector<double> weight_;
+  std::vector<std::uint32_t> rounded_;
 };
 
 /// The read stage's retries of a transient read error (EAGAIN, a timed-out read on a
@@ -297,6 +353,11 @@ class Job {
   actors::PipelineStats stats() const;  // of the epoch in progress (or the last)
   /// With remote workers: the pool's figures so far. Any thread.
   std::optional<RemoteSummary> remote_summary() const;
+  /// REBALANCING: rank 0's analysis of one closed interval (launch/loader/
+  /// cluster_stats.h). With rebalance on, on the rank hosting the directory, updates the
+  /// weights and has the directory send them to the workers; does nothing otherwise.
+  /// Thread-safe (the statistics' thread calls it).
+  void rebalance(const ClusterFigures& figures) const;
   /// Rank 0 hosting the directory: waits at most `timeout` until every rank
   /// (world_size trainers, this one included) has subscribed to it; true once they have,
   /// and at once for a job that hosts none. A rank that finishes before another has

@@ -29,6 +29,10 @@ using media::Layout;  // media/tensor.h: the one layout type
 enum class Normalize { none, imagenet };
 /// on_no_workers: with no live remote worker, decode here or wait and fail.
 enum class OnNoWorkers { local, fail };
+/// decode (with remote workers): every batch on the workers (remote), or this rank
+/// decodes at its own pace and the workers take what it cannot keep up with (hybrid;
+/// launch/loader/job.h HYBRID).
+enum class DecodeMode { remote, hybrid };
 /// labels: none, or folder (the data folder's subfolders are the classes, ImageFolder's
 /// listing: launch/loader/sources.h list_class_folders).
 enum class Labels { none, folder };
@@ -169,6 +173,13 @@ struct RunConfig : DataListing {
   // (LAUNCH ENVIRONMENT above). Resolved to "HOST:PORT" by resolve().
   std::string directory{};
   OnNoWorkers on_no_workers = OnNoWorkers::local;  // --on-no-workers ; [remote] on_no_workers
+  // --decode remote|hybrid ; [remote] decode (launch/loader/job.h HYBRID). hybrid never
+  // waits for a worker, so on_no_workers does not apply to it.
+  DecodeMode decode = DecodeMode::remote;
+  // --rebalance on|off ; [remote] rebalance: rank 0 (hosting the directory, with
+  // cluster statistics) has the workers serve the ranks that fall behind first
+  // (launch/loader/job.h REBALANCING).
+  bool rebalance = false;
   // --token-file FILE ; [remote] token_file (relative to the TOML's folder like other paths)
   std::string token_file{};
   // NOT a key: resolve() fills it from token_file, else the BRIGADE_TOKEN environment
@@ -217,6 +228,7 @@ bool hosts_directory(const RunConfig& config);
 std::string_view to_string(MediaKind kind);
 std::string_view to_string(Normalize normalize);
 std::string_view to_string(OnNoWorkers on_no_workers);
+std::string_view to_string(DecodeMode decode);
 std::string_view to_string(Labels labels);
 
 }  // namespace brigade::launch

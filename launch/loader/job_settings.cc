@@ -97,6 +97,7 @@ constexpr std::array kInterpolations{media::Interpolation::bilinear, media::Inte
 constexpr std::array kNormalizes{Normalize::none, Normalize::imagenet};
 constexpr std::array kNormalizeDtypes{media::DType::float32, media::DType::float16};
 constexpr std::array kOnNoWorkers{OnNoWorkers::local, OnNoWorkers::fail};
+constexpr std::array kDecodeModes{DecodeMode::remote, DecodeMode::hybrid};
 constexpr std::array kLabels{Labels::none, Labels::folder};
 
 std::string_view name_of(MediaKind v) { return to_string(v); }
@@ -106,6 +107,7 @@ std::string_view name_of(media::Interpolation v) { return media::to_string(v); }
 std::string_view name_of(media::DType v) { return media::dtype_name(v); }
 std::string_view name_of(Normalize v) { return to_string(v); }
 std::string_view name_of(OnNoWorkers v) { return to_string(v); }
+std::string_view name_of(DecodeMode v) { return to_string(v); }
 std::string_view name_of(Labels v) { return to_string(v); }
 
 template <class E, std::size_t N>
@@ -674,6 +676,20 @@ const std::vector<Key>& keys() {
        "when no remote worker is reachable: decode locally, or fail (default local)",
        names(kOnNoWorkers),
        [](RunConfig& c, const Value& v) { c.on_no_workers = pick(v, kOnNoWorkers); }},
+      {"remote.decode", "--decode", Type::choice,
+       "with remote workers: remote (every batch on the workers) or hybrid (this rank "
+       "decodes at its own pace, the workers take what it cannot keep up with; default "
+       "remote)",
+       names(kDecodeModes), [](RunConfig& c, const Value& v) { c.decode = pick(v, kDecodeModes); }},
+      {"remote.rebalance",
+       "--rebalance",
+       Type::boolean,
+       "rank 0 (hosting the directory, with --stats) has the workers serve the ranks that "
+       "fall behind first (default off)",
+       {},
+       [](RunConfig& c, const Value& v) { c.rebalance = std::get<bool>(v); },
+       0,
+       true},
       {"remote.token_file",
        "--token-file",
        Type::path,

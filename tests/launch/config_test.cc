@@ -356,6 +356,7 @@ TEST(Config, EveryFlagIsAccepted) {
                               : f.flag == "--workers"         ? "h:1"
                               : f.flag == "--directory"       ? "auto"
                               : f.flag == "--on-no-workers"   ? "fail"
+                              : f.flag == "--decode"          ? "hybrid"
                               : f.flag == "--transform"       ? "train"
                               : f.flag == "--interpolation"   ? "bicubic"
                               : f.flag == "--tail"            ? "drop"
@@ -371,6 +372,34 @@ TEST(Config, EveryFlagIsAccepted) {
     if (f.negatable) {
       EXPECT_NO_THROW(apply_flag(c, "--no-" + std::string(f.flag.substr(2)), "")) << f.flag;
     }
+  }
+}
+
+// HYBRID and REBALANCING (launch/loader/job.h): [remote] decode and rebalance, or
+// their flags; a mode that does not exist is named with the choices.
+TEST(Config, HybridDecodeAndRebalanceFromFlagsAndToml) {
+  RunCommand c;
+  EXPECT_EQ(c.decode, DecodeMode::remote);
+  EXPECT_FALSE(c.rebalance);
+  apply_toml(c, R"(
+[remote]
+decode = "hybrid"
+rebalance = true
+)",
+             "run.toml");
+  EXPECT_EQ(c.decode, DecodeMode::hybrid);
+  EXPECT_TRUE(c.rebalance);
+  apply_flag(c, "--decode", "remote");
+  apply_flag(c, "--no-rebalance", "");
+  EXPECT_EQ(c.decode, DecodeMode::remote);
+  EXPECT_FALSE(c.rebalance);
+  try {
+    apply_flag(c, "--decode", "local");
+    ADD_FAILURE() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("expected one of remote, hybrid, got 'local'"),
+              std::string::npos)
+        << e.what();
   }
 }
 

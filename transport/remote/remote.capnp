@@ -24,6 +24,7 @@ struct Hello {
   fingerprint @4 :UInt64;     # the dataset's; 0: none
   trainerKey @5 :Data;        # the key the worker puts in every message to this trainer
   name @6 :Text;              # the trainer, for logs ("rank 1 on host, pid 42")
+  rank @7 :Int64 = -1;        # the trainer's rank (its weight: RankWeights); -1: none
 }
 
 # Worker gate → trainer: the session is open.
@@ -53,4 +54,12 @@ struct Subscribe {
 struct WorkerList {
   directoryKey @0 :Data;      # given in the first list; every later list carries it
   endpoints @1 :List(Text);
+}
+
+# Directory → worker (rank 0's rebalancing): each rank's weight in the worker's turn among
+# sessions (transport/remote/remote.h SESSIONS AND FAIRNESS). Sent on each change and to
+# each worker that joins.
+struct RankWeights {
+  token @0 :Data;             # the job token's digest (compared in constant time)
+  weights @1 :List(UInt32);   # by rank; a rank past the list weighs kNeutralWeight
 }

@@ -34,7 +34,14 @@
 // window (WorkerOptions::window tasks outstanding; a task beyond it is refused): the
 // window, not CAF's unbounded mailbox, bounds the worker's memory. The worker's
 // threads take queued tasks from the sessions in turn (round robin), so trainers
-// share its cores evenly. A session ends when its trainer's connection goes down or
+// share its cores evenly — unless the directory sent rank weights (REBALANCING): then
+// a session is served in proportion to its trainer's rank's weight (stride scheduling,
+// detail/worker_table.h TURNS), still never holding more than its window.
+// REBALANCING. The pool hosting the directory (rank 0) may set per-rank weights
+// (set_rank_weights); the directory sends them to every worker joined, and to each that
+// joins later, with the job token's digest (a worker drops, and counts, weights without
+// it or not from the directory it joined). A trainer's hello names its rank
+// (PoolOptions::rank). A session ends when its trainer's connection goes down or
 // when no heartbeat came for heartbeat_timeout (a frozen trainer): its queued tasks
 // are dropped, running ones see their stop token, and the worker serves the next.
 //
@@ -97,6 +104,9 @@ struct WorkerAccess;  // and of a worker's counts (detail/remote_dispatch.h)
 
 /// The version of the messages in transport/remote/remote.capnp and of their sequence.
 inline constexpr std::uint32_t kProtocolVersion = 1;
+/// Rank weights (REBALANCING): an even share, and the largest weight accepted.
+inline constexpr std::uint32_t kNeutralRankWeight = 1000;
+inline constexpr std::uint32_t kMaxRankWeight = 1000000;
 /// This build: the project version and the source commit, set at configure time. Peers
 /// of different builds refuse each other (a batch must decode byte-identically).
 std::string_view build_id();
@@ -215,6 +225,7 @@ struct WorkerStats {
   std::uint64_t tasks_failed = 0;     // the operation threw
   std::uint64_t tasks_cancelled = 0;  // cancelled, or dropped with their session
   double busy_seconds = 0;            // summed over threads
+  std::uint64_t weight_updates = 0;   // rank weights taken from the directory
 };
 
 /// What a worker served since the last WorkerNode::take_served() (or its start): the
@@ -265,6 +276,7 @@ struct PoolOptions {
   std::vector<OperationVersion> operations{};  // what call() will name
   std::uint64_t fingerprint = 0;               // the dataset's
   std::string name{};                          // this trainer, for the workers' logs
+  std::optional<std::uint32_t> rank{};         // this trainer's (REBALANCING)
   std::chrono::milliseconds task_timeout{30000};
   std::chrono::milliseconds heartbeat_interval{500};
   std::chrono::milliseconds heartbeat_timeout{2000};
@@ -383,6 +395,11 @@ class RemotePool {
                             std::stop_token stop);
   /// Distinct trainers that have subscribed to the directory hosted here so far.
   std::size_t subscribers() const;
+  /// REBALANCING (host_directory): the weight of each rank's sessions on every worker
+  /// (index: rank; kNeutralRankWeight: an even share), sent to the workers joined now
+  /// and to each that joins later. Returns at once; without a directory hosted here,
+  /// does nothing.
+  void set_rank_weights(std::vector<std::uint32_t> weights);
   /// Why the directory could not be reached, while it has not been reached (after a
   /// failed attempt); nullopt once reached, before the first attempt, or without one.
   std::optional<std::string> directory_unreachable() const;

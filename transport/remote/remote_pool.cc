@@ -141,7 +141,8 @@ void CafNetwork::connect(std::size_t link, const Endpoint& at) {
                                         .trainer_key = trainer_key,
                                         .name = o.name,
                                         .operations = o.operations,
-                                        .fingerprint = o.fingerprint});
+                                        .fingerprint = o.fingerprint,
+                                        .rank = o.rank});
         // The reply-to handle too: CAF 0.17 delivers a message that came over a second
         // connection to the same node (a worker woken from SIGSTOP with its old one not yet
         // closed) with no sender.
@@ -358,6 +359,8 @@ struct DirectoryState {
   std::set<caf::actor_addr> ever;  // every subscriber so far (a resubscription counts once)
   std::string key = random_key();
   std::map<caf::actor_addr, std::string> workers;  // joined worker → its endpoint
+  std::map<caf::actor_addr, caf::actor> joiners;   // joined worker → its joiner
+  std::vector<char> weights;                       // the last rank weights set (REBALANCING)
   std::map<caf::actor_addr, caf::actor> subscribers;
   static inline const char* name = "brigade.directory";
 };
@@ -395,6 +398,7 @@ caf::behavior directory_actor(Directory* self, std::string token, std::shared_pt
     }
     if (it != st.workers.end()) {
       spdlog::info("brigade directory: worker {} left", it->second);
+      st.joiners.erase(it->first);
       st.workers.erase(it);
       broadcast();
     }
@@ -419,9 +423,24 @@ caf::behavior directory_actor(Directory* self, std::string token, std::shared_pt
         if (!sender) return;
         self->monitor(sender);
         self->state.workers[sender.address()] = endpoint;
+        self->state.joiners[sender.address()] = sender;
         spdlog::info("brigade directory: worker {} joined", endpoint);
         self->send(sender, joined_atom::value);
+        if (!self->state.weights.empty())
+          self->send(sender, weights_atom::value, self->state.weights);
         broadcast();
+      },
+      [self](weights_atom, const std::vector<char>& bytes) {
+        try {
+          if (!same_secret(read_rank_weights(bytes).token, self->state.token))
+            throw RemoteError("a wrong job token");
+        } catch (const std::exception& e) {
+          return refuse_peer(self, fmt::format("rank weights ({})", e.what()), false);
+        }
+        auto& st = self->state;
+        if (st.weights == bytes) return;
+        st.weights = bytes;
+        for (auto& [a, joiner] : st.joiners) self->send(joiner, weights_atom::value, bytes);
       },
       [self](subscribe_atom, const std::vector<char>& bytes) {
         auto sender = caf::actor_cast<caf::actor>(self->current_sender());
@@ -600,6 +619,13 @@ std::size_t RemotePool::subscribers() const {
   if (!impl_->directory) return 0;
   std::lock_guard lock(impl_->subscribers->mutex);
   return impl_->subscribers->count;
+}
+
+void RemotePool::set_rank_weights(std::vector<std::uint32_t> weights) {
+  if (!impl_->directory) return;
+  const auto& token = impl_->shared->table.options().security.token;  // fixed at the start
+  caf::anon_send(impl_->directory, weights_atom::value,
+                 write_rank_weights({token_digest(token), std::move(weights)}));
 }
 
 std::optional<std::string> RemotePool::directory_unreachable() const {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -24,12 +25,14 @@
 #include "media/source.h"
 #include "media/synthetic.h"
 #include "media/transform.h"
+#include "transport/remote/detail/remote_dispatch.h"
 #include "transport/remote/remote.h"
 
 namespace brigade::launch::job_test {  // its own: the tests of one target share a unity batch
 namespace {
 
 namespace fs = std::filesystem;
+using namespace std::chrono_literals;
 
 class Job : public ::testing::TestWithParam<std::tuple<Layout, actors::Order>> {
  protected:
@@ -454,6 +457,117 @@ TEST_F(LabelledJob, EachBatchCarriesTheLabelsOfItsIds) {
   launch::Job job(resolved(c), plain);
   job.begin_epoch();
   for (const auto& b : drain(job)) EXPECT_TRUE(b.labels.empty());
+}
+
+// HYBRID (job.h): the rank decodes in its local slot while it is free and sends the
+// rest to the worker; every batch, whichever side decoded it, is byte-identical to the
+// local run's, with the same failed sample. Made deterministic by the reader: the local
+// slot's first read waits until the worker has finished a task, so the batches behind it
+// can only go to the worker meanwhile.
+TEST_F(LabelledJob, HybridBatchesAreTheLocalRunsWhicheverSideDecodedThem) {
+  const auto dataset = list_class_folders(root_.string(), MediaKind::image);
+  transport::OperationRegistry registry;
+  register_decode_operations(registry);
+  auto wo = transport::WorkerOptions{};
+  wo.threads = 2;
+  wo.security = {.token = "job test"};
+  transport::WorkerNode worker(wo, std::move(registry));
+  auto run = [&](bool hybrid, ReadFile reader, std::optional<RemoteSummary>& summary) {
+    RunConfig c;
+    c.batch_size = 2;
+    c.threads = 1;
+    c.seed = 5;
+    if (hybrid) {
+      c.workers = {worker.address()};
+      c.decode = DecodeMode::hybrid;
+    }
+    resolve(c, [](const char* name) -> const char* {
+      return std::string_view(name) == "BRIGADE_TOKEN" ? "job test" : nullptr;
+    });
+    launch::Job job(c, dataset, {.read_file = std::move(reader)});
+    job.begin_epoch();
+    auto batches = drain(job);
+    summary = job.remote_summary();
+    return batches;
+  };
+  std::optional<RemoteSummary> none, summary;
+  const auto local = run(false, {}, none);
+  std::atomic<bool> first{true};
+  const auto hybrid = run(
+      true,
+      [&](const std::string& path) {
+        if (first.exchange(false)) {
+          EXPECT_TRUE(transport::detail::WorkerAccess::wait(
+              worker, [](const auto& s) { return s.tasks_done >= 1; }, 60s));
+        }
+        return media::read_file(path);
+      },
+      summary);
+  ASSERT_EQ(hybrid.size(), local.size());
+  for (std::size_t k = 0; k < local.size(); ++k) {
+    EXPECT_EQ(hybrid[k].ids, local[k].ids) << "batch " << k;
+    EXPECT_EQ(hybrid[k].failed, local[k].failed) << "batch " << k;
+    EXPECT_EQ(hybrid[k].labels, local[k].labels) << "batch " << k;
+    ASSERT_EQ(hybrid[k].data.shape(), local[k].data.shape()) << "batch " << k;
+    EXPECT_EQ(std::memcmp(hybrid[k].data.data(), local[k].data.data(), local[k].data.nbytes()), 0)
+        << "batch " << k;
+  }
+  ASSERT_TRUE(summary);
+  EXPECT_GE(summary->decoded_here, 1u) << "a batch in the local slot (maybe the short last one)";
+  EXPECT_GT(summary->pool.done, 0u) << "the overflow, on the worker";
+  EXPECT_EQ(summary->decoded_locally, 0u) << "never for want of a worker";
+}
+
+// HYBRID without any worker: the rank decodes everything itself, at once (no wait for
+// a worker, no failure with on_no_workers = fail: it does not apply).
+TEST_F(LabelledJob, HybridWithoutAWorkerDecodesEverythingHere) {
+  const auto dataset = list_class_folders(root_.string(), MediaKind::image);
+  RunConfig c;
+  c.batch_size = 4;
+  c.threads = 1;
+  c.workers = {transport::Endpoint{"127.0.0.1", 1}};  // nobody listens there
+  c.decode = DecodeMode::hybrid;
+  c.on_no_workers = OnNoWorkers::fail;
+  resolve(c, [](const char* name) -> const char* {
+    return std::string_view(name) == "BRIGADE_TOKEN" ? "job test" : nullptr;
+  });
+  launch::Job job(c, dataset);
+  job.begin_epoch();
+  std::uint64_t samples = 0;
+  std::vector<std::uint64_t> failed;
+  for (const auto& b : drain(job)) {
+    samples += b.ids.size();
+    failed.insert(failed.end(), b.failed.begin(), b.failed.end());
+  }
+  EXPECT_EQ(samples, 14u);
+  EXPECT_EQ(failed, std::vector<std::uint64_t>{7});
+  EXPECT_EQ(job.remote_summary()->decoded_here, 15u);
+  EXPECT_EQ(job.remote_summary()->pool.done, 0u);
+}
+
+// REBALANCING's rule (job.h RankWeights), interval by interval: a rank delivering half
+// the others' rate gains weight until it keeps pace, then keeps it; the others stay at
+// the neutral weight; a rank in lockstep whose consumer waits more gains too; noise moves
+// nobody.
+TEST(RankWeights, ARankBehindGainsWeightUntilItKeepsPaceAndTheRestStayEven) {
+  RankWeights w(4);
+  using F = RankWeights::Figures;
+  using V = std::vector<std::uint32_t>;
+  auto slow = [](double r2) {
+    return std::vector<std::optional<F>>{F{100, 1}, F{100, 1}, F{r2, 1}, F{100, 1}};
+  };
+  EXPECT_EQ(w.update(slow(50)), (V{1000, 1000, 1414, 1000})) << "√2";
+  EXPECT_EQ(w.update(slow(50)), (V{1000, 1000, 1986, 1000})) << "√2 again, 0.98 of the log kept";
+  EXPECT_EQ(w.update(slow(100)), (V{1000, 1000, 1959, 1000})) << "keeping pace: kept, drifting";
+  EXPECT_EQ(w.update(slow(400)), (V{1035, 1035, 1000, 1035})) << "ahead: its lead is gone";
+  for (int i = 0; i < 20; ++i) w.update(slow(1));
+  EXPECT_EQ(w.weights()[2], RankWeights::kMaxWeight);
+  // Lockstep: equal rates, rank 1's consumer waits 0.55 of the time, the others 0.05:
+  // rank 1 gains √6, the others lose √(0.1 / 0.35), and the least is scaled back to even.
+  RankWeights lockstep(3);
+  EXPECT_EQ(lockstep.update({F{10, 0.05}, F{10, 0.55}, F{10, 0.05}}), (V{1000, 4583, 1000}));
+  // Noise (within 20%) moves nobody: the weight only drifts back.
+  EXPECT_EQ(lockstep.update({F{10, 0.5}, F{10.3, 0.5}, F{9.8, 0.5}}), (V{1000, 4445, 1000}));
 }
 
 }  // namespace

@@ -29,6 +29,8 @@
 #include "transport/remote/detail/remote_auth.h"
 #include "transport/remote/detail/remote_dispatch.h"
 #include "transport/remote/detail/remote_guard.h"
+#include "transport/remote/detail/remote_protocol.h"
+#include "transport/remote/detail/wire_messages.h"
 #include "transport/remote/remote.h"
 
 namespace brigade::transport {
@@ -173,6 +175,39 @@ TEST(RemoteAttack, NeitherTheDirectoryNorTheTrainerObeysAPeer) {
   EXPECT_EQ(pool.stats().lost, 0u);
   std::cerr << "dropped: " << pool.stats().messages_dropped << "\n";
   EXPECT_GE(pool.stats().messages_dropped, 4u);
+}
+
+// REBALANCING: rank 0's weights reach every worker joined, and one that joins later; a
+// peer that passed the handshake but sends weights without the token's digest is
+// dropped and counted by the directory, and no worker sees its weights.
+TEST(RemoteAttack, RankWeightsComeOnlyFromTheDirectoryWithTheToken) {
+  PoolOptions o = pool_for({});
+  o.directory = Endpoint{"127.0.0.1", 0};
+  o.host_directory = true;
+  RemotePool pool(o);
+  auto wo = worker_options();
+  wo.join = *pool.directory_address();
+  WorkerNode first(wo, upper_ops());
+  expect_serves(pool, "joined");
+  pool.set_rank_weights({kNeutralRankWeight, 4 * kNeutralRankWeight});
+  auto updated = [](const WorkerStats& s) { return s.weight_updates == 1; };
+  EXPECT_TRUE(detail::WorkerAccess::wait(first, updated, 60s));
+  WorkerNode second(wo, upper_ops());
+  EXPECT_TRUE(detail::WorkerAccess::wait(second, updated, 60s)) << "sent to a late joiner";
+
+  Attacker attacker;
+  auto directory = detail::connect_blocking(*attacker.system, kSecurity, *pool.directory_address());
+  ASSERT_TRUE(directory);
+  const auto dropped = pool.stats().messages_dropped;
+  caf::anon_send(directory, detail::weights_atom::value,
+                 detail::write_rank_weights({detail::token_digest("not the token"), {1, 1}}));
+  attacker.sync(directory);
+  EXPECT_EQ(pool.stats().messages_dropped, dropped + 1);
+  pool.set_rank_weights({kNeutralRankWeight, 2 * kNeutralRankWeight});  // after it, in order
+  auto twice = [](const WorkerStats& s) { return s.weight_updates == 2; };
+  EXPECT_TRUE(detail::WorkerAccess::wait(first, twice, 60s));
+  EXPECT_TRUE(detail::WorkerAccess::wait(second, twice, 60s));
+  EXPECT_EQ(first.stats().weight_updates, 2u) << "the forged weights never reached it";
 }
 
 std::size_t rss_bytes() {

@@ -78,6 +78,28 @@ TEST(Wire, WelcomeJoinSubscribeAndWorkerListsSurviveMutations) {
             0);
 }
 
+// A hello names its rank (or none); rank weights carry the token's digest, and a weight
+// of 0 or past kMaxRankWeight is malformed.
+TEST(Wire, AHellosRankAndRankWeightsRoundTripAndBadWeightsAreRejected) {
+  HelloFields h;
+  h.protocol = 1;
+  h.trainer_key = std::string(16, 'k');
+  h.rank = 3;
+  EXPECT_EQ(read_hello(write_hello(h)).rank, std::optional<std::uint32_t>(3));
+  h.rank.reset();
+  EXPECT_EQ(read_hello(write_hello(h)).rank, std::nullopt);
+  const auto weights = write_rank_weights({"digest", {1000, 4000, 1}});
+  const auto back = read_rank_weights(weights);
+  EXPECT_EQ(back.token, "digest");
+  EXPECT_EQ(back.weights, (std::vector<std::uint32_t>{1000, 4000, 1}));
+  EXPECT_THROW(read_rank_weights(write_rank_weights({"digest", {1000, 0}})), RemoteError);
+  EXPECT_THROW(read_rank_weights(write_rank_weights({"digest", {kMaxRankWeight + 1}})),
+               RemoteError);
+  EXPECT_GT(fuzz(
+                weights, [](auto b) { read_rank_weights(b); }, 6),
+            0);
+}
+
 // The decode operation's task and result are the loader's own schema:
 // tests/launch/loader/decode_task_test.cc.
 TEST(Wire, MisalignedBytesAreCopiedNotRejected) {

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "tests/transport/remote/remote_test_util.h"
 #include "transport/remote/detail/remote_auth.h"
 #include "transport/remote/detail/wire_messages.h"
@@ -280,6 +282,68 @@ TEST_F(WorkerSessions, TakeServedCountsEachTrainersResultsSinceTheLastCall) {
   EXPECT_EQ(after.tasks, 0u);
   EXPECT_TRUE(after.trainers.empty());
   EXPECT_EQ(after.p50_ms, 0);
+}
+
+// The directory's rank weights (REBALANCING): while every session has tasks queued,
+// a session is served in proportion to its rank's weight; the ranks left at the neutral
+// weight (and a trainer without a rank) share the rest evenly.
+TEST_F(WorkerSessions, RankWeightsServeEachSessionInProportionToItsRanksWeight) {
+  start(40);
+  std::vector<std::uint64_t> sessions;
+  for (std::optional<std::uint32_t> rank : {std::optional<std::uint32_t>(0), {1}, {2}, {}}) {
+    auto h = good_hello();
+    h.rank = rank;
+    sessions.push_back(open_session(h));
+  }
+  table_->set_rank_weights({kNeutralRankWeight, kNeutralRankWeight, 3 * kNeutralRankWeight});
+  EXPECT_EQ(table_->stats().weight_updates, 1u);
+  for (auto s : sessions)
+    for (std::uint64_t id = 1; id <= 30; ++id) ASSERT_EQ(task(s, id), nullptr);
+  std::map<std::uint64_t, int> served;
+  for (int turn = 0; turn < 60; ++turn) {
+    auto t = table_->take();
+    ASSERT_TRUE(t);
+    ++served[t->session];
+  }
+  // Weights 1 : 1 : 3 : 1 (the last has no rank) over 60 turns.
+  EXPECT_EQ(served[sessions[0]], 10);
+  EXPECT_EQ(served[sessions[1]], 10);
+  EXPECT_EQ(served[sessions[2]], 30);
+  EXPECT_EQ(served[sessions[3]], 10);
+}
+
+// Even weights again: round robin. A session that had nothing queued does not come
+// back with turns saved up: it takes its turn among the others, not a burst.
+TEST_F(WorkerSessions, AnIdleSessionSavesNoTurnsAndEvenWeightsAreRoundRobin) {
+  start(64);
+  auto ha = good_hello(), hb = good_hello();
+  ha.rank = 0;
+  hb.rank = 1;
+  const auto a = open_session(ha);
+  const auto b = open_session(hb);
+  table_->set_rank_weights({kNeutralRankWeight, 2 * kNeutralRankWeight});
+  for (std::uint64_t id = 1; id <= 44; ++id) ASSERT_EQ(task(b, id), nullptr);
+  for (int i = 0; i < 40; ++i) ASSERT_EQ(table_->take()->session, b);  // a is idle
+  table_->set_rank_weights({kNeutralRankWeight, kNeutralRankWeight});
+  for (std::uint64_t id = 1; id <= 3; ++id) ASSERT_EQ(task(a, id), nullptr);
+  std::vector<std::uint64_t> order;
+  for (int i = 0; i < 6; ++i) order.push_back(table_->take()->session);
+  EXPECT_EQ(order, (std::vector<std::uint64_t>{a, b, a, b, a, b})) << "no burst of a";
+}
+
+// However heavy its rank, a session holds at most its window.
+TEST_F(WorkerSessions, AHeavyRanksSessionIsStillBoundedByItsWindow) {
+  start(2);
+  auto h = good_hello();
+  h.rank = 0;
+  const auto a = open_session(h);
+  table_->set_rank_weights({kMaxRankWeight});
+  ASSERT_EQ(task(a, 1), nullptr);
+  ASSERT_EQ(task(a, 2), nullptr);
+  ASSERT_EQ(task(a, 3), nullptr);
+  EXPECT_EQ(sent_to(a).back(),
+            "refuse 3: worker 10.0.0.9:7000: the session's window of 2 tasks is full");
+  EXPECT_EQ(table_->held(a), 2u);
 }
 
 // A cancel drops a queued task (it never starts) and stops a running one, whose thread

@@ -51,6 +51,7 @@ using join_atom = caf::atom_constant<caf::atom("join")>;
 using joined_atom = caf::atom_constant<caf::atom("joined")>;
 using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
 using workers_atom = caf::atom_constant<caf::atom("workers")>;
+using weights_atom = caf::atom_constant<caf::atom("weights")>;  // REBALANCING
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using kick_atom = caf::atom_constant<caf::atom("kick")>;
 using connected_atom = caf::atom_constant<caf::atom("connected")>;

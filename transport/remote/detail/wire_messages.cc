@@ -44,6 +44,7 @@ std::vector<char> write_hello(const HelloFields& h) {
   hello.setFingerprint(h.fingerprint);
   hello.setTrainerKey(as_data(h.trainer_key));
   hello.setName(h.name);
+  hello.setRank(h.rank ? static_cast<std::int64_t>(*h.rank) : -1);
   return to_bytes(message);
 }
 
@@ -59,6 +60,10 @@ HelloFields read_hello(std::span<const char> bytes) {
     h.fingerprint = r.getFingerprint();
     h.trainer_key = data(r.getTrainerKey(), "trainer key");
     h.name = text(r.getName(), "name");
+    const auto rank = r.getRank();
+    if (rank < -1 || rank > std::int64_t{0xffffffff})
+      throw RemoteError(fmt::format("malformed message: rank {}", rank));
+    if (rank >= 0) h.rank = static_cast<std::uint32_t>(rank);
     return h;
   });
 }
@@ -134,6 +139,31 @@ WorkerListFields read_worker_list(std::span<const char> bytes) {
     if (r.getEndpoints().size() > 65536) throw RemoteError("malformed message: too many workers");
     for (auto e : r.getEndpoints()) l.endpoints.push_back(text(e, "endpoint"));
     return l;
+  });
+}
+
+std::vector<char> write_rank_weights(const RankWeightsFields& w) {
+  capnp::MallocMessageBuilder message;
+  auto root = message.initRoot<wire::RankWeights>();
+  root.setToken(as_data(w.token));
+  auto list = root.initWeights(static_cast<unsigned>(w.weights.size()));
+  for (unsigned i = 0; i < list.size(); ++i) list.set(i, w.weights[i]);
+  return to_bytes(message);
+}
+
+RankWeightsFields read_rank_weights(std::span<const char> bytes) {
+  return read<wire::RankWeights>(bytes, [](wire::RankWeights::Reader r) {
+    RankWeightsFields w;
+    w.token = data(r.getToken(), "token");
+    const auto list = r.getWeights();
+    if (list.size() > RankWeightsFields::kMaxRanks)
+      throw RemoteError(fmt::format("malformed message: {} rank weights", list.size()));
+    for (auto x : list) {
+      if (x == 0 || x > kMaxRankWeight)
+        throw RemoteError(fmt::format("malformed message: a rank weight of {}", x));
+      w.weights.push_back(x);
+    }
+    return w;
   });
 }
 

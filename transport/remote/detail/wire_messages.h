@@ -6,6 +6,7 @@
 // feeds them mutations under AddressSanitizer). Reading copies out what it keeps.
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@ struct HelloFields {
   std::string build_id, token, trainer_key, name;
   std::vector<OperationVersion> operations;
   std::uint64_t fingerprint = 0;
+  std::optional<std::uint32_t> rank{};  // the trainer's, if it has one
 };
 std::vector<char> write_hello(const HelloFields& hello);
 HelloFields read_hello(std::span<const char> bytes);
@@ -49,5 +51,14 @@ struct WorkerListFields {
 };
 std::vector<char> write_worker_list(const WorkerListFields& list);
 WorkerListFields read_worker_list(std::span<const char> bytes);
+
+/// At most kMaxRanks weights, each 1 .. kMaxRankWeight.
+struct RankWeightsFields {
+  static constexpr std::size_t kMaxRanks = 1 << 16;
+  std::string token{};
+  std::vector<std::uint32_t> weights{};
+};
+std::vector<char> write_rank_weights(const RankWeightsFields& weights);
+RankWeightsFields read_rank_weights(std::span<const char> bytes);
 
 }  // namespace brigade::transport::detail

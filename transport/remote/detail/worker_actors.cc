@@ -243,6 +243,31 @@ caf::behavior joiner_actor(Joiner* self, std::shared_ptr<Core> core, Endpoint at
       [self, from_directory](refuse_atom, const std::string& why) {
         if (from_directory()) self->state.join->refused(why);
       },
+      [self, core, from_directory](weights_atom, const std::vector<char>& bytes) {
+        Dropped why = nullptr;
+        std::vector<std::uint32_t> weights;
+        if (!from_directory()) {
+          why = "rank weights not from the directory joined";
+        } else {
+          try {
+            auto w = read_rank_weights(bytes);
+            if (!same_secret(w.token, token_digest(core->security.token)))
+              throw RemoteError("a wrong job token");
+            weights = std::move(w.weights);
+          } catch (const RemoteError&) {
+            why = "malformed rank weights, or a wrong job token";
+          }
+        }
+        {
+          std::lock_guard lock(core->table.mutex);
+          if (why) {
+            core->table.dropped();
+          } else {
+            core->table.set_rank_weights(std::move(weights));
+          }
+        }
+        if (why) note(self, *core->guard, why);
+      },
   };
 }
 

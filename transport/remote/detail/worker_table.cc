@@ -64,11 +64,13 @@ std::string WorkerTable::check_hello(const HelloFields& hello) const {
 HelloOutcome WorkerTable::hello(std::span<const char> bytes, bool answerable) {
   HelloOutcome out;
   std::string name;
+  std::optional<std::uint32_t> rank;
   try {
     const auto h = read_hello(bytes);
     out.refusal = check_hello(h);
     out.trainer_key = h.trainer_key;
     name = h.name;
+    rank = h.rank;
   } catch (const RemoteError& e) {
     out.refusal = e.what();
   }
@@ -84,6 +86,7 @@ HelloOutcome WorkerTable::hello(std::span<const char> bytes, bool answerable) {
   s->key = random_key();
   s->trainer_key = out.trainer_key;
   s->name = name;
+  s->rank = rank;
   s->last_heard = clock_->now();
   sessions_.emplace(s->number, s);
   ++stats_.sessions_opened;
@@ -133,6 +136,8 @@ Dropped WorkerTable::task(std::uint64_t s, const std::string& key, std::uint64_t
   session->queue.push_back({s, id, std::move(op), std::move(payload), {}, {}});
   if (!session->in_ring) {
     session->in_ring = true;
+    // It joins at the turn now being served: no credit saved up while it had no task.
+    session->pass = std::max(session->pass, now_pass_);
     ring_.push_back(sessions_.at(s));
   }
   changed.notify_all();
@@ -197,14 +202,31 @@ void WorkerTable::tick() {
 
 // -- the operation threads ------------------------------------------------------------
 
+std::uint32_t WorkerTable::weight_of(const Session& s) const {
+  return s.rank && *s.rank < weights_.size() ? weights_[*s.rank] : kNeutralRankWeight;
+}
+
+void WorkerTable::set_rank_weights(std::vector<std::uint32_t> weights) {
+  for (auto& w : weights) w = std::clamp(w, std::uint32_t{1}, kMaxRankWeight);
+  weights_ = std::move(weights);
+  ++stats_.weight_updates;
+  changed.notify_all();
+}
+
 std::optional<TakenTask> WorkerTable::take() {
   while (!stopping_ && !ring_.empty()) {
-    auto s = ring_.front();
-    ring_.pop_front();
+    // The session with the least pass; among equals the first in the ring (round robin).
+    auto pick = ring_.begin();
+    for (auto it = ring_.begin(); it != ring_.end(); ++it)
+      if ((*it)->pass < (*pick)->pass) pick = it;
+    auto s = *pick;
+    ring_.erase(pick);
     if (!open(s->number) || s->queue.empty()) {  // ended, or its tasks were cancelled
       s->in_ring = false;
       continue;
     }
+    now_pass_ = s->pass;
+    s->pass += kStride / weight_of(*s);
     auto task = std::move(s->queue.front());
     s->queue.pop_front();
     if (s->queue.empty()) {

@@ -118,9 +118,21 @@ class WorkerTable {
   void tick();
 
   // -- the operation threads ------------------------------------------------------------
-  /// The first task of the session whose turn it is (round robin over sessions with
-  /// queued tasks); nullopt when none is queued.
+  /// The first task of the session whose turn it is; nullopt when none is queued.
+  /// TURNS (stride scheduling): each session has a pass; take() serves the session with
+  /// queued tasks whose pass is least (among equals, the one waiting longest in the ring)
+  /// and adds kStride ÷ its weight to its pass. A session's weight is its rank's
+  /// (set_rank_weights; the hello's rank), else kNeutralRankWeight: with equal weights
+  /// this is round robin over the sessions with queued tasks, and a session of weight
+  /// w·k is served k times as often as one of weight w while both have tasks queued. A
+  /// session that gets a task after having none joins at the pass now being served (it
+  /// saved no turns up while idle). Its window still bounds what it holds.
   std::optional<TakenTask> take();
+  /// The directory's weights by rank (RemotePool::set_rank_weights); a rank past the
+  /// list, or a session without a rank, weighs kNeutralRankWeight. Clamped to
+  /// 1 .. kMaxRankWeight.
+  void set_rank_weights(std::vector<std::uint32_t> weights);
+  const std::vector<std::uint32_t>& rank_weights() const { return weights_; }
   /// The task's thread returned: `error` empty → `result` is sent; else a failure. A
   /// task cancelled meanwhile (or of an ended session) sends only `freed` (or nothing).
   void finish(const TakenTask& task, std::vector<char> result, std::string error);
@@ -150,7 +162,11 @@ class WorkerTable {
     TimePoint last_heard{};
     std::uint64_t results = 0;  // sent
     bool in_ring = false;
+    std::optional<std::uint32_t> rank;  // the hello's
+    std::uint64_t pass = 0;             // TURNS
   };
+  static constexpr std::uint64_t kStride = std::uint64_t{1} << 40;
+  std::uint32_t weight_of(const Session& s) const;
   std::string check_hello(const HelloFields& hello) const;
   Session* find(std::uint64_t s, const std::string& key, Dropped& why);
   void end(std::uint64_t s, const std::string& why);
@@ -167,6 +183,8 @@ class WorkerTable {
   std::map<std::uint64_t, std::shared_ptr<Session>> sessions_;  // open ones
   std::list<std::shared_ptr<Session>> ring_;  // sessions with queued tasks, in turn
   std::uint64_t next_session_ = 1;
+  std::vector<std::uint32_t> weights_;  // by rank
+  std::uint64_t now_pass_ = 0;          // the pass of the session served last
   bool stopping_ = false;
   WorkerStats stats_;
   // What take_served() hands out: since its last call.
