@@ -9,9 +9,11 @@
 #include <jerror.h>
 // clang-format on
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <new>
 
 namespace brigade::media::detail {
@@ -102,8 +104,6 @@ struct Decoder {
   int comp[D_MAX_BLOCKS_IN_MCU];
   bool ac_needed[D_MAX_BLOCKS_IN_MCU];
   bool interleaved;
-  DcTable dc_tables[NUM_HUFF_TBLS];
-  AcTable ac_tables[NUM_HUFF_TBLS];
 
   // At least 57 bits (counting padding) in `buf`.
   void refill() {
@@ -214,6 +214,27 @@ struct Decoder {
   }
 };
 
+// The look-up tables of this thread's last files, by table slot: files usually share
+// their Huffman tables (the standard ones, or one encoder's), and building them costs
+// more than comparing. A decoder's tables stay valid while it decodes: one decoder per
+// thread at a time.
+struct TableCache {
+  JHUFF_TBL dc_key[NUM_HUFF_TBLS], ac_key[NUM_HUFF_TBLS];
+  bool dc_valid[NUM_HUFF_TBLS] = {}, ac_valid[NUM_HUFF_TBLS] = {};
+  DcTable dc[NUM_HUFF_TBLS];
+  AcTable ac[NUM_HUFF_TBLS];
+};
+
+TableCache& thread_tables() {
+  thread_local TableCache cache;
+  return cache;
+}
+
+bool same_table(const JHUFF_TBL& a, const JHUFF_TBL& b) {
+  return std::memcmp(a.bits, b.bits, sizeof a.bits) == 0 &&
+         std::memcmp(a.huffval, b.huffval, sizeof a.huffval) == 0;
+}
+
 Decoder* self(j_decompress_ptr cinfo) { return reinterpret_cast<Decoder*>(cinfo->entropy); }
 
 void start_pass(j_decompress_ptr cinfo) {
@@ -282,29 +303,38 @@ bool install_entropy_decoder(jpeg_decompress_struct* cinfo) {
   }
   void* mem = (*cinfo->mem->alloc_small)(reinterpret_cast<j_common_ptr>(cinfo), JPOOL_IMAGE,
                                          sizeof(Decoder));
-  auto* d = new (mem) Decoder{};
+  auto* d = new (mem) Decoder;  // (no zeroing: every member is set here)
   d->pub.start_pass = start_pass;
   d->pub.decode_mcu = decode_mcu;
   d->pub.insufficient_data = FALSE;
   d->p = cinfo->src->next_input_byte;
   d->end = d->p + cinfo->src->bytes_in_buffer;
+  d->buf = 0;
+  d->bits = d->pad = 0;
+  d->at_marker = false;
+  std::fill(std::begin(d->last_dc), std::end(d->last_dc), 0);
+  d->column = 0;
   d->interleaved = cinfo->comps_in_scan > 1;
-  bool built_dc[NUM_HUFF_TBLS] = {}, built_ac[NUM_HUFF_TBLS] = {};
+  TableCache& cache = thread_tables();
   for (int b = 0; b < cinfo->blocks_in_MCU; ++b) {
     const int ci = cinfo->MCU_membership[b];
     const jpeg_component_info* c = cinfo->cur_comp_info[ci];
-    if (!built_dc[c->dc_tbl_no]) {
-      DcTable& t = d->dc_tables[c->dc_tbl_no];
-      build(*cinfo->dc_huff_tbl_ptrs[c->dc_tbl_no], false, kDcLook, t.t, t.look);
-      built_dc[c->dc_tbl_no] = true;
+    const JHUFF_TBL& dc = *cinfo->dc_huff_tbl_ptrs[c->dc_tbl_no];
+    const JHUFF_TBL& ac = *cinfo->ac_huff_tbl_ptrs[c->ac_tbl_no];
+    if (!cache.dc_valid[c->dc_tbl_no] || !same_table(cache.dc_key[c->dc_tbl_no], dc)) {
+      DcTable& t = cache.dc[c->dc_tbl_no];
+      build(dc, false, kDcLook, t.t, t.look);
+      cache.dc_key[c->dc_tbl_no] = dc;
+      cache.dc_valid[c->dc_tbl_no] = true;
     }
-    if (!built_ac[c->ac_tbl_no]) {
-      AcTable& t = d->ac_tables[c->ac_tbl_no];
-      build(*cinfo->ac_huff_tbl_ptrs[c->ac_tbl_no], true, kAcLook, t.t, t.look);
-      built_ac[c->ac_tbl_no] = true;
+    if (!cache.ac_valid[c->ac_tbl_no] || !same_table(cache.ac_key[c->ac_tbl_no], ac)) {
+      AcTable& t = cache.ac[c->ac_tbl_no];
+      build(ac, true, kAcLook, t.t, t.look);
+      cache.ac_key[c->ac_tbl_no] = ac;
+      cache.ac_valid[c->ac_tbl_no] = true;
     }
-    d->dc[b] = &d->dc_tables[c->dc_tbl_no];
-    d->ac[b] = &d->ac_tables[c->ac_tbl_no];
+    d->dc[b] = &cache.dc[c->dc_tbl_no];
+    d->ac[b] = &cache.ac[c->ac_tbl_no];
     d->comp[b] = ci;
     // As libjpeg: at 1/8 scale only the DC term is used.
     d->ac_needed[b] = c->DCT_scaled_size > 1;

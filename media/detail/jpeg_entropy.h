@@ -24,8 +24,9 @@
 // Reads the compressed bytes in place from the memory source (jpeg_mem_src), which
 // must hold the rest of the file.
 //
-// Thread safety: the decoder lives in the decompressor's image pool; one per
-// decompressor, as libjpeg's.
+// Thread safety: the decoder lives in the decompressor's image pool, one per
+// decompressor; its look-up tables are cached per thread (rebuilt when a file's tables
+// differ), so a thread runs one decode at a time, as JpegDecoder::decode does.
 
 struct jpeg_decompress_struct;
 
