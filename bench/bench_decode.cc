@@ -45,7 +45,9 @@
 // --write DIR writes the synthetic inputs (the clips of the profile, or the 48
 // JPEGs) into DIR as files (clipN.mp4, imageN.jpg) and exits without measuring:
 // bench/e2e.py uses it to run every loader on such files. --only-brigade runs
-// the image brigade row alone (no references: e.g. to profile it).
+// the image brigade row alone (train224: the brigade-roi row; no references: e.g. to
+// profile it). --seconds 0 runs the untimed warm-up pass alone: one pass over the
+// inputs, e.g. to count instructions per image under callgrind.
 #include <sys/resource.h>
 #include <turbojpeg.h>
 #include <unistd.h>
@@ -460,19 +462,22 @@ int bench_train(const Args& a) {
     return out;
   };
   std::vector<bm::detail::JpegDecodeFigures> figures(files.size());
-  std::vector<Impl> impls = {
-      {[&](std::size_t i) {
-         bm::detail::thread_jpeg_figures() = {};
-         bm::load_transformed_into(bm::Source::memory(files[i], "image " + std::to_string(i)), roi,
-                                   i, out_for_thread());
-         figures[i] = bm::detail::thread_jpeg_figures();
-       },
-       files.size()},
-      {[&](std::size_t i) {
-         bm::load_transformed_into(bm::Source::memory(files[i], "image " + std::to_string(i)), full,
-                                   i, out_for_thread());
-       },
-       files.size()}};
+  std::vector<Impl> impls = {{[&](std::size_t i) {
+                                bm::detail::thread_jpeg_figures() = {};
+                                bm::load_transformed_into(
+                                    bm::Source::memory(files[i], "image " + std::to_string(i)), roi,
+                                    i, out_for_thread());
+                                figures[i] = bm::detail::thread_jpeg_figures();
+                              },
+                              files.size()}};
+  if (!a.only_brigade) {
+    impls.push_back({[&](std::size_t i) {
+                       bm::load_transformed_into(
+                           bm::Source::memory(files[i], "image " + std::to_string(i)), full, i,
+                           out_for_thread());
+                     },
+                     files.size()});
+  }
   const std::vector<Result> results = run(impls, a.threads, a.seconds);
   double share[9] = {}, pixels = 0, decoded = 0, total_bytes = 0, unread = 0, full_pixels = 0;
   for (const auto& f : figures) {
@@ -484,6 +489,10 @@ int bench_train(const Args& a) {
     unread += double(f.bytes_unread);
   }
   const std::string extra = fmt_extra(share, pixels, decoded, total_bytes, unread, full_pixels);
+  if (a.only_brigade) {
+    report("brigade-roi", "image", "train224", a.threads, results[0], "images", 0, extra);
+    return 0;
+  }
   const double ratio = (double(results[0].items) / results[0].seconds) /
                        (double(results[1].items) / results[1].seconds);
   report("brigade-roi", "image", "train224", a.threads, results[0], "images", ratio, extra);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "media/detail/jpeg_entropy.h"
 #include "media/errors.h"
 #include "media/image.h"
 
@@ -31,6 +32,7 @@ struct JpegDecoder::State {
   std::uint8_t* out = nullptr;
   std::size_t stride = 0;
   std::size_t bytes_unread = 0;
+  bool own_entropy = false;
 };
 
 namespace {
@@ -74,6 +76,7 @@ void emit_message(j_common_ptr c, int level) {
       jpeg_start_decompress(c);
       if (s.xoffset > 0 || s.width < c->output_width) jpeg_crop_scanline(c, &s.xoffset, &s.width);
       s.width = c->output_width;
+      s.own_entropy = install_entropy_decoder(c);
       return true;
     case Step::read: {
       if (s.skip > 0 && jpeg_skip_scanlines(c, s.skip) != s.skip) {
@@ -214,9 +217,12 @@ JpegRegion JpegDecoder::decode(int denom, int x0, int y0, int x1, int y1) {
   s.rows = static_cast<JDIMENSION>(y1 - y0);
   s.out = decoded_rows_scratch(s.stride * s.rows + 64);
   if (!call(s, Step::read)) fail("while decoding JPEG");
-  figures_ = {std::int64_t(sw) * sh, std::int64_t(s.width) * s.rows,
-              static_cast<std::int64_t>(s.bytes.size()), static_cast<std::int64_t>(s.bytes_unread),
-              denom};
+  figures_ = {std::int64_t(sw) * sh,
+              std::int64_t(s.width) * s.rows,
+              static_cast<std::int64_t>(s.bytes.size()),
+              static_cast<std::int64_t>(s.bytes_unread),
+              denom,
+              s.own_entropy};
   return {s.out, static_cast<std::ptrdiff_t>(s.stride), static_cast<int>(s.xoffset),
           y0,    static_cast<int>(s.xoffset + s.width), y1};
 }

@@ -3,7 +3,9 @@
 // cropping in 2.1): a region of interest (jpeg_crop_scanline for columns,
 // jpeg_skip_scanlines for the rows above it, and stopping after its last row) at a DCT
 // scaling factor of 1/1, 1/2, 1/4 or 1/8, into RGB24 rows. Accurate integer IDCT and
-// fancy upsampling, as TurboJPEG's accurate mode and PIL decode.
+// fancy upsampling, as TurboJPEG's accurate mode and PIL decode. Single-scan Huffman
+// files are entropy-decoded by media/detail/jpeg_entropy.h (the same coefficients, less
+// work on the blocks outside the region).
 //
 // ERRORS. libjpeg reports errors by calling error_exit, which must not return. Ours
 // longjmps back into JpegDecoder's single call site of setjmp (libjpeg.cc, `call`),
@@ -43,6 +45,7 @@ struct JpegDecodeFigures {
   std::int64_t pixels = 0, pixels_decoded = 0;
   std::int64_t bytes = 0, bytes_unread = 0;
   int scale_denom = 1;
+  bool own_entropy = false;  // media/detail/jpeg_entropy.h decoded the scan (else libjpeg)
 };
 
 class JpegDecoder {
