@@ -759,6 +759,13 @@ int main(int argc, char** argv) {
     if (!config_file.empty()) launch::apply_toml_file(config, config_file);
     for (const auto& [flag, value] : given) launch::apply_flag(config, flag, value);
     launch::resolve(config, [](const char* name) { return std::getenv(name); });
+    if (config.rebalance && (config.stats.empty() || config.directory.empty())) {
+      throw launch::ConfigError(
+          "--rebalance: rank 0 weighs the ranks from their statistics reports and sends the "
+          "weights to the workers through its directory: give every rank --stats (auto) and "
+          "--directory (auto)",
+          "remote.rebalance");
+    }
     if (profile_cmd->parsed()) return profile(config, profile_options, profile_levels);
     return run(config);
   } catch (const launch::ConfigError& e) {

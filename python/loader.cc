@@ -53,6 +53,12 @@ launch::RunConfig read_settings(const LoaderSettings& s, std::vector<std::string
     auto it = env.find(name);
     return it == env.end() ? nullptr : it->second.c_str();
   });
+  if (c.rebalance) {
+    throw ConfigError(
+        "remote.rebalance: rank 0 weighs the ranks from brigade run's statistics reports "
+        "(--stats), which the Python Loader does not send",
+        "remote.rebalance");
+  }
   return c;
 }
 

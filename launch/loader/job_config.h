@@ -176,7 +176,7 @@ struct RunConfig : DataListing {
   // --decode remote|hybrid ; [remote] decode (launch/loader/job.h HYBRID). hybrid never
   // waits for a worker, so on_no_workers does not apply to it.
   DecodeMode decode = DecodeMode::remote;
-  // --rebalance on|off ; [remote] rebalance: rank 0 (hosting the directory, with
+  // --rebalance ; [remote] rebalance = true: rank 0 (hosting the directory, with
   // cluster statistics) has the workers serve the ranks that fall behind first
   // (launch/loader/job.h REBALANCING).
   bool rebalance = false;

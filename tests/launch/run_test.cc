@@ -347,6 +347,19 @@ TEST_F(RunTest, ConcurrencyAboveTheLimitIsRejected) {
   }
 }
 
+// Rebalancing acts on rank 0's statistics through its directory: without either it
+// would do nothing, so it is refused rather than ignored.
+TEST_F(RunTest, RebalanceWithoutStatisticsOrADirectoryIsRejected) {
+  const auto token = dir_ / "token";
+  std::ofstream(token) << "a-job-token-of-this-test\n";
+  fs::permissions(token, fs::perms::owner_read | fs::perms::owner_write);
+  for (const std::string extra : {"--directory 127.0.0.1:1", "--stats 127.0.0.1:1"}) {
+    const auto r = run(data() + " --rebalance --token-file '" + token.string() + "' " + extra);
+    EXPECT_EQ(r.code, 2) << extra;
+    EXPECT_NE(r.err.find("--rebalance: rank 0 weighs the ranks"), std::string::npos) << r.err;
+  }
+}
+
 // One rule in both orders: the budget holds over the whole job, not per epoch.
 TEST_F(RunTest, FailureBudgetHoldsOverTheJobInBothOrders) {
   std::ofstream list(dir_ / "list.txt");

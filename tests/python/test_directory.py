@@ -81,3 +81,11 @@ def test_rank0_keeps_the_directory_for_a_rank_that_starts_after_its_loop(images,
     finally:
         worker.terminate()
         worker.wait(timeout=30)
+
+
+def test_rebalance_is_refused_where_no_statistics_can_drive_it(images):
+    with pytest.raises(brigade.ConfigError) as e:
+        brigade.Loader(data=images, environment={"BRIGADE_TOKEN": TOKEN},
+                       remote={"workers": ["127.0.0.1:1"], "rebalance": True})
+    assert e.value.key == "remote.rebalance"
+    assert "statistics" in str(e.value)
