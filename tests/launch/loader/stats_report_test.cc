@@ -418,7 +418,7 @@ TEST(WorkerStatsReporter, ReportsWhatTheWorkerServedEachIntervalWithItsCpu) {
   clock->advance(1ms);
   ASSERT_TRUE(reporter.poll());
   ASSERT_EQ(reports.size(), 1u);
-  const auto& r = reports[0];
+  const auto r = reports[0];  // a copy: the next report reallocates `reports`
   EXPECT_EQ(r.name, "127.0.0.1:4000");
   EXPECT_EQ(r.sequence, 1u);
   EXPECT_DOUBLE_EQ(r.interval_s, 1);
