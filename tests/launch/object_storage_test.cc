@@ -345,8 +345,12 @@ TEST_F(ObjectStorage, AServerKilledMidEpochAndRestartedLosesAndRepeatsNothing) {
   ASSERT_EQ(remote.code, 0) << remote.err;
   // The proxy saw the three that found the server gone (libcurl itself resends a request
   // whose reused connection closed unanswered, once, so how many of them were the store's
-  // retries depends on which connections they came on).
-  EXPECT_EQ(server_->traffic().first - before.first, 10u + 3) << remote.err;
+  // retries depends on which connections they came on); on a loaded machine a retry can
+  // also reach the server before its restart has finished (seen once in a parallel
+  // ctest: 14), so at most as many again.
+  const auto requests = server_->traffic().first - before.first;
+  EXPECT_GE(requests, 10u + 3) << remote.err;
+  EXPECT_LE(requests, 10u + 3 + 3) << remote.err;
   const auto disk =
       run("--data '" + (local() / "loose").string() + "'" + common + digests("disk"), "disk");
   ASSERT_EQ(disk.code, 0) << disk.err;
@@ -366,7 +370,10 @@ TEST_F(ObjectStorage, AServerKilledBetweenShardStreamsLosesAndRepeatsNothing) {
       "--shards '" + bucket() + "/shards/train-{000000..000002}.tar'" + common + digests("remote"),
       "remote");
   ASSERT_EQ(remote.code, 0) << remote.err;
-  EXPECT_EQ(server_->traffic().first - before.first, 12u + 2) << remote.err;
+  // As above: the two that found it gone, and at most as many again during the restart.
+  const auto requests = server_->traffic().first - before.first;
+  EXPECT_GE(requests, 12u + 2) << remote.err;
+  EXPECT_LE(requests, 12u + 2 + 2) << remote.err;
   const auto disk = run("--shards '" + (local() / "shards").string() +
                             "/train-{000000..000002}.tar'" + common + digests("disk"),
                         "disk");
