@@ -241,8 +241,9 @@ EncodedSample encoded_sample(std::uint64_t id, const SampleLocation& location) {
 
 namespace {
 
-std::vector<std::uint8_t> read_bytes(const EncodedSample& s, const ReadFile& read) {
-  if (!read && is_object_url(s.path)) return read_object(s.path, s.offset, s.size);
+std::vector<std::uint8_t> read_bytes(const EncodedSample& s, const ReadFile& read,
+                                     const std::stop_token& stop) {
+  if (!read && is_object_url(s.path)) return read_object(s.path, s.offset, s.size, stop);
   if (s.size == kWholeFile) return read ? read(s.path) : media::read_file(s.path);
   if (!read) return media::read_file_range(s.path, s.offset, s.size);
   auto whole = read(s.path);
@@ -257,9 +258,9 @@ std::vector<std::uint8_t> read_bytes(const EncodedSample& s, const ReadFile& rea
 
 }  // namespace
 
-void read_sample(EncodedSample& sample, const ReadFile& read) {
+void read_sample(EncodedSample& sample, const ReadFile& read, std::stop_token stop) {
   try {
-    sample.bytes = read_bytes(sample, read);
+    sample.bytes = read_bytes(sample, read, stop);
   } catch (const media::MediaError& e) {
     // A missing target of a symbolic link is a dangling link: say so.
     std::error_code ec;

@@ -30,6 +30,7 @@
 #include <optional>
 #include <span>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -123,8 +124,10 @@ EncodedSample encoded_sample(std::uint64_t id, const SampleLocation& location);
 /// `read` reads the whole file and the range is cut from it); on failure records it in
 /// the sample (not a throw). What is not a regular file (a
 /// directory, a FIFO, a device) is rejected without reading, a dangling symlink or a
-/// symlink loop fails with a cause that says so (media::read_file).
-void read_sample(EncodedSample& sample, const ReadFile& read = {});
+/// symlink loop fails with a cause that says so (media::read_file). `stop` (the read
+/// stage's token): an object read waiting on a shard's stream gives up when it is
+/// requested (launch/loader/object_reads.h STREAMING), the sample failing `cancelled`.
+void read_sample(EncodedSample& sample, const ReadFile& read = {}, std::stop_token stop = {});
 
 /// The record of sample `id` at `path` failing with `error`: the MediaError's cause
 /// and code name ("<cause> [<code name>]"), else what(); its std::error_code.

@@ -287,7 +287,7 @@ class LocalSlots {
 void read_like_the_read_stage(EncodedSample& e, const ReadFile& reader, std::stop_token stop) {
   auto backoff = kReadBackoff;
   for (int attempt = 1;; ++attempt) {
-    read_sample(e, reader);
+    read_sample(e, reader, stop);
     if (!e.failed() || attempt >= kReadAttempts || !actors::is_transient(e.failure->code)) return;
     std::this_thread::sleep_for(backoff);
     if (stop.stop_requested()) return;
@@ -512,7 +512,7 @@ struct Job::Impl {
     // other failure (a corrupt, missing or unreadable file) fails the sample at once.
     auto read = [dataset, reader = read_file](actors::SampleId s, actors::TaskContext& task) {
       EncodedSample e = encoded_sample(s.id, dataset->location(s.id));
-      read_sample(e, reader);
+      read_sample(e, reader, task.stop_token());
       if (!e.failed()) return e;
       if (task.may_retry() && actors::is_transient(e.failure->code)) {
         throw std::system_error(e.failure->code, e.failure->message());

@@ -71,10 +71,16 @@ detail::MemberStreams& streams() {
   static detail::MemberStreams s(
       [](const std::string& url, std::uint64_t offset, std::uint64_t size,
          std::uint64_t object_size, const std::string& etag,
-         const detail::MemberStreams::Sink& sink) {
-        store()->get_stream(url, offset, size, sink, object_size, etag);
+         const detail::MemberStreams::Sink& sink, std::stop_token stop) {
+        store()->get_stream(url, offset, size, sink, object_size, etag, std::move(stop));
       },
-      {.chunk_bytes = kStreamChunkBytes, .held_bytes = kStreamHeldBytes});
+      {.chunk_bytes = kStreamChunkBytes,
+       .held_bytes = kStreamHeldBytes,
+       .prefetch_bytes = kStreamPrefetchBytes,
+       .requests = [] {
+         std::lock_guard lock(stores().mutex);
+         return stores().options.requests_per_host;
+       }()});
   return s;
 }
 
@@ -192,14 +198,16 @@ ObjectReadOptions object_read_options(const RunConfig& c) {
 
 void configure_object_reads(const ObjectReadOptions& options) {
   auto& s = stores();
-  std::lock_guard lock(s.mutex);
+  std::unique_lock lock(s.mutex);
   if (s.store && same(s.options, options)) return;
   s.options = options;
   s.store.reset();  // the next read makes one with these options; reads in flight keep theirs
+  lock.unlock();
+  streams().set_requests(options.requests_per_host);
 }
 
 std::vector<std::uint8_t> read_object(const std::string& url, std::uint64_t offset,
-                                      std::uint64_t size) {
+                                      std::uint64_t size, std::stop_token stop) {
   if (const auto local = cached_copy(url)) {
     try {
       return size == kWholeFile ? media::read_file(*local)
@@ -211,7 +219,7 @@ std::vector<std::uint8_t> read_object(const std::string& url, std::uint64_t offs
     }
   }
   if (size != kWholeFile && streaming()) {
-    if (auto bytes = streams().read(url, offset, size)) return std::move(*bytes);
+    if (auto bytes = streams().read(url, offset, size, std::move(stop))) return std::move(*bytes);
   }
   const auto bytes = size == kWholeFile ? store()->get(url) : store()->get(url, offset, size);
   const auto* p = reinterpret_cast<const std::uint8_t*>(bytes.data());
@@ -235,10 +243,46 @@ void plan_object_stream(const std::string& url, std::uint64_t size, const std::s
   streams().plan(url, size, etag, std::move(planned));
 }
 
+std::uint64_t offer_object_members(const std::string& url, int copy, std::uint64_t copy_size,
+                                   const std::vector<StreamMember>& members) {
+  std::uint64_t kept = 0;
+  for (const auto& m : members) {
+    if (m.offset > copy_size || m.size > copy_size - m.offset) continue;
+    if (streams().stats().held_bytes + m.size > kStreamHeldBytes) break;
+    std::vector<std::uint8_t> bytes(m.size);
+    std::uint64_t done = 0;
+    while (done < m.size) {
+      const auto n =
+          ::pread(copy, bytes.data() + done, m.size - done, static_cast<off_t>(m.offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += static_cast<std::uint64_t>(n);
+    }
+    if (done != m.size) break;  // the stream fetches what a copy cannot give
+    if (streams().offer(url, m.offset, std::move(bytes))) kept += m.size;
+  }
+  return kept;
+}
+
+void prefetch_object_stream(const std::string& url) {
+  if (streaming() && !cached_copy(url)) streams().prefetch(url);  // a cached copy: no network
+}
+
+void clear_object_prefetches() { streams().clear_prefetches(); }
+
+void want_object_members(const std::string& url, const std::vector<std::uint64_t>& offsets) {
+  if (streaming()) streams().want(url, offsets);
+}
+
+bool object_streaming() { return streaming(); }
+
 StreamReadStats object_stream_stats() {
   const auto s = streams().stats();
-  return {
-      .fetches = s.fetches, .peak_held_bytes = s.peak_held_bytes, .dropped_bytes = s.dropped_bytes};
+  return {.fetches = s.fetches,
+          .prefetches = s.prefetches,
+          .peak_held_bytes = s.peak_held_bytes,
+          .dropped_bytes = s.dropped_bytes,
+          .offered_bytes = s.offered_bytes};
 }
 
 bool object_cache_enabled() {

@@ -17,6 +17,7 @@
 // truncated sample.
 
 #include <cstdint>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,17 +49,25 @@ void configure_object_reads(const ObjectReadOptions& options);
 // (the job reads in order or with the shard-block shuffle: object_read_options), a read
 // of a planned member that no cached copy holds is served by detail/member_streams.h:
 // the shard is read as a few large range requests (chunks of at most kStreamChunkBytes,
-// usually one per shard), its members cut from each body as it arrives. Each read either
-// makes its chunk's request or waits for it, so [stages.read] concurrency bounds the
-// requests in flight; an open shard holds at most its planned members' bytes (each
-// released when read), all shards at most kStreamHeldBytes once their requests end (the
-// least recently read ones are dropped beyond that, and fetched again if read again). A
-// changed object (another ETag or size) fails its samples (`changed`); a failure names
-// the shard's URL and the member. Without streaming (a full shuffle, where a window of
-// shards is not read together), and in processes that did not index the shards (a
-// remote decode worker), each member is one range request.
+// usually one per shard), its members cut from each body as it arrives. The requests
+// are made by the streams' fetchers, at most `requests_per_host` ([stages.read]
+// concurrency) at once: a read asks for its chunk and waits (returning at once, failed
+// `cancelled`, when its stop token is requested). prefetch_object_stream() queues a
+// shard's chunks to be fetched before they are read (the job's sampler names the shards
+// it reads next: launch/loader/detail/job_sampling.h LOOKAHEAD), within
+// kStreamPrefetchBytes of bytes held. An open shard holds at most its planned members'
+// bytes (each released when read), all shards at most kStreamHeldBytes once their
+// requests end (the least recently used ones are dropped beyond that, and fetched again
+// if read again), plus a chunk per request in flight. A shard indexed from a whole read
+// without a shard cache hands that read's member bytes to its stream
+// (offer_object_members: within kStreamHeldBytes), so a first run reads its bytes once,
+// not twice. A changed object (another ETag or size) fails its samples (`changed`); a
+// failure names the shard's URL and the member. Without streaming (a full shuffle, where
+// a window of shards is not read together), and in processes that did not index the
+// shards (a remote decode worker), each member is one range request.
 inline constexpr std::uint64_t kStreamChunkBytes = std::uint64_t{16} << 20;
 inline constexpr std::uint64_t kStreamHeldBytes = std::uint64_t{1} << 30;
+inline constexpr std::uint64_t kStreamPrefetchBytes = std::uint64_t{256} << 20;
 
 /// A planned member: its byte range in the object, and its name (for messages).
 struct StreamMember {
@@ -70,12 +79,29 @@ struct StreamMember {
 /// STREAMING). Throws std::invalid_argument for members beyond its end or overlapping.
 void plan_object_stream(const std::string& url, std::uint64_t size, const std::string& etag,
                         std::vector<StreamMember> members);
+/// Hands the members of planned `url` that `copy` (a whole copy of it: `copy_size`
+/// bytes at offset 0) holds to its stream, while kStreamHeldBytes allows (see
+/// STREAMING); returns the bytes handed over.
+std::uint64_t offer_object_members(const std::string& url, int copy, std::uint64_t copy_size,
+                                   const std::vector<StreamMember>& members);
+/// Queues planned `url`'s chunks for prefetching; nothing when streaming is off, `url`
+/// is not planned, or the shard cache holds a copy of it (its reads read that).
+/// clear_object_prefetches(): drops the queue.
+void prefetch_object_stream(const std::string& url);
+/// The members of planned `url` (their offsets) this process reads from now on: its
+/// streams fetch only those (detail/member_streams.h WANTED); nothing when streaming is
+/// off. A rank of several names them at the start of each epoch.
+void want_object_members(const std::string& url, const std::vector<std::uint64_t>& offsets);
+void clear_object_prefetches();
+/// Whether the process's reads stream planned shards (ObjectReadOptions::stream).
+bool object_streaming();
 
 /// The object's bytes: the whole object for size == kWholeFile, else exactly `size`
 /// bytes from `offset` (Content-Range checked; a planned member: see STREAMING). Throws
-/// transport::StorageError.
+/// transport::StorageError; StorageError(cancelled) when `stop` is requested while a
+/// planned member is awaited.
 std::vector<std::uint8_t> read_object(const std::string& url, std::uint64_t offset = 0,
-                                      std::uint64_t size = kWholeFile);
+                                      std::uint64_t size = kWholeFile, std::stop_token stop = {});
 
 /// A whole object as text (a list, a manifest, a classes file): its bytes. Throws
 /// ConfigError (`key`) naming the URL and the server's code when it cannot be read.
@@ -112,9 +138,11 @@ transport::ObjectInfo head_object(const std::string& url);
 transport::StoreStats object_read_stats();
 /// Counters of the process's member streams (see STREAMING).
 struct StreamReadStats {
-  std::uint64_t fetches = 0;  // chunk requests
+  std::uint64_t fetches = 0;     // chunk requests
+  std::uint64_t prefetches = 0;  // of them, made before a read asked
   std::uint64_t peak_held_bytes = 0;
   std::uint64_t dropped_bytes = 0;
+  std::uint64_t offered_bytes = 0;  // kept from the index's whole reads
 };
 StreamReadStats object_stream_stats();
 

@@ -298,10 +298,13 @@ std::optional<std::string> slurp(const fs::path& path) {
   }
 }
 
-// A remote shard as indexed: its size and ETag (what its member streams check).
+// A remote shard as indexed: its size and ETag (what its member streams check), and the
+// whole read that indexed it when its members go to the streams (see INDEX AND CACHE).
 struct RemoteShard {
   std::uint64_t size = 0;
   std::string etag{};
+  transport::FileDescriptor copy{};
+  std::atomic<std::uint64_t>* kept = nullptr;  // the copies' bytes kept so far, all shards
 };
 
 // The index cache's file for a remote shard: named by its URL, in the cache folder.
@@ -321,16 +324,30 @@ std::vector<ShardMember> remote_index(const std::string& shard, const ShardOptio
   std::optional<transport::ObjectInfo> info;
   if (use_index_cache) {
     info = head_object(shard);
-    if (remote) *remote = {info->size, info->etag};
+    if (remote) {
+      remote->size = info->size;
+      remote->etag = info->etag;
+    }
     // The ETag's hash stands for the mtime of a local shard's entry.
     const ShardStat st{info->size, static_cast<std::int64_t>(checksum(info->etag) >> 1)};
     if (auto bytes = slurp(remote_cache_path(shard, o))) {
       if (auto members = decode_cache(*bytes, st)) return std::move(*members);
     }
   }
-  const auto copy = copy_object(shard, info ? &*info : nullptr);
-  if (remote) *remote = {copy.size, copy.etag};
+  auto copy = copy_object(shard, info ? &*info : nullptr);
+  if (remote) {
+    remote->size = copy.size;
+    remote->etag = copy.etag;
+  }
   auto members = index_fd(copy.fd.get(), shard, copy.size);
+  // Without a shard cache the copy is in memory: kept for the streams, within their bound.
+  if (remote && remote->kept && !object_cache_enabled() && object_streaming()) {
+    if (remote->kept->fetch_add(copy.size) + copy.size <= kStreamHeldBytes) {
+      remote->copy = std::move(copy.fd);
+    } else {
+      remote->kept->fetch_sub(copy.size);
+    }
+  }
   if (use_index_cache) {
     const ShardStat st{copy.size, static_cast<std::int64_t>(checksum(copy.etag) >> 1)};
     const auto bytes = encode_cache(st, members);
@@ -534,6 +551,8 @@ Dataset open_shards(const std::vector<std::string>& shards, const ShardOptions& 
   // Index the shards a few at a time; the first error (in shard order) wins.
   std::vector<std::vector<ShardMember>> index(shards.size());
   std::vector<RemoteShard> remote(shards.size());
+  std::atomic<std::uint64_t> kept{0};
+  for (auto& r : remote) r.kept = &kept;
   std::vector<std::exception_ptr> errors(shards.size());
   std::atomic<std::size_t> next{0};
   auto work = [&] {
@@ -596,10 +615,15 @@ Dataset open_shards(const std::vector<std::string>& shards, const ShardOptions& 
     }
     flush();
     if (streamed) {
+      const auto members = remote[s].copy.get() >= 0 ? planned : std::vector<StreamMember>();
       try {
         plan_object_stream(shards[s], remote[s].size, remote[s].etag, std::move(planned));
       } catch (const std::invalid_argument& e) {
         throw ShardError(fmt::format("shard {}: {}", shards[s], e.what()));
+      }
+      if (remote[s].copy.get() >= 0) {
+        offer_object_members(shards[s], remote[s].copy.get(), remote[s].size, members);
+        remote[s].copy = {};
       }
     }
   }

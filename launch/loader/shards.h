@@ -40,7 +40,11 @@
 // with a cache_dir in the object reads, launch/loader/object_reads.h); without a shard
 // cache its index is cached in `cache_dir` (as above) under a name made from the URL,
 // valid while the object's size and ETag (a HEAD) are those recorded: a later run reads
-// no shard whole to start.
+// no shard whole to start. When its members are streamed (object_reads.h STREAMING),
+// the whole read that indexed a remote shard without a shard cache hands its media
+// members' bytes to the shard's stream (the copies kept while indexing, and the bytes
+// handed over, both within kStreamHeldBytes): the first epoch of a first run reads them
+// from there, not from the network again.
 //
 // THREADING. Plain functions; index_shards uses up to `threads` threads of its own.
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -49,6 +50,8 @@ class StorageCategory : public std::error_category {
         return std::errc::bad_message;
       case StorageErrc::unsupported:
         return std::errc::operation_not_supported;
+      case StorageErrc::cancelled:
+        return std::errc::operation_canceled;
     }
     return {value, *this};
   }
@@ -148,6 +151,8 @@ std::string_view storage_code_name(StorageErrc code) {
       return "tls_failed";
     case StorageErrc::changed:
       return "changed";
+    case StorageErrc::cancelled:
+      return "cancelled";
   }
   return "unknown storage error";
 }
@@ -326,6 +331,7 @@ struct ObjectStore::Impl {
     thread_local std::minstd_rand random(std::random_device{}());
     for (int attempt = 0;; ++attempt) {
       Prepared prepared = make();  // signed afresh: the date moves on
+      const std::stop_token stop = prepared.request.stop;
       try {
         requests.fetch_add(1, std::memory_order_relaxed);
         detail::HttpResponse response =
@@ -342,7 +348,11 @@ struct ObjectStore::Impl {
       std::chrono::milliseconds ceiling = std::min(
           options.max_backoff, options.backoff * (std::int64_t{1} << std::min(attempt, 20)));
       std::uniform_int_distribution<long long> jitter(0, std::max<long long>(0, ceiling.count()));
-      std::this_thread::sleep_for(std::chrono::milliseconds(jitter(random)));
+      // The backoff, cut short by a stop (the next attempt then throws `cancelled`).
+      std::mutex mutex;
+      std::unique_lock lock(mutex);
+      std::condition_variable_any().wait_for(lock, stop, std::chrono::milliseconds(jitter(random)),
+                                             [] { return false; });
     }
   }
 };
@@ -422,7 +432,8 @@ std::vector<std::byte> ObjectStore::get(std::string_view url_text, std::uint64_t
 
 void ObjectStore::get_stream(std::string_view url_text, std::uint64_t offset, std::uint64_t size,
                              const std::function<void(const std::byte*, std::size_t)>& sink,
-                             std::uint64_t object_size, std::string_view etag) {
+                             std::uint64_t object_size, std::string_view etag,
+                             std::stop_token stop) {
   if (size == 0) return;
   ObjectUrl url = ObjectUrl::parse(url_text);
   const std::uint64_t last = offset + size - 1;
@@ -489,6 +500,7 @@ void ObjectStore::get_stream(std::string_view url_text, std::uint64_t offset, st
         auto prepared = impl_->prepare(url, "GET", {range});
         prepared.request.on_head = check_head;
         prepared.request.on_body = on_body;
+        prepared.request.stop = stop;
         host = prepared.host;
         return prepared;
       },

@@ -31,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -56,6 +57,7 @@ enum class StorageErrc {
   unsupported,      // e.g. listing an https:// URL: operation_not_supported
   tls_failed,       // certificate or handshake refused: permission_denied
   changed,          // another ETag or size than the caller knew the object by: bad_message
+  cancelled,        // the caller's stop token was requested mid-request: operation_canceled
 };
 
 const std::error_category& storage_category() noexcept;
@@ -170,10 +172,14 @@ class ObjectStore {
   /// ETag against `etag` when that is not empty: another is `changed`). A transient
   /// failure, also mid-body, is retried (StoreOptions::retries) from the first byte not
   /// yet delivered, so `sink` sees every byte once, in order. An exception from `sink`
-  /// aborts the transfer and propagates (no retry). size 0: no request.
+  /// aborts the transfer and propagates (no retry). size 0: no request. `stop` requested
+  /// (before or during the request, also while it waits for the host's slot or a retry's
+  /// backoff) aborts it with `cancelled`, not retried: libcurl looks at it whenever bytes
+  /// arrive and about once a second while none do.
   void get_stream(std::string_view url, std::uint64_t offset, std::uint64_t size,
                   const std::function<void(const std::byte* data, std::size_t size)>& sink,
-                  std::uint64_t object_size = 0, std::string_view etag = {});
+                  std::uint64_t object_size = 0, std::string_view etag = {},
+                  std::stop_token stop = {});
   /// Size and ETag (HEAD).
   ObjectInfo head(std::string_view url);
   /// Every object under an s3:// prefix (ListObjectsV2, all pages), sorted by key as

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <string>
 
+#include "launch/loader/object_reads.h"
 #include "launch/loader/shards.h"
 
 namespace brigade::launch::detail {
@@ -73,6 +74,11 @@ std::uint64_t count_of(const std::vector<actors::PositionRun>& runs) {
 JobSampling::JobSampling(const RunConfig& c, const Dataset& d) {
   if (d.sources().empty()) {
     sampler_ = make_sampler(c, d);
+    const bool streamed = !c.shuffle || c.shuffle_window > 0;
+    if (streamed && !d.containers().empty() && is_object_url(d.containers().front())) {
+      dataset_ = &d;
+      window_ = c.shuffle ? c.shuffle_window : 0;
+    }
     return;
   }
   std::vector<actors::DistributedSampler> sources;
@@ -94,8 +100,45 @@ JobSampling::JobSampling(const RunConfig& c, const Dataset& d) {
   }
 }
 
+void JobSampling::look_ahead(std::uint64_t position) {
+  if (!planned_ || sampler_->epoch() != planned_epoch_) {
+    planned_ = true;
+    planned_epoch_ = sampler_->epoch();
+    clear_object_prefetches();
+    ahead_.clear();
+    ahead_next_ = 0;
+    const auto containers = dataset_->containers().size();
+    std::vector<bool> seen(containers);
+    const auto share = sampler_->size();
+    // A rank of several reads part of each shard: its members, per container.
+    const bool part = sampler_->world_size() > 1;
+    std::vector<std::vector<std::uint64_t>> wanted(part ? containers : 0);
+    for (std::uint64_t p = 0; p < share; ++p) {
+      const auto id = sampler_->at(p).id;
+      const auto c = dataset_->container_of(id);
+      if (part) wanted[c].push_back(dataset_->location(id).offset);
+      if (seen[c]) continue;
+      seen[c] = true;
+      ahead_.emplace_back(p, c);
+    }
+    for (std::size_t c = 0; c < wanted.size(); ++c)
+      want_object_members(dataset_->containers()[c], wanted[c]);
+    const auto per_window = std::max<std::uint64_t>(window_, 1);
+    distance_ = (share * std::min<std::uint64_t>(per_window, containers) + containers - 1) /
+                std::max<std::uint64_t>(containers, 1);
+  }
+  while (ahead_next_ < ahead_.size() && ahead_[ahead_next_].first <= position + distance_) {
+    prefetch_object_stream(dataset_->containers()[ahead_[ahead_next_].second]);
+    ++ahead_next_;
+  }
+}
+
 std::optional<actors::Positioned<actors::SampleId>> JobSampling::next() {
-  if (!mix_) return sampler_->next();
+  if (!mix_) {
+    auto s = sampler_->next();
+    if (s && dataset_) look_ahead(s->position);
+    return s;
+  }
   auto m = mix_->next();
   if (!m) return std::nullopt;
   return actors::Positioned<actors::SampleId>{
@@ -103,6 +146,7 @@ std::optional<actors::Positioned<actors::SampleId>> JobSampling::next() {
 }
 
 void JobSampling::set_epoch(std::uint64_t epoch) {
+  planned_ = false;
   if (mix_) {
     mix_->set_epoch(epoch);
   } else {
@@ -151,6 +195,7 @@ void JobSampling::restore(const JobState& state) {
     throw actors::SamplerStateError(
         "the checkpoint is of a mix of [[sources]]; this job reads a single dataset");
   }
+  planned_ = false;
   sampler_->restore(*s);
 }
 

@@ -15,6 +15,19 @@
 // permutation); next() gives it as an id of the joined dataset (the source's offset
 // plus its id). The mix's picks are drawn from the job's seed also without shuffle.
 //
+// LOOKAHEAD. When the dataset's containers are remote tar shards whose members are
+// streamed (object_reads.h STREAMING) and the dataset is not joined, the first next()
+// of an epoch walks this rank's share of it once (at() of every position: the epoch's
+// plan) and notes the order in which its shards are first read; then each next() at
+// local position p queues for prefetching (prefetch_object_stream) every shard first
+// read at a position up to p + D, in that order, where D is a window's worth of this
+// rank's positions (share × window / containers; a shard's worth when reading in order),
+// so the next window's requests are under way while the current one is read. The
+// prefetch queue is cleared when an epoch starts. A rank of several (world size > 1)
+// also names, for every shard, the members it reads this epoch (want_object_members):
+// its streams fetch those only, not whole shards of which it reads 1/W. Cost: one pass over the
+// share per epoch (a few ns a position) and a vector of (position, container) per shard.
+//
 // THREADING. As the samplers: one thread calls next(); state() may be called from
 // another while next() runs within the same epoch.
 
@@ -59,7 +72,18 @@ class JobSampling {
   transport::RunId fresh_run(std::uint32_t world_size, std::string_view launch) const;
 
  private:
+  void look_ahead(std::uint64_t position);
+
   std::unique_ptr<actors::DistributedSampler> sampler_;
+  // LOOKAHEAD: the dataset; its shards in order of first read this epoch (position,
+  // container); the next one to queue; the distance D; whether the epoch is planned.
+  const Dataset* dataset_ = nullptr;
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> ahead_;
+  std::size_t ahead_next_ = 0;
+  std::uint64_t distance_ = 0;
+  std::uint64_t window_ = 0;  // 0: in order (a shard at a time)
+  bool planned_ = false;
+  std::uint64_t planned_epoch_ = 0;
   std::unique_ptr<actors::WeightedMixSampler> mix_;
   std::vector<std::uint64_t> offsets_;  // of each source in the joined dataset
   std::uint64_t epoch_draws_ = 0;       // N

@@ -20,8 +20,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <map>
+#include <stop_token>
 #include <thread>
 
 #include "tests/transport/storage/s3_server.h"
@@ -249,6 +251,42 @@ TEST_F(ObjectStoreTest, RetriesStalledRequests) {
   server_->arm("stall 1");
   EXPECT_EQ(store.get(url("big.bin"), 7, 70000), file_bytes(local("big.bin"), 7, 70000));
   EXPECT_EQ(store.stats().retries, 1u);
+}
+
+// A stop requested while the proxy holds a request unanswered (a stall, kept until the
+// fixture ends) ends the stream at once, `cancelled`, not retried: not after the
+// request's timeout (a minute here), which would fail it `timed_out` and retry it.
+TEST_F(ObjectStoreTest, AStoppedStreamIsCancelledWhileItsRequestIsStalled) {
+  ObjectStore store(options("proxy"));
+  const auto before = server_->traffic().first;
+  server_->arm("stall 1");
+  std::stop_source stop;
+  std::uint64_t delivered = 0;
+  auto stream = std::async(std::launch::async, [&] {
+    store.get_stream(
+        url("big.bin"), 0, 1000, [&](const std::byte*, std::size_t n) { delivered += n; }, 0, {},
+        stop.get_token());
+  });
+  while (server_->traffic().first == before) {  // until the proxy holds the request
+    ASSERT_NE(stream.wait_for(std::chrono::milliseconds(0)), std::future_status::ready);
+  }
+  stop.request_stop();
+  try {
+    stream.get();
+    FAIL() << "no error";
+  } catch (const StorageError& error) {
+    EXPECT_EQ(error.code(), StorageErrc::cancelled) << error.what();
+    EXPECT_EQ(error.code(), std::errc::operation_canceled);
+  }
+  EXPECT_EQ(delivered, 0u);
+  EXPECT_EQ(store.stats().requests, 1u);
+  EXPECT_EQ(store.stats().retries, 0u);
+  // A stop already requested sends nothing.
+  EXPECT_THROW(
+      store.get_stream(
+          url("big.bin"), 0, 10, [](const std::byte*, std::size_t) {}, 0, {}, stop.get_token()),
+      StorageError);
+  EXPECT_EQ(server_->traffic().first, before + 1);
 }
 
 TEST_F(ObjectStoreTest, RetriesConnectionsCutMidBody) {

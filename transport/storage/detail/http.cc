@@ -52,7 +52,7 @@ StorageErrc code_of(CURLcode code) {
 // handles through `share`, whose locks are these mutexes.
 struct HostPool {
   std::mutex mutex;
-  std::condition_variable freed;
+  std::condition_variable_any freed;
   int in_flight = 0;
   std::vector<Easy> idle;
   std::unique_ptr<CURLSH, ShareDeleter> share;
@@ -100,6 +100,15 @@ size_t on_body(char* data, size_t size, size_t count, void* user) {
   return n;
 }
 
+int on_progress(void* request, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return static_cast<const HttpRequest*>(request)->stop.stop_requested() ? 1 : 0;  // 1: abort
+}
+
+StorageError cancelled(const HttpRequest& request) {
+  return StorageError(StorageErrc::cancelled, request.display_url,
+                      request.method + " " + request.display_url + ": cancelled (a stop)");
+}
+
 size_t on_header(char* data, size_t size, size_t count, void* response) {
   std::string_view line(data, size * count);
   auto colon = line.find(':');
@@ -143,9 +152,12 @@ struct HttpClient::Impl {
     return *pool;
   }
 
-  Easy acquire(HostPool& pool) {
+  Easy acquire(HostPool& pool, const HttpRequest& request) {
     std::unique_lock lock(pool.mutex);
-    pool.freed.wait(lock, [&] { return pool.in_flight < options.max_requests_per_host; });
+    if (!pool.freed.wait(lock, request.stop,
+                         [&] { return pool.in_flight < options.max_requests_per_host; })) {
+      throw cancelled(request);
+    }
     ++pool.in_flight;
     if (!pool.idle.empty()) {
       Easy handle = std::move(pool.idle.back());
@@ -197,6 +209,11 @@ struct HttpClient::Impl {
     curl_easy_setopt(handle, CURLOPT_WRITEDATA, &target);
     curl_easy_setopt(handle, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(handle, CURLOPT_HEADERDATA, &response);
+    if (request.stop.stop_possible()) {
+      curl_easy_setopt(handle, CURLOPT_NOPROGRESS, 0L);
+      curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, on_progress);
+      curl_easy_setopt(handle, CURLOPT_XFERINFODATA, &request);
+    }
   }
 };
 
@@ -210,7 +227,8 @@ HttpClient::~HttpClient() = default;
 
 HttpResponse HttpClient::perform(const std::string& host, const HttpRequest& request) {
   HostPool& pool = impl_->pool(host);
-  Easy handle = impl_->acquire(pool);
+  if (request.stop.stop_requested()) throw cancelled(request);
+  Easy handle = impl_->acquire(pool, request);
   std::unique_ptr<curl_slist, ListDeleter> headers;
   for (const auto& header : request.headers) {
     headers.reset(curl_slist_append(headers.release(), header.c_str()));
@@ -228,6 +246,7 @@ HttpResponse HttpClient::perform(const std::string& host, const HttpRequest& req
   // A failed handle may hold a broken connection: drop it rather than pool it.
   impl_->release(pool, code == CURLE_OK ? std::move(handle) : Easy());
   if (target.error) std::rethrow_exception(target.error);
+  if (code == CURLE_ABORTED_BY_CALLBACK) throw cancelled(request);
   if (code != CURLE_OK) {
     std::string text = detail[0] ? detail : curl_easy_strerror(code);
     throw StorageError(code_of(code), request.display_url,

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,10 @@ struct HttpRequest {
   /// the transfer is aborted and perform() rethrows that exception.
   std::function<void(int status, const std::map<std::string, std::string>& headers)> on_head{};
   std::function<void(const std::byte* data, std::size_t size)> on_body{};
+  /// Requested: perform() gives up (waiting for the host's slot, or mid-transfer: libcurl
+  /// asks whenever bytes arrive and about once a second while none do) and throws
+  /// StorageError(cancelled).
+  std::stop_token stop{};
 };
 
 struct HttpResponse {
