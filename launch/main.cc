@@ -146,6 +146,15 @@ std::string summary_json(const launch::JobSummary& s, double cpu0,
                            {"retries", storage.retries},
                            {"bytes", storage.bytes},
                            {"hosts", hosts}};
+    // Shard streams: chunk requests (prefetched ones among them), member reads, and
+    // the reads that found their bytes not yet received (what a prefetch did not hide).
+    if (const auto streams = launch::object_stream_stats(); streams.reads > 0) {
+      j["object_storage"]["streams"] = {{"fetches", streams.fetches},
+                                        {"prefetches", streams.prefetches},
+                                        {"reads", streams.reads},
+                                        {"waits", streams.waits},
+                                        {"peak_held_bytes", streams.peak_held_bytes}};
+    }
   }
   if (!s.failure.empty()) j["failure"] = s.failure;
   if (!s.checkpoint.empty()) j["checkpoint"] = s.checkpoint;

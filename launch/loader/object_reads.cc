@@ -280,6 +280,8 @@ StreamReadStats object_stream_stats() {
   const auto s = streams().stats();
   return {.fetches = s.fetches,
           .prefetches = s.prefetches,
+          .reads = s.reads,
+          .waits = s.waits,
           .peak_held_bytes = s.peak_held_bytes,
           .dropped_bytes = s.dropped_bytes,
           .offered_bytes = s.offered_bytes};

@@ -140,6 +140,8 @@ transport::StoreStats object_read_stats();
 struct StreamReadStats {
   std::uint64_t fetches = 0;     // chunk requests
   std::uint64_t prefetches = 0;  // of them, made before a read asked
+  std::uint64_t reads = 0;       // member reads served by the streams
+  std::uint64_t waits = 0;       // of them, found their member not yet received
   std::uint64_t peak_held_bytes = 0;
   std::uint64_t dropped_bytes = 0;
   std::uint64_t offered_bytes = 0;  // kept from the index's whole reads

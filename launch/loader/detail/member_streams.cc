@@ -338,6 +338,8 @@ struct MemberStreams::Impl {
   std::vector<std::uint8_t> read(const std::string& url, Shard& s, std::size_t member,
                                  std::unique_lock<std::mutex>& lock, const std::stop_token& stop) {
     const std::size_t c = s.chunk_of(member);
+    ++stats.reads;
+    bool waited = false;
     for (;;) {
       Slot& slot = s.slots[member];
       if (slot.state == Slot::State::taken) {  // read again
@@ -360,6 +362,8 @@ struct MemberStreams::Impl {
         demand.push_back({url, c, member});
         wake();
       }
+      if (!waited) ++stats.waits;
+      waited = true;
       const auto done = chunk.done;
       changed.wait(lock, stop,
                    [&] { return slot.state == Slot::State::ready || chunk.done != done; });

@@ -93,6 +93,8 @@ struct StreamLimits {
 struct StreamStats {
   std::uint64_t fetches = 0;     // range requests made (chunks fetched), prefetches included
   std::uint64_t prefetches = 0;  // of them, made before a read asked
+  std::uint64_t reads = 0;       // reads served
+  std::uint64_t waits = 0;       // of them, found their member not yet received
   std::uint64_t held_bytes = 0;  // now: received, not yet taken
   std::uint64_t peak_held_bytes = 0;
   std::uint64_t dropped_bytes = 0;  // dropped by the bound before a read took them
