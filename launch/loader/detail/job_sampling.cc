@@ -123,8 +123,11 @@ void JobSampling::look_ahead(std::uint64_t position) {
     }
     for (std::size_t c = 0; c < wanted.size(); ++c)
       want_object_members(dataset_->containers()[c], wanted[c]);
-    const auto per_window = std::max<std::uint64_t>(window_, 1);
-    distance_ = (share * std::min<std::uint64_t>(per_window, containers) + containers - 1) /
+    // Two windows (two shards in order): a window's round trips overlap the one before
+    // it and half of the one before that, also when a rank's share of a window is read
+    // in less than a round trip (several ranks).
+    const auto ahead = 2 * std::max<std::uint64_t>(window_, 1);
+    distance_ = (share * std::min<std::uint64_t>(ahead, containers) + containers - 1) /
                 std::max<std::uint64_t>(containers, 1);
   }
   while (ahead_next_ < ahead_.size() && ahead_[ahead_next_].first <= position + distance_) {

@@ -20,9 +20,10 @@
 // of an epoch walks this rank's share of it once (at() of every position: the epoch's
 // plan) and notes the order in which its shards are first read; then each next() at
 // local position p queues for prefetching (prefetch_object_stream) every shard first
-// read at a position up to p + D, in that order, where D is a window's worth of this
-// rank's positions (share × window / containers; a shard's worth when reading in order),
-// so the next window's requests are under way while the current one is read. The
+// read at a position up to p + D, in that order, where D is two windows' worth of this
+// rank's positions (share × 2 × window / containers; two shards' worth when reading in
+// order), so the next windows' requests are under way while the current one is read
+// (the streams' prefetch bound, kStreamPrefetchBytes, caps the bytes this holds). The
 // prefetch queue is cleared when an epoch starts. A rank of several (world size > 1)
 // also names, for every shard, the members it reads this epoch (want_object_members):
 // its streams fetch those only, not whole shards of which it reads 1/W. Cost: one pass over the
