@@ -86,7 +86,8 @@ std::uint64_t offer_object_members(const std::string& url, int copy, std::uint64
                                    const std::vector<StreamMember>& members);
 /// Queues planned `url`'s chunks for prefetching; nothing when streaming is off, `url`
 /// is not planned, or the shard cache holds a copy of it (its reads read that).
-/// clear_object_prefetches(): drops the queue.
+/// clear_object_prefetches(): drops the queue, and the shards' members already read are
+/// fetched again when read again (an epoch's start).
 void prefetch_object_stream(const std::string& url);
 /// The members of planned `url` (their offsets) this process reads from now on: its
 /// streams fetch only those (detail/member_streams.h WANTED); nothing when streaming is

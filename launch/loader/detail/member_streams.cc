@@ -522,6 +522,14 @@ void MemberStreams::want(const std::string& url, const std::vector<std::uint64_t
 void MemberStreams::clear_prefetches() {
   std::lock_guard lock(impl_->mutex);
   impl_->ahead.clear();
+  for (auto& [url, s] : impl_->shards) {
+    if (s->taken == 0) continue;
+    for (auto& slot : s->slots) {
+      if (slot.state == Slot::State::taken) slot.state = Slot::State::absent;
+    }
+    s->taken = 0;
+    impl_->release_if_idle(*s);
+  }
 }
 
 void MemberStreams::set_requests(int requests) {

@@ -140,7 +140,9 @@ class MemberStreams {
 
   /// Queues `url`'s chunks for prefetching (see PREFETCH); nothing for a URL not planned.
   void prefetch(const std::string& url);
-  /// Drops the chunks queued for prefetching (not those being fetched).
+  /// Drops the chunks queued for prefetching (not those being fetched), and starts a new
+  /// reading of every shard: the members reads took are read again (a fetch spans them;
+  /// see WANTED), e.g. at an epoch's start.
   void clear_prefetches();
   /// The most fetchers (requests in flight) from now on; at least 1.
   void set_requests(int requests);

@@ -427,6 +427,24 @@ TEST(MemberStreams, ARankFetchesOnlyTheMembersItReadsCoalescingSmallGaps) {
   EXPECT_EQ(streams.stats().held_bytes, 0u);  // nothing fetched that no read took
 }
 
+// A shard read in part (an epoch resumed, or ended early) is read whole in the next
+// epoch: clear_prefetches() (an epoch's start) makes its members read so far wanted again,
+// so one request spans them all, not one request each.
+TEST(MemberStreams, ANewEpochReadsAPartlyReadShardInOneRequest) {
+  FakeObject object(512 + 612 * 4);
+  MemberStreams streams(object.fetch());
+  streams.plan("u", object.bytes.size(), "", members(4));
+  streams.offer("u", 512, object.slice(512, 100));
+  ASSERT_TRUE(streams.read("u", 512, 100));  // taken; members 1-3 never read
+  EXPECT_TRUE(object.fetches.empty());
+  streams.clear_prefetches();
+  auto order = members(4);
+  std::rotate(order.begin(), order.begin() + 1, order.end());  // member 0 last
+  for (const auto& m : order) ASSERT_TRUE(streams.read("u", m.offset, m.size));
+  ASSERT_EQ(object.fetches.size(), 1u);
+  EXPECT_EQ(object.fetches[0], std::make_pair(std::uint64_t{512}, std::uint64_t{612 * 3 + 100}));
+}
+
 // Members offered (a shard's bytes read whole to index it) are read without a request,
 // within the held bound; beyond it they are refused and fetched when read.
 TEST(MemberStreams, OfferedMembersAreReadWithoutARequestWithinTheBound) {
