@@ -118,7 +118,8 @@ struct MemberStreams::Impl {
   Fetch fetch;
   StreamLimits limits;
   mutable std::mutex mutex;
-  std::condition_variable_any changed;
+  std::condition_variable_any changed;     // for reads: a member in, a fetch ended
+  std::condition_variable_any work_ready;  // for fetchers: a job, or room for a prefetch
   std::unordered_map<std::string, std::unique_ptr<Shard>> shards;
   std::unordered_set<Shard*> holding;  // shards with held > 0
   std::uint64_t clock = 0;
@@ -166,16 +167,17 @@ struct MemberStreams::Impl {
       }
       if (!oldest) return;
       drop(*oldest);
+      if (prefetch_ready()) wake();
     }
   }
 
-  // A fetcher more, when every one is busy and the bound allows.
+  // A job is ready: an idle fetcher takes it, else a fetcher more when the bound allows.
   void wake() {
     if (idle == 0 && static_cast<int>(fetchers.size()) < limits.requests &&
         !stopping.stop_requested()) {
       fetchers.emplace_back([this] { work(); });
     }
-    changed.notify_all();
+    work_ready.notify_one();  // a fetcher that takes a job wakes the next (work())
   }
 
   // The span of `chunk`'s wanted members (and `asked`) that no one holds or receives:
@@ -271,13 +273,14 @@ struct MemberStreams::Impl {
     std::unique_lock lock(mutex);
     for (;;) {
       ++idle;
-      changed.wait(
+      work_ready.wait(
           lock, [&] { return stopping.stop_requested() || !demand.empty() || prefetch_ready(); });
       --idle;
       if (stopping.stop_requested()) return;
       const bool early = demand.empty();
       Job job = std::move(early ? ahead.front() : demand.front());
       (early ? ahead : demand).pop_front();
+      if (!demand.empty() || prefetch_ready()) wake();  // the next job: another fetcher
       run(job, early, lock);
     }
   }
@@ -333,6 +336,7 @@ struct MemberStreams::Impl {
     release_if_idle(s);
     changed.notify_all();
     bound();
+    if (prefetch_ready()) wake();  // less prefetching: room for the next
   }
 
   std::vector<std::uint8_t> read(const std::string& url, Shard& s, std::size_t member,
@@ -353,7 +357,7 @@ struct MemberStreams::Impl {
         ++s.taken;
         s.held -= bytes.size();
         stats.held_bytes -= bytes.size();
-        changed.notify_all();  // room for a prefetch
+        if (prefetch_ready()) wake();  // room for a prefetch
         return bytes;
       }
       Chunk& chunk = s.chunks[c];
@@ -395,6 +399,7 @@ MemberStreams::~MemberStreams() {
     std::lock_guard lock(impl_->mutex);
     impl_->stopping.request_stop();
     impl_->changed.notify_all();
+    impl_->work_ready.notify_all();
     fetchers.swap(impl_->fetchers);
   }
   for (auto& f : fetchers) f.join();
