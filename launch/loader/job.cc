@@ -854,37 +854,47 @@ void Job::rebalance(const ClusterFigures& figures) const {
 }
 
 RankWeights::RankWeights(std::uint32_t world_size)
-    : weight_(world_size, kNeutralWeight), rounded_(world_size, kNeutralWeight) {}
+    : weight_(world_size, kNeutralWeight),
+      behind_(world_size, 0),
+      rounded_(world_size, kNeutralWeight) {}
 
 const std::vector<std::uint32_t>& RankWeights::update(
     const std::vector<std::optional<Figures>>& ranks) {
   constexpr double kFloor = 0.05;    // keeps a share of 0 from dividing anything
-  constexpr double kDeadband = 0.2;  // a pressure this close to 1 is noise
-  constexpr double kLeak = 0.98;     // of the weight's log kept from the last interval
+  constexpr double kSettled = 1.05;  // a weight this close to neutral is neutral
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     const auto n = v.size();
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
   };
-  for (auto& w : weight_) w = kNeutralWeight * std::pow(w / kNeutralWeight, kLeak);
+  auto delivered = [](const std::optional<Figures>& f) { return f && f->samples_per_s > 0; };
   const auto n = std::min(ranks.size(), weight_.size());
+  std::vector<double> pressure(n, 0);  // 0: no figures
   for (std::size_t r = 0; r < n; ++r) {
-    if (!ranks[r] || !(ranks[r]->samples_per_s > 0)) continue;
+    if (!delivered(ranks[r])) continue;
     std::vector<double> rates, waits;
     for (std::size_t o = 0; o < n; ++o) {
-      if (o == r || !ranks[o] || !(ranks[o]->samples_per_s > 0)) continue;
+      if (o == r || !delivered(ranks[o])) continue;
       rates.push_back(ranks[o]->samples_per_s);
-      waits.push_back(ranks[o]->wait_share);
+      waits.push_back(std::max(0.0, ranks[o]->wait_share));
     }
     if (rates.empty()) continue;
-    const double pressure = median(rates) / ranks[r]->samples_per_s *
-                            (std::max(0.0, ranks[r]->wait_share) + kFloor) /
-                            (std::max(0.0, median(waits)) + kFloor);
-    if (std::abs(pressure - 1) > kDeadband) weight_[r] *= std::sqrt(pressure);
+    pressure[r] = median(rates) / ranks[r]->samples_per_s *
+                  (std::max(0.0, ranks[r]->wait_share) + kFloor) / (median(waits) + kFloor);
   }
-  const double least = *std::min_element(weight_.begin(), weight_.end());
   for (std::size_t r = 0; r < weight_.size(); ++r) {
-    weight_[r] = std::min(weight_[r] * kNeutralWeight / least, double(kMaxWeight));
+    const double p = r < n ? pressure[r] : 0;
+    if (!(p > 0)) {
+      behind_[r] = 0;
+      continue;
+    }
+    const bool behind = p > 1 + kDeadband, ahead = p < 1 / (1 + kDeadband);
+    behind_[r] = behind ? behind_[r] + 1 : 0;
+    const bool helped = weight_[r] > kNeutralWeight;
+    if ((behind && (helped || behind_[r] >= kBehindIntervals)) || (ahead && helped))
+      weight_[r] *= std::sqrt(p);
+    weight_[r] = std::clamp(weight_[r], double(kNeutralWeight), double(kMaxWeight));
+    if (weight_[r] < kSettled * kNeutralWeight) weight_[r] = kNeutralWeight;
     rounded_[r] = static_cast<std::uint32_t>(std::lround(weight_[r]));
   }
   return rounded_;

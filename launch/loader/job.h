@@ -210,23 +210,37 @@ struct RemoteSummary {
 };
 
 /// REBALANCING's rule, a plain state machine fed one interval's figures at a time. A
-/// rank's weight (kNeutralWeight = even; between kNeutralWeight and kMaxWeight) moves
-/// each interval by the square root of its pressure: (the median samples/s of the other
-/// ranks that reported ÷ its own) × ((its exposed wait share + 0.05) ÷ (the others'
-/// median share + 0.05)). The first factor sees a rank that delivers less (ranks that do
-/// not wait for each other); the second a rank whose consumer waits on data more (ranks
-/// in lockstep, as DDP's all-reduce keeps them, deliver alike and differ only there).
-/// Above 1 the weight grows, below it shrinks, so it settles where the rank keeps pace
-/// (an integral controller; the root damps it, a pressure within 20% of 1 is taken for
-/// noise, and each interval first keeps 0.98 of the weight's logarithm, so what noise
-/// moves drifts back to even). The weights are then scaled so that the least is
-/// kNeutralWeight (a floor alone would let noise ratchet every weight up), at most
-/// kMaxWeight: the ranks not behind share the workers evenly. A rank that did not report
-/// in the interval, or delivered nothing, is not moved by figures of its own.
+/// rank's PRESSURE in an interval is (the median samples/s of the other ranks that
+/// reported ÷ its own) × ((its exposed wait share + 0.05) ÷ (the others' median share +
+/// 0.05)): the first factor sees a rank that delivers less (ranks that do not wait for
+/// each other), the second a rank whose consumer waits on data more (ranks in lockstep,
+/// as DDP's all-reduce keeps them, deliver alike and differ only there). A pressure
+/// above 1 + kDeadband is BEHIND, below 1 ÷ (1 + kDeadband) AHEAD, between them keeping
+/// pace (noise).
+/// - A rank at the neutral weight gains weight only once it has been behind
+///   kBehindIntervals intervals in a row (a straggler that persists, as the analyzer's
+///   `consecutive` names one: launch/loader/cluster_stats.h); then its weight is
+///   multiplied by √pressure. Per-interval rates on a shared machine are noisy (4 equal
+///   ranks of bench/rebalance.py on 2 loaded cores: a rank 20% below the others' median
+///   in one interval is common, two in a row rare), and a weight given on one interval's
+///   noise took workers from the rank that needed them (spread 1.49 with rebalancing
+///   against 1.06 without).
+/// - A rank above the neutral weight (a straggler being helped) moves by √pressure
+///   whenever it is behind or ahead, and keeps its weight while it keeps pace (an
+///   integral controller: it settles on the weight that makes the rank keep pace). A
+///   rank that recovers (its hog gone) is ahead with the weight it had, so the weight
+///   falls back, to exactly kNeutralWeight once within 5% of it; the rank must then be
+///   behind kBehindIntervals in a row again to gain any.
+/// - The other ranks keep kNeutralWeight exactly: they share the workers evenly, and
+///   noise moves nobody. Weights are at most kMaxWeight. A rank that did not report in
+///   the interval, or delivered nothing, keeps its weight and its count of intervals
+///   behind is reset (no figures are no evidence).
 class RankWeights {
  public:
   static constexpr std::uint32_t kNeutralWeight = transport::kNeutralRankWeight;
   static constexpr std::uint32_t kMaxWeight = 16 * kNeutralWeight;
+  static constexpr double kDeadband = 0.2;
+  static constexpr int kBehindIntervals = 2;
   explicit RankWeights(std::uint32_t world_size);
   /// One closed interval: a rank's samples/s and exposed wait share (wait_s ÷
   /// interval), or nullopt where it did not report. Returns the weights by rank.
@@ -238,6 +252,7 @@ class RankWeights {
 
  private:
   std::vector<double> weight_;
+  std::vector<int> behind_;  // intervals in a row behind, per rank
   std::vector<std::uint32_t> rounded_;
 };
 

@@ -545,29 +545,71 @@ TEST_F(LabelledJob, HybridWithoutAWorkerDecodesEverythingHere) {
   EXPECT_EQ(job.remote_summary()->pool.done, 0u);
 }
 
-// REBALANCING's rule (job.h RankWeights), interval by interval: a rank delivering half
-// the others' rate gains weight until it keeps pace, then keeps it; the others stay at
-// the neutral weight; a rank in lockstep whose consumer waits more gains too; noise moves
-// nobody.
-TEST(RankWeights, ARankBehindGainsWeightUntilItKeepsPaceAndTheRestStayEven) {
+// REBALANCING's rule (job.h RankWeights), interval by interval.
+using WeightFigures = std::vector<std::optional<RankWeights::Figures>>;
+using Weights = std::vector<std::uint32_t>;
+
+WeightFigures rates(std::vector<double> r) {
+  WeightFigures f;
+  for (double x : r) f.push_back(RankWeights::Figures{x, 0.5});
+  return f;
+}
+
+// Equal ranks on a loaded machine: each interval one rank's rate dips far below the
+// others' (35%, 25%, in turn) and the rest scatter by a few percent. No rank is behind
+// two intervals in a row, so nobody gains weight, however long it goes on.
+TEST(RankWeights, EqualNoisyRanksKeepTheNeutralWeight) {
   RankWeights w(4);
-  using F = RankWeights::Figures;
-  using V = std::vector<std::uint32_t>;
-  auto slow = [](double r2) {
-    return std::vector<std::optional<F>>{F{100, 1}, F{100, 1}, F{r2, 1}, F{100, 1}};
-  };
-  EXPECT_EQ(w.update(slow(50)), (V{1000, 1000, 1414, 1000})) << "√2";
-  EXPECT_EQ(w.update(slow(50)), (V{1000, 1000, 1986, 1000})) << "√2 again, 0.98 of the log kept";
-  EXPECT_EQ(w.update(slow(100)), (V{1000, 1000, 1959, 1000})) << "keeping pace: kept, drifting";
-  EXPECT_EQ(w.update(slow(400)), (V{1035, 1035, 1000, 1035})) << "ahead: its lead is gone";
-  for (int i = 0; i < 20; ++i) w.update(slow(1));
+  const Weights even(4, RankWeights::kNeutralWeight);
+  for (int i = 0; i < 40; ++i) {
+    std::vector<double> r{100 + (i % 3) * 4.0, 97, 103 - (i % 5) * 2.0, 99};
+    r[static_cast<std::size_t>(i) % 4] *= i % 2 ? 0.65 : 0.75;
+    EXPECT_EQ(w.update(rates(r)), even) << "interval " << i;
+  }
+  // A rank behind, then at pace, then behind again: never twice in a row.
+  for (int i = 0; i < 10; ++i)
+    EXPECT_EQ(w.update(rates({100, 100, i % 2 ? 100.0 : 60.0, 100})), even) << "interval " << i;
+}
+
+// A rank delivering half the others' rate: neutral for its first interval behind, then
+// √pressure per interval while behind; it keeps the weight while it keeps pace with
+// it; its hog gone, it is ahead with that weight, which falls back to exactly neutral;
+// the others stay neutral throughout.
+TEST(RankWeights, APersistentStragglerGainsWeightThenFallsBackAfterItRecovers) {
+  RankWeights w(4);
+  auto slow = [](double r2) { return rates({100, 100, r2, 100}); };
+  EXPECT_EQ(w.update(slow(50)), (Weights{1000, 1000, 1000, 1000})) << "once: noise";
+  EXPECT_EQ(w.update(slow(50)), (Weights{1000, 1000, 1414, 1000})) << "twice: √2";
+  EXPECT_EQ(w.update(slow(50)), (Weights{1000, 1000, 2000, 1000})) << "√2 again";
+  for (double pace : {100.0, 90.0, 110.0, 95.0})
+    EXPECT_EQ(w.update(slow(pace)), (Weights{1000, 1000, 2000, 1000}))
+        << "keeping pace at " << pace;
+  EXPECT_EQ(w.update(slow(70)), (Weights{1000, 1000, 2390, 1000})) << "helped: no wait";
+  EXPECT_EQ(w.update(slow(200)), (Weights{1000, 1000, 1690, 1000})) << "recovered: ahead";
+  EXPECT_EQ(w.update(slow(200)), (Weights{1000, 1000, 1195, 1000}));
+  EXPECT_EQ(w.update(slow(200)), (Weights{1000, 1000, 1000, 1000})) << "within 5%: neutral";
+  EXPECT_EQ(w.update(slow(200)), (Weights{1000, 1000, 1000, 1000})) << "ahead: no lower";
+  EXPECT_EQ(w.update(slow(50)), (Weights{1000, 1000, 1000, 1000})) << "behind once: noise again";
+  for (int i = 0; i < 30; ++i) w.update(slow(1));
   EXPECT_EQ(w.weights()[2], RankWeights::kMaxWeight);
-  // Lockstep: equal rates, rank 1's consumer waits 0.55 of the time, the others 0.05:
-  // rank 1 gains √6, the others lose √(0.1 / 0.35), and the least is scaled back to even.
-  RankWeights lockstep(3);
-  EXPECT_EQ(lockstep.update({F{10, 0.05}, F{10, 0.55}, F{10, 0.05}}), (V{1000, 4583, 1000}));
-  // Noise (within 20%) moves nobody: the weight only drifts back.
-  EXPECT_EQ(lockstep.update({F{10, 0.5}, F{10.3, 0.5}, F{9.8, 0.5}}), (V{1000, 4445, 1000}));
+}
+
+// Lockstep (equal rates): rank 1's consumer waits 0.55 of the time, the others 0.05;
+// its pressure is 0.6 / 0.1 = 6: after two intervals it has √6. A rank without figures
+// (no report, or nothing delivered) keeps its weight and starts its count anew.
+TEST(RankWeights, ALockstepRankWaitingOnDataGainsAndARankWithoutFiguresKeepsItsWeight) {
+  using F = RankWeights::Figures;
+  RankWeights w(3);
+  const WeightFigures waits{F{10, 0.05}, F{10, 0.55}, F{10, 0.05}};
+  EXPECT_EQ(w.update(waits), (Weights{1000, 1000, 1000}));
+  EXPECT_EQ(w.update(waits), (Weights{1000, 2449, 1000}));
+  EXPECT_EQ(w.update({F{10, 0.05}, std::nullopt, F{10, 0.05}}), (Weights{1000, 2449, 1000}));
+  EXPECT_EQ(w.update({F{10, 0.05}, F{0, 0.9}, F{10, 0.05}}), (Weights{1000, 2449, 1000}));
+  RankWeights fresh(3);
+  fresh.update(waits);
+  fresh.update({F{10, 0.05}, std::nullopt, F{10, 0.05}});
+  EXPECT_EQ(fresh.update(waits), (Weights{1000, 1000, 1000})) << "the count restarted";
+  EXPECT_EQ(fresh.update(waits), (Weights{1000, 2449, 1000}));
 }
 
 }  // namespace
