@@ -18,6 +18,14 @@ std::string host_name() {
   return name;
 }
 
+namespace {
+
+RankWeights::Progress progress_of(const RankReport& r) {
+  return {double(r.samples_total), r.exposed_wait_total_s, r.at_s};
+}
+
+}  // namespace
+
 RunStatistics::RunStatistics(const RunCommand& config) {
   const auto world = static_cast<std::uint32_t>(config.world_size.value_or(1));
   // `stats` at world size 1 works as at any size: rank 0 alone collects (its workers'
@@ -53,6 +61,7 @@ RunStatistics::RunStatistics(const RunCommand& config) {
       }
     }
     if (rank == 0) {
+      progress_.resize(world);
       analyzer_.emplace(world, ClusterOptions{.consecutive = config.stats_consecutive,
                                               .hang_after_s = config.hang_after,
                                               .warmup = 2});
@@ -139,7 +148,9 @@ void RunStatistics::collected(std::uint32_t rank, std::span<const char> bytes) {
     ++link_refused_;  // malformed, or another rank's figures on this rank's link
     return;
   }
-  if (analyzer_->add(*report) && out_.is_open()) {
+  if (!analyzer_->add(*report)) return;
+  if (report->rank < progress_.size()) progress_[report->rank] = progress_of(*report);
+  if (out_.is_open()) {
     out_ << stats_json_line(*report) << '\n';
     out_.flush();
   }
@@ -149,11 +160,17 @@ void RunStatistics::deliver(const RankReport& report) {
   if (sender_) sender_->send(write_stats_report(report));
   std::vector<ClusterEvent> events;
   std::optional<ClusterFigures> figures;
+  std::vector<std::optional<RankWeights::Progress>> progress;
   std::unique_lock lock(analyzer_mutex_);
   if (analyzer_) {
     auto own = report;
     own.rank = 0;  // a single process: the analyzer's world is this process; else rank 0
     analyzer_->add(own);
+    if (!progress_.empty()) {  // rank 0 collecting: REBALANCING's figures of the interval
+      progress_[0] = progress_of(own);
+      progress = progress_;
+      std::fill(progress_.begin(), progress_.end(), std::nullopt);
+    }
     events = analyzer_->close_interval();
     for (const auto& e : events) spdlog::warn("brigade: {}", event_log_line(e));
     figures = analyzer_->figures();
@@ -168,9 +185,9 @@ void RunStatistics::deliver(const RankReport& report) {
     out_.flush();
   }
   lock.unlock();
-  if (collector_ && figures) {  // rank 0: REBALANCING (launch/loader/job.h)
+  if (!progress.empty()) {  // rank 0: REBALANCING (launch/loader/job.h)
     std::lock_guard job_lock(mutex_);
-    if (job_) job_->rebalance(*figures);
+    if (job_) job_->rebalance(progress);
   }
   if (server_) {
     auto text = prometheus_text(report);

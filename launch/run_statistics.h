@@ -22,7 +22,9 @@
 // interval without a report keeps its slow count). A rank's first two reports are
 // never counted as slow (ClusterOptions::warmup: ranks start at different times; with
 // one, a rank was named at the third interval of 1 of 7 runs of stats_cluster_test.py
-// worker). Worker nodes started with
+// worker). With `rebalance` (launch/loader/job.h REBALANCING), at each close rank 0
+// hands its job each rank's cumulative figures from its latest report of the interval.
+// Worker nodes started with
 // `brigade worker --stats` send their own reports on the same link (as kWorkerSender):
 // rank 0 adds them (ClusterAnalyzer::add_worker), and its cluster figures — JSON line
 // and metrics — show each worker. A rank with remote workers puts in its reports each
@@ -42,6 +44,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "launch/config.h"
 #include "launch/loader/cluster_stats.h"
@@ -85,8 +88,11 @@ class RunStatistics {
   std::optional<StatsReporter> reporter_;
   std::optional<MetricsServer> server_;
   // THE CLUSTER: rank 0's collector, other ranks' sender (never both).
-  std::mutex analyzer_mutex_;  // analyzer_, out_, link_refused_
+  std::mutex analyzer_mutex_;  // analyzer_, out_, link_refused_, progress_
   std::uint64_t link_refused_ = 0;
+  // Rank 0 collecting: each rank's latest cumulative figures in the interval in
+  // progress (none where no report of it arrived), what REBALANCING weighs.
+  std::vector<std::optional<RankWeights::Progress>> progress_;
   std::unique_ptr<transport::ReportCollector> collector_;
   std::unique_ptr<transport::ReportSender> sender_;
 };
