@@ -289,7 +289,7 @@ HANG_INTERVAL = 0.5
 HANG_AFTER = 2.0
 # hang_after in intervals, the interval in progress, the pipeline filling (pipeline_full
 # needs half an interval backpressured) and rank 3's report arriving after rank 0
-# closed the interval.
+# closed the interval (later than the grace: 0.25 s at these 0.5 s intervals).
 HANG_INTERVALS = int(HANG_AFTER / HANG_INTERVAL) + 4
 
 
