@@ -131,8 +131,8 @@ void run_multi(const Options& o, int in_flight, const std::vector<std::uint64_t>
       curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
       if (message->data.result != CURLE_OK || status != 206 || t->body.size() != o.range) {
         throw std::runtime_error("multi: request failed (" +
-                                 std::string(curl_easy_strerror(message->data.result)) +
-                                 ", HTTP " + std::to_string(status) + ")");
+                                 std::string(curl_easy_strerror(message->data.result)) + ", HTTP " +
+                                 std::to_string(status) + ")");
       }
       curl_multi_remove_handle(multi, t->easy);
       ++done;
@@ -150,11 +150,16 @@ int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string name = argv[i], value = argv[i + 1];
-    if (name == "--url") o.url = value;
-    else if (name == "--size") o.size = std::stoull(value);
-    else if (name == "--range") o.range = std::stoull(value);
-    else if (name == "--requests") o.requests = std::stoi(value);
-    else if (name == "--clients") o.clients = split(value);
+    if (name == "--url")
+      o.url = value;
+    else if (name == "--size")
+      o.size = std::stoull(value);
+    else if (name == "--range")
+      o.range = std::stoull(value);
+    else if (name == "--requests")
+      o.requests = std::stoi(value);
+    else if (name == "--clients")
+      o.clients = split(value);
     else if (name == "--in-flight") {
       o.in_flight.clear();
       for (const auto& n : split(value)) o.in_flight.push_back(std::stoi(n));
@@ -181,7 +186,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "bench_http: unknown client %s\n", client.c_str());
         return 2;
       }
-      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double wall =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double cpu = cpu_s() - cpu0;
       std::printf(
           "{\"bench\": \"http\", \"client\": \"%s\", \"in_flight\": %d, \"requests\": %d, "
