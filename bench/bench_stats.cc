@@ -11,6 +11,13 @@
 //   Prometheus text and its bytes), cpu_us_per_s_idle (the reporter's thread polling
 //   for 3 s with nothing due), and cpu_share = (per_report / 10 s + idle) as a share of
 //   one core.
+// worker_reporter: a worker node's reporter (`brigade worker --stats`,
+//   stats_reporter.h WorkerStatsReporter) with 8 trainers served, its reports sent on a
+//   real link to a collector in this process (which reads each): cpu_us_per_report
+//   (process CPU, both ends: taking the figures, the process's CPU time, the report,
+//   its bytes, the frame, the collector's read), cpu_us_per_s_idle (its thread on the
+//   wall clock's grid for 3 s, nothing due), and cpu_share at 10 s and 0.5 s intervals
+//   (per_report / interval + idle, of one core).
 // link: the statistics link (transport/remote/report_link.h) on loopback, a sender and
 //   rank 0's collector in this process: cpu_us_per_report (process CPU, both ends: the
 //   frame's HMAC, the write, the collector's read, check and delivery), and
@@ -212,6 +219,78 @@ void link() {
       kReports, delivered, bytes.size(), per_report * 1e6, per_report / 10);
 }
 
+void worker_reporter() {
+  constexpr int kReports = 2000;
+  std::mutex mutex;
+  std::condition_variable done;
+  int delivered = 0;
+  transport::ReportCollector collector(
+      {"127.0.0.1", 0}, {.token = "bench-token", .world_size = 2},
+      [&](std::uint32_t, std::uint64_t, std::span<const char> bytes) {
+        (void)launch::read_worker_report(bytes);
+        std::lock_guard lock(mutex);
+        ++delivered;
+        done.notify_all();
+      });
+  transport::ReportSender sender({"127.0.0.1", collector.port()}, "bench-token",
+                                 transport::kWorkerSender);
+  transport::WorkerServed served{.tasks = 4000,
+                                 .busy_s = 9,
+                                 .p50_ms = 2,
+                                 .p99_ms = 9,
+                                 .queued = 3,
+                                 .running = 4,
+                                 .threads = 4};
+  for (int t = 0; t < 8; ++t) {
+    served.trainers.push_back(
+        {.name = "rank " + std::to_string(t) + " of 8 (pid 1000)", .tasks = 500, .busy_s = 1});
+  }
+  auto clock = std::make_shared<actors::ManualClock>();
+  launch::WorkerStatsReporter reporter(
+      [&] { return served; },
+      [&](const launch::WorkerNodeReport& r) {
+        sender.send(launch::write_worker_report(r));
+        sender.drain(std::chrono::seconds(10));  // one at a time, as a worker sends them
+      },
+      {.interval_s = 10,
+       .name = "127.0.0.1:4000",
+       .host = "bench",
+       .clock = clock,
+       .cpu_seconds = [] { return cpu_s(); },
+       .grid = launch::ReportGrid{.origin = clock->now(), .index = 1}});
+  clock->advance(std::chrono::seconds(10));
+  reporter.poll();  // connected before the clock starts
+  {
+    std::unique_lock lock(mutex);
+    done.wait(lock, [&] { return delivered >= 1; });
+    delivered = 0;
+  }
+  const double t0 = cpu_s();
+  for (int i = 0; i < kReports; ++i) {
+    clock->advance(std::chrono::seconds(10));
+    reporter.poll();
+  }
+  {
+    std::unique_lock lock(mutex);
+    done.wait_for(lock, std::chrono::seconds(60), [&] { return delivered == kReports; });
+  }
+  const double per_report = (cpu_s() - t0) / kReports;
+  // Idle: its thread on the wall clock's grid, nothing due for 3 s.
+  launch::WorkerStatsReporter idle(
+      [] { return transport::WorkerServed{}; }, [](const auto&) {},
+      {.interval_s = 10, .grid = launch::wall_clock_grid(10, *actors::Clock::steady())});
+  idle.start();
+  const double t1 = cpu_s();
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const double idle_per_s = (cpu_s() - t1) / 3;
+  std::printf(
+      "{\"bench\":\"worker_reporter\",\"trainers\":8,\"reports\":%d,\"delivered\":%d,"
+      "\"cpu_us_per_report\":%.1f,\"cpu_us_per_s_idle\":%.2f,\"cpu_share_10s\":%.7f,"
+      "\"cpu_share_0_5s\":%.6f}\n",
+      kReports, delivered, per_report * 1e6, idle_per_s * 1e6, per_report / 10 + idle_per_s,
+      per_report / 0.5 + idle_per_s);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -227,5 +306,6 @@ int main(int argc, char** argv) {
   }
   aggregator(ranks, stages, workers, intervals);
   reporter();
+  worker_reporter();
   link();
 }

@@ -17,7 +17,6 @@ One JSON line per run and a summary line on stdout. Every process it starts is k
 when it exits, however it exits.
 """
 import argparse
-import atexit
 import json
 import os
 import random
@@ -29,23 +28,7 @@ import tempfile
 import threading
 import time
 
-CHILDREN = []
-
-
-def kill_children():
-    for p in CHILDREN:
-        if p.poll() is None:
-            try:
-                p.kill()
-                p.wait(timeout=5)
-            except (ProcessLookupError, subprocess.TimeoutExpired, ChildProcessError):
-                pass
-
-
-def spawn(cmd, **kw):
-    p = subprocess.Popen(cmd, **kw)
-    CHILDREN.append(p)
-    return p
+from procs import install, spawn
 
 
 def start_workers(args, n, log):
@@ -188,8 +171,7 @@ def main():
     args.runs = args.runs or (60 if args.scenario == "double-kill" else 10)
     args.worker_args = ["--threads", "1"] if args.scenario == "double-kill" else []
     random.seed(args.seed)
-    atexit.register(kill_children)
-    signal.signal(signal.SIGTERM, lambda s, f: sys.exit(128 + s))
+    install()
     os.environ.setdefault("BRIGADE_TOKEN", os.urandom(16).hex())
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
     args.data = os.path.join(cache, "brigade", "demo", "images")

@@ -38,7 +38,6 @@ and qscale 2-12 in ~/.cache/brigade/scaleout/varied and uses it. Every process t
 script starts is killed when it exits, however it exits.
 """
 import argparse
-import atexit
 import json
 import os
 import random
@@ -51,35 +50,9 @@ import sys
 import threading
 import time
 
+from procs import install, pin, spawn
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-CHILDREN = []  # every Popen started, killed at exit
-
-
-def kill_children():
-    for p in CHILDREN:
-        if p.poll() is None:
-            try:
-                p.kill()
-                p.wait(timeout=5)
-            except (ProcessLookupError, subprocess.TimeoutExpired, ChildProcessError):
-                pass
-
-
-def on_signal(signum, _frame):
-    kill_children()
-    sys.exit(128 + signum)
-
-
-def spawn(cmd, **kw):
-    p = subprocess.Popen(cmd, **kw)
-    CHILDREN.append(p)
-    return p
-
-
-def pin(core):
-    return [] if core == "none" else ["taskset", "-c", str(core)]
-
-
 def proc_cpu(pid):
     """utime + stime of a live process, in seconds (None once it is gone)."""
     try:
@@ -328,9 +301,7 @@ def main():
     args = ap.parse_args()
     cpu_batches = [int(b) for b in args.cpu_batches.split(",") if b]
     args.fault_epochs = args.fault_epochs or args.epochs
-    atexit.register(kill_children)
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    install()
     if os.cpu_count() < 2:
         raise SystemExit("scaleout: needs 2 cores")
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")

@@ -582,10 +582,12 @@ int worker(const WorkerArgs& a) {
         [s = stats_sender.get()](const launch::WorkerNodeReport& r) {
           s->send(launch::write_worker_report(r));
         },
-        launch::WorkerReporterOptions{.interval_s = a.stats_interval,
-                                      .name = name,
-                                      .host = launch::host_name(),
-                                      .cpu_seconds = [] { return launch::cpu_seconds(); }});
+        launch::WorkerReporterOptions{
+            .interval_s = a.stats_interval,
+            .name = name,
+            .host = launch::host_name(),
+            .cpu_seconds = [] { return launch::cpu_seconds(); },
+            .grid = launch::wall_clock_grid(a.stats_interval, *actors::Clock::steady())});
     stats_reporter->start();
     spdlog::info("brigade worker: statistics every {} s to {} as {}", a.stats_interval,
                  at.to_string(), name);

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 
 #include "launch/loader/stats_report.h"
@@ -17,6 +18,14 @@ std::string host_name() {
   if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
   return name;
 }
+
+namespace {
+
+RankWeights::Progress progress_of(const RankReport& r) {
+  return {double(r.samples_total), r.exposed_wait_total_s, r.at_s};
+}
+
+}  // namespace
 
 RunStatistics::RunStatistics(const RunCommand& config) {
   const auto world = static_cast<std::uint32_t>(config.world_size.value_or(1));
@@ -53,6 +62,7 @@ RunStatistics::RunStatistics(const RunCommand& config) {
       }
     }
     if (rank == 0) {
+      progress_.resize(world);
       analyzer_.emplace(world, ClusterOptions{.consecutive = config.stats_consecutive,
                                               .hang_after_s = config.hang_after,
                                               .warmup = 2});
@@ -68,11 +78,21 @@ RunStatistics::RunStatistics(const RunCommand& config) {
       sender_ = std::make_unique<transport::ReportSender>(at, token, rank);
     }
   }
+  interval_s_ = config.stats_interval;
+  grace_s_ = std::min(interval_s_ / 2, 2.0);
+  grid_ = wall_clock_grid(interval_s_, *actors::Clock::steady());
   reporter_.emplace([this] { return sample(); }, [this](const RankReport& r) { deliver(r); },
                     StatsReporterOptions{.interval_s = config.stats_interval,
                                          .rank = rank,
                                          .host = host_name(),
-                                         .clock = actors::Clock::steady()});
+                                         .clock = actors::Clock::steady(),
+                                         .grid = grid_});
+  if (collector_) {
+    closer_.start(std::chrono::duration<double>(std::min(grace_s_ / 5, 0.2)), [this] {
+      std::lock_guard lock(analyzer_mutex_);
+      close_locked(false);
+    });
+  }
   if (config.metrics_port > 0) {
     server_.emplace(config.metrics_address, static_cast<std::uint16_t>(config.metrics_port),
                     [this] {
@@ -126,7 +146,7 @@ void RunStatistics::collected(std::uint32_t rank, std::span<const char> bytes) {
       return;
     }
     analyzer_->add_worker(*report);
-    return;
+    return;  // worker nodes are not waited for (cluster_stats.h WORKER NODES)
   }
   std::optional<RankReport> report;
   try {
@@ -139,49 +159,83 @@ void RunStatistics::collected(std::uint32_t rank, std::span<const char> bytes) {
     ++link_refused_;  // malformed, or another rank's figures on this rank's link
     return;
   }
-  if (analyzer_->add(*report) && out_.is_open()) {
-    out_ << stats_json_line(*report) << '\n';
-    out_.flush();
+  if (analyzer_->add(*report)) {
+    if (report->rank < progress_.size()) progress_[report->rank] = progress_of(*report);
+    if (out_.is_open()) {
+      out_ << stats_json_line(*report) << '\n';
+      out_.flush();
+    }
+    close_locked(false);  // the last report of the interval closes it
   }
 }
 
 void RunStatistics::deliver(const RankReport& report) {
   if (sender_) sender_->send(write_stats_report(report));
-  std::vector<ClusterEvent> events;
-  std::optional<ClusterFigures> figures;
   std::unique_lock lock(analyzer_mutex_);
   if (analyzer_) {
-    auto own = report;
-    own.rank = 0;  // a single process: the analyzer's world is this process; else rank 0
-    analyzer_->add(own);
-    events = analyzer_->close_interval();
-    for (const auto& e : events) spdlog::warn("brigade: {}", event_log_line(e));
-    figures = analyzer_->figures();
-    figures->refused_reports += link_refused_;
-    if (collector_) {
-      const auto c = collector_->counts();
-      figures->refused_reports += c.refused_handshakes + c.refused_frames;
-    }
+    close_locked(true);  // the previous interval, if its grace has not ended yet
+    own_ = report;
+    own_->rank = 0;  // a single process: the analyzer's world is this process; else rank 0
+    analyzer_->add(*own_);
+    if (!progress_.empty()) progress_[0] = progress_of(*own_);
+    close_locked(false);
+    return;
   }
   if (out_.is_open()) {
-    out_ << stats_json_line(report, figures ? &*figures : nullptr, events) << '\n';
+    out_ << stats_json_line(report) << '\n';
     out_.flush();
   }
   lock.unlock();
-  if (collector_ && figures) {  // rank 0: REBALANCING (launch/loader/job.h)
-    std::lock_guard job_lock(mutex_);
-    if (job_) job_->rebalance(*figures);
-  }
   if (server_) {
     auto text = prometheus_text(report);
-    if (figures) text += prometheus_text(*figures);
+    std::lock_guard metrics_lock(metrics_mutex_);
+    metrics_ = std::move(text);
+  }
+}
+
+void RunStatistics::close_locked(bool force) {
+  if (!own_) return;
+  const auto index = own_->interval_index;
+  if (!force && !analyzer_->complete(index)) {
+    const auto end = grid_->origin + std::chrono::nanoseconds(std::llround(
+                                         double(index + 1 - grid_->index) * interval_s_ * 1e9));
+    const auto grace = std::chrono::nanoseconds(std::llround(grace_s_ * 1e9));
+    if (actors::Clock::steady()->now() < end + grace) return;
+  }
+  RankReport report = std::move(*own_);
+  own_.reset();
+  auto events = analyzer_->close_interval(index);
+  for (const auto& e : events) spdlog::warn("brigade: {}", event_log_line(e));
+  ClusterFigures figures = analyzer_->figures();
+  figures.refused_reports += link_refused_;
+  if (collector_) {
+    const auto c = collector_->counts();
+    figures.refused_reports += c.refused_handshakes + c.refused_frames;
+  }
+  if (out_.is_open()) {
+    out_ << stats_json_line(report, &figures, events) << '\n';
+    out_.flush();
+  }
+  if (!progress_.empty()) {  // rank 0 collecting: REBALANCING (launch/loader/job.h)
+    auto progress = progress_;
+    std::fill(progress_.begin(), progress_.end(), std::nullopt);
+    std::lock_guard job_lock(mutex_);
+    if (job_) job_->rebalance(progress);
+  }
+  if (server_) {
+    auto text = prometheus_text(report) + prometheus_text(figures);
     std::lock_guard metrics_lock(metrics_mutex_);
     metrics_ = std::move(text);
   }
 }
 
 void RunStatistics::stop() {
+  closer_.stop();
   if (reporter_) reporter_->stop();
+  {
+    std::lock_guard lock(analyzer_mutex_);
+    if (analyzer_) close_locked(true);  // the last interval, whoever reported it
+  }
   if (sender_) {
     sender_->drain(std::chrono::seconds(1));  // the last report, if rank 0 is there
     sender_.reset();

@@ -15,14 +15,23 @@
 // too) to a collector on rank 0, which listens at that address ("auto": any address at
 // MASTER_PORT + kStatsPortOffset; other ranks connect to MASTER_ADDR there). Rank 0
 // runs the analyzer over the world: each report that arrives is checked (its codec, its
-// rank against the link's authenticated rank), added, and written as its own JSON line;
-// at each of rank 0's own reports it adds its own and closes the interval (figures,
-// events, its JSON line with the "cluster" key, the metrics). A rank whose report of an
-// interval arrives after rank 0 closed it counts in the next one (cluster_stats.h: one
-// interval without a report keeps its slow count). A rank's first two reports are
-// never counted as slow (ClusterOptions::warmup: ranks start at different times; with
-// one, a rank was named at the third interval of 1 of 7 runs of stats_cluster_test.py
-// worker). Worker nodes started with
+// rank against the link's authenticated rank), added, and written as its own JSON line.
+// Every reporter (ranks and workers) ends its intervals on the wall clock's grid of
+// multiples of the interval (stats_reporter.h wall_clock_grid; cluster_stats.h THE
+// GRID), so each rank's report of grid interval n covers the same time as rank 0's.
+// Rank 0 closes interval n (figures, events, its own report's JSON line with the
+// "cluster" key, the metrics, the rebalancing) once its own report of n is in and
+// either every rank not yet silent has reported n (ClusterAnalyzer::complete: most
+// closes, as the last report arrives, on the collector's thread) or the GRACE passed
+// since n's end: min(interval / 2, 2 s), watched by a thread that wakes every
+// min(grace / 5, 0.2 s). A rank whose report arrives later than that counts in the next
+// interval (cluster_stats.h: one interval without a report keeps its slow count). With
+// `rebalance` (launch/loader/job.h REBALANCING), at each close rank 0 hands its job each
+// rank's cumulative figures from its latest report before the close. A
+// rank's first two reports are never counted as slow (ClusterOptions::warmup: ranks
+// start at different times and a first report covers part of an interval). Ranks are
+// expected to share one --stats-interval (another's reports are on another grid: each
+// close would wait the grace for it). Worker nodes started with
 // `brigade worker --stats` send their own reports on the same link (as kWorkerSender):
 // rank 0 adds them (ClusterAnalyzer::add_worker), and its cluster figures — JSON line
 // and metrics — show each worker. A rank with remote workers puts in its reports each
@@ -42,6 +51,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "launch/config.h"
 #include "launch/loader/cluster_stats.h"
@@ -74,6 +84,9 @@ class RunStatistics {
   RankSample sample();
   void deliver(const RankReport& report);
   void collected(std::uint32_t rank, std::span<const char> bytes);
+  // Closes the interval of own_ if it is due (THE CLUSTER), or whatever `force`;
+  // analyzer_mutex_ held.
+  void close_locked(bool force);
 
   std::mutex mutex_;  // job_
   std::shared_ptr<const Job> job_;
@@ -85,8 +98,15 @@ class RunStatistics {
   std::optional<StatsReporter> reporter_;
   std::optional<MetricsServer> server_;
   // THE CLUSTER: rank 0's collector, other ranks' sender (never both).
-  std::mutex analyzer_mutex_;  // analyzer_, out_, link_refused_
+  std::mutex analyzer_mutex_;  // analyzer_, out_, link_refused_, own_, progress_, the closes
   std::uint64_t link_refused_ = 0;
+  std::optional<RankReport> own_;  // rank 0's report of the interval not yet closed
+  // Rank 0 collecting: each rank's latest cumulative figures since the last close (none
+  // where no report arrived), what REBALANCING weighs.
+  std::vector<std::optional<RankWeights::Progress>> progress_;
+  std::optional<ReportGrid> grid_;
+  double interval_s_ = 10, grace_s_ = 2;
+  PeriodicPoll closer_;  // rank 0: closes an interval at its end + the grace
   std::unique_ptr<transport::ReportCollector> collector_;
   std::unique_ptr<transport::ReportSender> sender_;
 };

@@ -161,6 +161,7 @@ std::string stats_json_line(const RankReport& r, const ClusterFigures* cluster,
   o["sequence"] = r.sequence;
   o["at_s"] = r.at_s;
   o["interval_s"] = r.interval_s;
+  o["interval_index"] = r.interval_index;
   o["samples"] = r.samples;
   o["samples_per_s"] = share(double(r.samples), r.interval_s);
   o["batches"] = r.batches;
@@ -206,11 +207,15 @@ std::string stats_json_line(const RankReport& r, const ClusterFigures* cluster,
     }
     json list = json::array();
     for (const auto& e : events) list.push_back(event_json(e));
+    json silent = json::array();
+    for (const auto& [name, host] : cluster->silent_workers)
+      silent.push_back({{"worker", name}, {"host", host}});
     o["cluster"] = {{"interval", cluster->interval},
                     {"recommended_workers", cluster->recommended_workers},
                     {"refused_reports", cluster->refused_reports},
                     {"ranks", std::move(ranks)},
                     {"workers", std::move(nodes)},
+                    {"silent_workers", silent},
                     {"events", std::move(list)}};
   }
   return o.dump(-1, ' ', false, json::error_handler_t::replace);

@@ -8,7 +8,8 @@
 //
 // JSON LINES (--stats-out FILE): one object per interval and rank, keys in this order:
 //   rank, host, sequence (per rank, from 1), at_s (the interval's end, seconds since the
-//   reporter started), interval_s,
+//   reporter started), interval_s, interval_index (the wall clock's grid interval it
+//   ends, cluster_stats.h THE GRID; 0: none),
 //   samples, samples_per_s, batches           (delivered to the consumer in the interval)
 //   exposed_wait_s, exposed_wait_share        (the consumer blocked on its next batch:
 //                                              seconds, and ÷ interval_s)
@@ -30,8 +31,10 @@
 //                 running, busy_share, cpu_share (÷ threads),
 //                 trainers: [{name, rank (null if not a rank), tasks, busy_s}]}]
 //                (the worker nodes' own reports, `brigade worker --stats`),
+//      silent_workers: [{worker, host}]   (named SILENT, not reporting since),
 //      events: [{kind (straggler | not_consuming | silent | slowest_keeps_changing),
-//                rank (null for slowest_keeps_changing), host, stage, worker, score,
+//                rank (null for slowest_keeps_changing and a silent worker node, whose
+//                worker names it), host, stage, worker, score,
 //                wait_share, last_sample_id, message}]}
 //
 // PROMETHEUS. Gauges and counters of the latest report, labels rank and host, plus stage
@@ -46,7 +49,8 @@
 //   brigade_worker_node_tasks_per_second, brigade_worker_node_task_p50_ms,
 //   brigade_worker_node_task_p99_ms, brigade_worker_node_queued_tasks,
 //   brigade_worker_node_busy_ratio, brigade_worker_node_cpu_ratio,
-//   brigade_worker_node_tasks_per_rank (labels worker, rank).
+//   brigade_worker_node_tasks_per_rank (labels worker, rank); SILENT:
+//   brigade_rank_silent (label rank), brigade_worker_node_silent (labels worker, host).
 //
 // HTML (`brigade stats FILE`): one self-contained page (inline CSS and SVG, no script,
 // nothing fetched): per-rank samples/s and exposed wait share over time, per-stage

@@ -124,7 +124,19 @@ bool ClusterAnalyzer::add(const RankReport& report) {
     return false;
   }
   r.last_sequence = report.sequence;
-  r.current = report;
+  constexpr std::size_t kMaxPending = 4;  // a rank far ahead of rank 0's closes
+  if (r.pending.size() >= kMaxPending) r.pending.erase(r.pending.begin());
+  r.pending.push_back(report);
+  return true;
+}
+
+bool ClusterAnalyzer::complete(std::uint64_t index) const {
+  for (const auto& r : ranks_) {
+    if (r.silent_intervals >= options_.silent_after) continue;
+    const bool has = std::any_of(r.pending.begin(), r.pending.end(),
+                                 [&](const RankReport& p) { return p.interval_index >= index; });
+    if (!has) return false;
+  }
   return true;
 }
 
@@ -145,9 +157,16 @@ bool ClusterAnalyzer::add_worker(const WorkerNodeReport& report) {
   return true;
 }
 
-std::vector<ClusterEvent> ClusterAnalyzer::close_interval() {
+std::vector<ClusterEvent> ClusterAnalyzer::close_interval(std::uint64_t index) {
   std::vector<ClusterEvent> events;
   ++figures_.interval;
+  // THE GRID: each rank's latest report of this interval or an earlier one counts.
+  for (auto& r : ranks_) {
+    auto due = std::stable_partition(r.pending.begin(), r.pending.end(),
+                                     [&](const RankReport& p) { return p.interval_index > index; });
+    if (due != r.pending.end()) r.current = std::move(r.pending.back());
+    r.pending.erase(due, r.pending.end());
+  }
   // WORKER NODES: this interval's figures, and the capacity for RECOMMENDED WORKERS.
   figures_.workers.clear();
   double node_capacity = 0;  // Σ over nodes that reported of tasks/s at full use
@@ -156,12 +175,22 @@ std::vector<ClusterEvent> ClusterAnalyzer::close_interval() {
     auto& w = it->second;
     if (!w.current) {
       if (++w.silent_intervals >= options_.silent_after) {
+        const std::string host = w.last ? w.last->host : std::string();
+        events.push_back(
+            {.kind = ClusterEventKind::silent,
+             .host = host,
+             .worker = it->first,
+             .message = fmt::format(
+                 "worker {} ({}) silent: no statistics for {} intervals; left out of the figures",
+                 it->first, host.empty() ? "host unknown" : host, w.silent_intervals)});
+        if (silent_workers_.size() < options_.max_workers) silent_workers_[it->first] = host;
         it = workers_.erase(it);
         continue;
       }
       ++it;
       continue;
     }
+    silent_workers_.erase(it->first);
     const auto& r = *w.current;
     const double threads = std::max<double>(r.threads, 1);
     WorkerNodeFigures f{.name = r.name,
@@ -186,6 +215,7 @@ std::vector<ClusterEvent> ClusterAnalyzer::close_interval() {
     w.current.reset();
     ++it;
   }
+  figures_.silent_workers = silent_workers_;
   double task_demand = 0;  // Σ over ranks of tasks/s with data always ready
   std::vector<const RankReport*> reported;
   std::vector<double> rates;
@@ -205,7 +235,9 @@ std::vector<ClusterEvent> ClusterAnalyzer::close_interval() {
     auto& f = figures_.ranks[i];
     f.rank = i;
     if (!state.current) {
+      f.silent = state.named_silent;
       if (++state.silent_intervals >= options_.silent_after && !state.named_silent) {
+        f.silent = true;
         state.named_silent = true;
         events.push_back({.kind = ClusterEventKind::silent,
                           .rank = i,
@@ -387,6 +419,19 @@ std::string prometheus_text(const ClusterFigures& figures) {
                            label(w.name), *t.rank, t.tasks);
       }
     }
+  }
+  out +=
+      "# HELP brigade_rank_silent A rank that stopped reporting (SILENT)\n"
+      "# TYPE brigade_rank_silent gauge\n";
+  for (const auto& r : figures.ranks) {
+    if (r.silent) out += fmt::format("brigade_rank_silent{{rank=\"{}\"}} 1\n", r.rank);
+  }
+  out +=
+      "# HELP brigade_worker_node_silent A worker node that stopped reporting (SILENT)\n"
+      "# TYPE brigade_worker_node_silent gauge\n";
+  for (const auto& [name, host] : figures.silent_workers) {
+    out += fmt::format("brigade_worker_node_silent{{worker=\"{}\",host=\"{}\"}} 1\n", label(name),
+                       label(host));
   }
   out += fmt::format(
       "# HELP brigade_recommended_workers Remote workers the consumption rate needs\n"

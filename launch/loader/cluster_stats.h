@@ -5,6 +5,26 @@
 // single-threaded analyzer driven by its caller (the aggregator actor, or a test): no
 // clock inside, the interval is what the reports say.
 //
+// THE GRID. Every process's reporter ends its intervals on one grid (stats_reporter.h
+// ReportGrid: multiples of the interval on the wall clock, the same on every host whose
+// clock is synchronized), and each report says which interval of the grid it ends
+// (interval_index; 0: not on a grid, as in a test that closes by hand). Rank 0 closes
+// interval n (close_interval(n)) once every rank not yet silent has reported it
+// (complete(n)), or a bounded grace after its end (launch/run_statistics.h), never on a
+// phase of its own: a report is counted in the interval it covers, not the next one.
+// A report for a later interval waits for that one's close; a report that arrives after
+// its interval closed (later than the grace) counts in the next one, unless the rank's
+// own report of that one arrives (the newer replaces it).
+//
+// DETECTION LATENCY, defined: a rank slowed (score below threshold, waiting on data)
+// throughout grid intervals t, t+1, … is named at the close of interval t +
+// `consecutive` − 1 (t+1 at the default K = 2), provided its reports arrive within the
+// grace and t is past its warm-up. Counted from the interval in progress when the
+// slowing began (s = t − 1, slowed only in part): named at most `consecutive` intervals
+// later — the close of s + 2 at most, of s + 1 when the part of s slowed already scores
+// below the threshold (ClusterStats.ARankSlowedFromIntervalTIsNamedAtTheCloseOfTPlusOne;
+// tests/launch/stats_cluster_test.py slowed asserts it on real processes).
+//
 // SCORE. A rank's score in an interval is its delivered samples/s over the median of
 // the other ranks' that reported in it, at most 1. Not NVIDIA's (over the fastest rank):
 // on a shared node one rank that runs alone on a core would make every other rank look
@@ -26,7 +46,10 @@
 //     pipeline is full (the training step or a collective is stuck, not the data);
 //     named with the last sample id delivered. Never also a straggler.
 //   - SILENT: no report for silent_after intervals (a rank that stops reporting is not
-//     a straggler: its figures are unknown).
+//     a straggler: its figures are unknown; its slow count is forgotten). A worker node
+//     too (add_worker): one that reported and then stopped for silent_after intervals is
+//     named (rank none, worker its name) once, and left out of the figures until it
+//     reports again (figures().silent_workers).
 //   - SLOWEST KEEPS CHANGING: in each of the last `consecutive` + 1 intervals every
 //     rank waited on data (share ≥ min_wait_share) and the slowest rank changed every
 //     interval: the loader as a whole is too slow for the training step (more CPUs or
@@ -45,8 +68,10 @@
 // WORKER NODES (add_worker): each worker's own report of the interval — tasks served
 // per trainer, task times, queue, CPU — is shown per worker (figures().workers, the
 // outputs' label worker) and completes a straggler's event: the worker it waits on with
-// that worker's own task times, queue and CPU. A worker that stops reporting is left
-// out of the figures after silent_after intervals.
+// that worker's own task times, queue and CPU. A worker that stops reporting is named
+// SILENT and left out of the figures after silent_after intervals. Worker nodes are not
+// waited for (complete(): their interval may be another than the ranks'): a worker's
+// latest report counts in the next close.
 //
 // BAD INPUT. add() refuses a report for a rank outside the world, a report whose
 // sequence is not above the rank's last (replayed, reordered), and figures that are
@@ -100,6 +125,7 @@ struct WorkerNodeReport {
   std::uint64_t running = 0;                // … running
   double cpu_s = 0;                         // the process's CPU time in the interval (all threads)
   std::vector<TrainerServed> trainers{};
+  std::uint64_t interval_index = 0;  // the grid interval it ends (THE GRID; 0: none)
 };
 
 /// One rank's report for one interval: what launch/loader/stats_reporter.h builds from
@@ -129,6 +155,7 @@ struct RankReport {
   std::vector<actors::StageStats> stages{};
   std::vector<actors::StageStats> stage_totals{};  // the epoch's, as stats() gives them
   std::vector<WorkerReport> workers{};
+  std::uint64_t interval_index = 0;  // the grid interval it ends (THE GRID; 0: none)
 };
 
 struct ClusterOptions {
@@ -160,6 +187,7 @@ struct RankFigures {
   std::uint32_t rank = 0;
   std::string host{};
   bool reported = false;
+  bool silent = false;  // named SILENT, not reporting since
   double samples_per_s = 0, wait_share = 0, score = 0;
 };
 
@@ -180,29 +208,39 @@ struct ClusterFigures {
   std::vector<WorkerNodeFigures> workers{};  // those that reported, by name
   std::uint32_t recommended_workers = 0;
   std::uint64_t refused_reports = 0;
+  std::map<std::string, std::string> silent_workers{};  // name → host: SILENT since
 };
 
 class ClusterAnalyzer {
  public:
   explicit ClusterAnalyzer(std::uint32_t world_size, ClusterOptions options = {});
 
-  /// Takes a rank's report for the interval in progress (a second one from the same
-  /// rank replaces the first). Returns false, counting it, for a refused report (BAD
-  /// INPUT).
+  /// Takes a rank's report: it counts in the close of its interval_index (THE GRID; of
+  /// the next close where it has none or its interval closed already; a later one of
+  /// the same rank for the same close replaces it). Returns false, counting it, for a
+  /// refused report (BAD INPUT).
   bool add(const RankReport& report);
   /// Takes a worker node's report for the interval in progress (a second one from the
   /// same worker replaces the first). Returns false, counting it, for a refused report:
   /// figures an interval cannot hold, a sequence not above the last of the same
   /// incarnation (replayed, reordered), or a worker beyond max_workers.
   bool add_worker(const WorkerNodeReport& report);
-  /// Closes the interval: figures, then the events it raises (each named once when it
-  /// starts, again only after it ended).
-  std::vector<ClusterEvent> close_interval();
+  /// Whether every rank not yet silent has a report for grid interval `index` or a
+  /// later one (THE GRID): closing it now leaves nobody's report behind.
+  bool complete(std::uint64_t index) const;
+  /// Closes grid interval `index`: each rank's latest report with interval_index ≤
+  /// `index` counts (later ones wait for their close), then figures, then the events
+  /// it raises (each named once when it starts, again only after it ended).
+  std::vector<ClusterEvent> close_interval(std::uint64_t index);
+  /// Closes the interval with every report taken so far (reports not on a grid).
+  std::vector<ClusterEvent> close_interval() { return close_interval(UINT64_MAX); }
   const ClusterFigures& figures() const { return figures_; }
 
  private:
   struct RankState {
-    std::optional<RankReport> current;
+    std::optional<RankReport> current;  // the report counted in the close under way
+    // Taken, not yet closed, by sequence (kMaxPending at most: the oldest is dropped).
+    std::vector<RankReport> pending;
     std::optional<std::uint64_t> last_sequence;
     int slow_intervals = 0, silent_intervals = 0;
     std::uint64_t reports = 0;  // closed intervals it reported in (ClusterOptions::warmup)
@@ -217,6 +255,7 @@ class ClusterAnalyzer {
     std::optional<WorkerNodeFigures> last;  // its figures when it last reported
   };
   std::map<std::string, WorkerState> workers_;
+  std::map<std::string, std::string> silent_workers_;  // name → host, named SILENT
   ClusterFigures figures_;
   // The slowest rank of each of the last `consecutive` + 1 intervals (none where not
   // every rank waited on data), oldest first.
@@ -226,7 +265,9 @@ class ClusterAnalyzer {
 
 /// The figures in Prometheus' text exposition format (metric names brigade_*, labels
 /// rank and host; the worker nodes' brigade_worker_node_* with label worker, and
-/// brigade_worker_node_tasks_per_rank with labels worker and rank).
+/// brigade_worker_node_tasks_per_rank with labels worker and rank; SILENT ranks and
+/// workers as brigade_rank_silent{rank} and brigade_worker_node_silent{worker,host}, 1
+/// while silent).
 std::string prometheus_text(const ClusterFigures& figures);
 
 }  // namespace brigade::launch

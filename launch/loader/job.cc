@@ -840,52 +840,69 @@ std::optional<RemoteSummary> Job::remote_summary() const {
   return summary;
 }
 
-void Job::rebalance(const ClusterFigures& figures) const {
+void Job::rebalance(const std::vector<std::optional<RankWeights::Progress>>& ranks) const {
   auto& i = *impl_;
   if (!i.c.rebalance || !i.pool || !hosts_directory(i.c)) return;
-  std::vector<std::optional<RankWeights::Figures>> ranks(static_cast<std::size_t>(*i.c.world_size));
-  for (const auto& r : figures.ranks) {
-    if (r.reported && r.rank < ranks.size())
-      ranks[r.rank] = RankWeights::Figures{r.samples_per_s, r.wait_share};
-  }
   std::lock_guard lock(i.rebalance_mutex);
   if (!i.weights) i.weights.emplace(static_cast<std::uint32_t>(*i.c.world_size));
   i.pool->set_rank_weights(i.weights->update(ranks));
 }
 
 RankWeights::RankWeights(std::uint32_t world_size)
-    : weight_(world_size, kNeutralWeight), rounded_(world_size, kNeutralWeight) {}
+    : ranks_(world_size), rounded_(world_size, kNeutralWeight) {}
 
 const std::vector<std::uint32_t>& RankWeights::update(
-    const std::vector<std::optional<Figures>>& ranks) {
+    const std::vector<std::optional<Progress>>& ranks) {
   constexpr double kFloor = 0.05;    // keeps a share of 0 from dividing anything
-  constexpr double kDeadband = 0.2;  // a pressure this close to 1 is noise
-  constexpr double kLeak = 0.98;     // of the weight's log kept from the last interval
+  constexpr double kSettled = 1.05;  // a weight this close to neutral is neutral
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     const auto n = v.size();
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
   };
-  for (auto& w : weight_) w = kNeutralWeight * std::pow(w / kNeutralWeight, kLeak);
-  const auto n = std::min(ranks.size(), weight_.size());
+  const auto n = ranks_.size();
+  struct Window {
+    double rate = 0, wait_share = 0;
+  };
+  std::vector<std::optional<Window>> window(n);
   for (std::size_t r = 0; r < n; ++r) {
-    if (!ranks[r] || !(ranks[r]->samples_per_s > 0)) continue;
+    if (r >= ranks.size() || !ranks[r]) continue;
+    const auto& p = *ranks[r];
+    auto& w = ranks_[r].window;
+    if (!w.empty() &&
+        (p.samples < w.back().samples || p.wait_s < w.back().wait_s || !(p.at_s > w.back().at_s)))
+      w.clear();  // a restarted reporter (or figures out of order): start anew
+    w.push_back(p);
+    while (w.size() > std::size_t(kWindow) + 1) w.pop_front();
+    const double dt = w.back().at_s - w.front().at_s;
+    if (w.size() < std::size_t(kWindow) + 1 || !(dt > 0)) continue;
+    const Window f{(w.back().samples - w.front().samples) / dt,
+                   (w.back().wait_s - w.front().wait_s) / dt};
+    if (f.rate > 0) window[r] = f;
+  }
+  for (std::size_t r = 0; r < n; ++r) {
+    auto& rank = ranks_[r];
     std::vector<double> rates, waits;
     for (std::size_t o = 0; o < n; ++o) {
-      if (o == r || !ranks[o] || !(ranks[o]->samples_per_s > 0)) continue;
-      rates.push_back(ranks[o]->samples_per_s);
-      waits.push_back(ranks[o]->wait_share);
+      if (o == r || !window[o]) continue;
+      rates.push_back(window[o]->rate);
+      waits.push_back(window[o]->wait_share);
     }
-    if (rates.empty()) continue;
-    const double pressure = median(rates) / ranks[r]->samples_per_s *
-                            (std::max(0.0, ranks[r]->wait_share) + kFloor) /
-                            (std::max(0.0, median(waits)) + kFloor);
-    if (std::abs(pressure - 1) > kDeadband) weight_[r] *= std::sqrt(pressure);
-  }
-  const double least = *std::min_element(weight_.begin(), weight_.end());
-  for (std::size_t r = 0; r < weight_.size(); ++r) {
-    weight_[r] = std::min(weight_[r] * kNeutralWeight / least, double(kMaxWeight));
-    rounded_[r] = static_cast<std::uint32_t>(std::lround(weight_[r]));
+    if (!window[r] || rates.empty()) {
+      rank.behind = 0;
+      continue;
+    }
+    double pressure = median(rates) / window[r]->rate;
+    const double others_wait = median(waits);
+    if (others_wait < kLockstepWait)
+      pressure *= (window[r]->wait_share + kFloor) / (others_wait + kFloor);
+    const bool behind = pressure > 1 + kDeadband;
+    rank.behind = behind ? rank.behind + 1 : 0;
+    if (rank.weight > kNeutralWeight || (behind && rank.behind >= kBehindIntervals))
+      rank.weight *= std::pow(pressure, kGain);
+    rank.weight = std::clamp(rank.weight, double(kNeutralWeight), double(kMaxWeight));
+    if (rank.weight < kSettled * kNeutralWeight) rank.weight = kNeutralWeight;
+    rounded_[r] = static_cast<std::uint32_t>(std::lround(rank.weight));
   }
   return rounded_;
 }

@@ -113,6 +113,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <filesystem>
 #include <functional>
@@ -126,7 +127,6 @@
 #include "actors/mixer.h"
 #include "actors/sampler.h"
 #include "actors/stats.h"
-#include "launch/loader/cluster_stats.h"
 #include "launch/loader/dataset.h"
 #include "launch/loader/decode.h"
 #include "launch/loader/job_config.h"
@@ -209,35 +209,72 @@ struct RemoteSummary {
   std::vector<std::uint32_t> weights{};  // the last rank weights sent (REBALANCING)
 };
 
-/// REBALANCING's rule, a plain state machine fed one interval's figures at a time. A
-/// rank's weight (kNeutralWeight = even; between kNeutralWeight and kMaxWeight) moves
-/// each interval by the square root of its pressure: (the median samples/s of the other
-/// ranks that reported ÷ its own) × ((its exposed wait share + 0.05) ÷ (the others'
-/// median share + 0.05)). The first factor sees a rank that delivers less (ranks that do
-/// not wait for each other); the second a rank whose consumer waits on data more (ranks
-/// in lockstep, as DDP's all-reduce keeps them, deliver alike and differ only there).
-/// Above 1 the weight grows, below it shrinks, so it settles where the rank keeps pace
-/// (an integral controller; the root damps it, a pressure within 20% of 1 is taken for
-/// noise, and each interval first keeps 0.98 of the weight's logarithm, so what noise
-/// moves drifts back to even). The weights are then scaled so that the least is
-/// kNeutralWeight (a floor alone would let noise ratchet every weight up), at most
-/// kMaxWeight: the ranks not behind share the workers evenly. A rank that did not report
-/// in the interval, or delivered nothing, is not moved by figures of its own.
+/// REBALANCING's rule, a plain state machine fed one interval at a time with each rank's
+/// cumulative figures as its latest report gave them (Progress: samples delivered and
+/// exposed wait since its reporter started, at that report's time). A rank's RATE and
+/// WAIT SHARE are those of its last kWindow intervals (differences of the cumulative
+/// figures over the time between the reports: a report that arrived late or replaced
+/// another loses nothing); it is judged once it has kWindow intervals of them (over a
+/// half window one interval at a quarter of the others' put a rank 30% behind for as
+/// long as it stayed in the window, beyond what intervals in a row guard against). Its
+/// PRESSURE is (the median rate of the other ranks judged ÷ its own), and, where the
+/// others' median wait share is below kLockstepWait, × ((its wait share + 0.05) ÷ (the
+/// others' median + 0.05)): ranks that do not wait for each other differ in rate; ranks
+/// in lockstep, as DDP's all-reduce keeps them, deliver alike, the others seldom wait on
+/// data and a rank that does holds them back. Where the others wait on data most of the
+/// time too, every rank is data-bound and the shares' ratio is noise (4 ranks of
+/// bench/rebalance.py: waits 0.6 to 1.0 everywhere, and with the factor the rule weighed
+/// ranks that ran at the others' pace). A pressure above 1 + kDeadband is BEHIND.
+/// - A rank at kNeutralWeight gains weight only once it has been behind kBehindIntervals
+///   intervals in a row (a straggler that persists, as the analyzer's `consecutive`
+///   names one: launch/loader/cluster_stats.h).
+/// - From then on (its weight above neutral: a straggler being helped) its weight is
+///   multiplied each interval by pressure^kGain, behind or ahead: an integral controller
+///   that settles on the weight at which the rank keeps pace (the gain, a quarter, is
+///   small because the window's rate answers a change of weight only over the window; a
+///   half overshot). A rank that recovers (its hog gone) is ahead with the weight it has,
+///   so the weight falls back, to exactly kNeutralWeight once within 5% of it; the rank
+///   must then be behind kBehindIntervals in a row again to gain any.
+/// - The other ranks keep kNeutralWeight exactly: they share the workers evenly, and
+///   noise moves nobody. Weights are at most kMaxWeight.
+/// Why a window of cumulative figures: per-interval rates are noise on a shared
+/// machine. Rank 0's figures of 4 ranks of bench/rebalance.py (1 s intervals, 2 loaded
+/// cores, epochs of 500 samples per rank delivered in bursts) went from 0 to 880
+/// samples/s interval to interval, ranks whose runs ended within 3.5% of each other were
+/// 20% apart in 2 intervals out of 3, and the rule on single intervals (gated by 2 in a
+/// row or not) weighed the wrong ranks: spread 1.49 with rebalancing against 1.06
+/// without. Replayed through this rule, the same recorded runs weigh nobody where the
+/// ranks ran alike, and only the rank slowed by the hogs where one was slower.
+/// A rank without a report in the interval keeps its weight, and its count of intervals
+/// behind restarts; a rank whose figures went backwards (a restarted reporter) starts
+/// its window anew.
 class RankWeights {
  public:
   static constexpr std::uint32_t kNeutralWeight = transport::kNeutralRankWeight;
   static constexpr std::uint32_t kMaxWeight = 16 * kNeutralWeight;
-  explicit RankWeights(std::uint32_t world_size);
-  /// One closed interval: a rank's samples/s and exposed wait share (wait_s ÷
-  /// interval), or nullopt where it did not report. Returns the weights by rank.
-  struct Figures {
-    double samples_per_s = 0, wait_share = 0;
+  static constexpr int kWindow = 8;
+  static constexpr int kBehindIntervals = 2;
+  static constexpr double kDeadband = 0.2;
+  static constexpr double kGain = 0.25;
+  static constexpr double kLockstepWait = 0.5;
+  /// A rank's cumulative figures (launch/loader/cluster_stats.h RankReport:
+  /// samples_total, exposed_wait_total_s, at_s).
+  struct Progress {
+    double samples = 0, wait_s = 0, at_s = 0;
   };
-  const std::vector<std::uint32_t>& update(const std::vector<std::optional<Figures>>& ranks);
+  explicit RankWeights(std::uint32_t world_size);
+  /// One closed interval: each rank's latest Progress, or nullopt where no report of it
+  /// arrived. Returns the weights by rank.
+  const std::vector<std::uint32_t>& update(const std::vector<std::optional<Progress>>& ranks);
   const std::vector<std::uint32_t>& weights() const { return rounded_; }
 
  private:
-  std::vector<double> weight_;
+  struct Rank {
+    std::deque<Progress> window;  // at most kWindow + 1 reports, oldest first
+    double weight = kNeutralWeight;
+    int behind = 0;  // intervals in a row behind
+  };
+  std::vector<Rank> ranks_;
   std::vector<std::uint32_t> rounded_;
 };
 
@@ -353,11 +390,11 @@ class Job {
   actors::PipelineStats stats() const;  // of the epoch in progress (or the last)
   /// With remote workers: the pool's figures so far. Any thread.
   std::optional<RemoteSummary> remote_summary() const;
-  /// REBALANCING: rank 0's analysis of one closed interval (launch/loader/
-  /// cluster_stats.h). With rebalance on, on the rank hosting the directory, updates the
-  /// weights and has the directory send them to the workers; does nothing otherwise.
-  /// Thread-safe (the statistics' thread calls it).
-  void rebalance(const ClusterFigures& figures) const;
+  /// REBALANCING: the ranks' figures at the close of one interval on rank 0 (by rank;
+  /// launch/run_statistics.h). With rebalance on, on the rank hosting the directory,
+  /// updates the weights and has the directory send them to the workers; does nothing
+  /// otherwise. Thread-safe (the statistics' thread calls it).
+  void rebalance(const std::vector<std::optional<RankWeights::Progress>>& ranks) const;
   /// Rank 0 hosting the directory: waits at most `timeout` until every rank
   /// (world_size trainers, this one included) has subscribed to it; true once they have,
   /// and at once for a job that hosts none. A rank that finishes before another has

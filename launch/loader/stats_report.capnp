@@ -55,6 +55,7 @@ struct StatsReport {
   stageTotals @15 :List(StageFigures);
   workers @16 :List(WorkerFigures);
   epochRestarted @17 :Bool;
+  intervalIndex @18 :UInt64;  # the grid interval it ends (0: none)
 }
 
 struct TrainerServed {  # launch/loader/cluster_stats.h TrainerServed (rank from the name)
@@ -83,4 +84,5 @@ struct WorkerNodeStats {
   running @13 :UInt64;
   cpuS @14 :Float64;
   trainers @15 :List(TrainerServed);
+  intervalIndex @16 :UInt64;  # the grid interval it ends (0: none)
 }

@@ -104,6 +104,7 @@ std::vector<char> write_stats_report(const RankReport& r) {
   out.setPipelineFull(r.pipeline_full);
   out.setLastSampleId(r.last_sample_id);
   out.setEpochRestarted(r.epoch_restarted);
+  out.setIntervalIndex(r.interval_index);
   auto stages = out.initStages(static_cast<unsigned>(r.stages.size()));
   for (unsigned i = 0; i < stages.size(); ++i) write_stage(r.stages[i], stages[i]);
   auto totals = out.initStageTotals(static_cast<unsigned>(r.stage_totals.size()));
@@ -141,7 +142,8 @@ RankReport read_stats_report(std::span<const char> bytes) {
         .epoch_restarted = r.getEpochRestarted(),
         .stages = read_stages(r.getStages()),
         .stage_totals = read_stages(r.getStageTotals()),
-        .workers = {}};
+        .workers = {},
+        .interval_index = r.getIntervalIndex()};
     const auto workers = r.getWorkers();
     if (workers.size() > kMaxWorkers) {
       throw RemoteError(
@@ -188,6 +190,7 @@ std::vector<char> write_worker_report(const WorkerNodeReport& r) {
   out.setQueued(r.queued);
   out.setRunning(r.running);
   out.setCpuS(r.cpu_s);
+  out.setIntervalIndex(r.interval_index);
   auto trainers = out.initTrainers(static_cast<unsigned>(r.trainers.size()));
   for (unsigned i = 0; i < trainers.size(); ++i) {
     trainers[i].setName(r.trainers[i].name);
@@ -216,7 +219,8 @@ WorkerNodeReport read_worker_report(std::span<const char> bytes) {
                          .queued = r.getQueued(),
                          .running = r.getRunning(),
                          .cpu_s = report_time(r.getCpuS(), "cpu_s"),
-                         .trainers = {}};
+                         .trainers = {},
+                         .interval_index = r.getIntervalIndex()};
     const auto trainers = r.getTrainers();
     if (trainers.size() > kMaxWorkers) {
       throw RemoteError(

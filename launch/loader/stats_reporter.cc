@@ -1,6 +1,7 @@
 #include "launch/loader/stats_reporter.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "launch/loader/stats_report.h"
@@ -36,7 +37,59 @@ actors::StageStats stage_delta(const actors::StageStats& b, const actors::StageS
   return d;
 }
 
+std::int64_t interval_ns(double interval_s) {
+  return std::max<std::int64_t>(1, std::llround(interval_s * 1e9));
+}
+
+// THE GRID: the interval in progress at `t`, and where interval `k` starts.
+std::uint64_t grid_at(const ReportGrid& g, double interval_s, actors::Clock::time_point t) {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t - g.origin).count();
+  return g.index + (ns <= 0 ? 0 : static_cast<std::uint64_t>(ns / interval_ns(interval_s)));
+}
+
+actors::Clock::time_point grid_start(const ReportGrid& g, double interval_s, std::uint64_t k) {
+  return g.origin +
+         std::chrono::nanoseconds(static_cast<std::int64_t>(k - g.index) * interval_ns(interval_s));
+}
+
+// How long start()'s thread waits: to 1 ms past the end of grid interval `in_progress`,
+// or a quarter of the interval (at most 0.5 s) without a grid.
+std::chrono::duration<double> wait_for_next(const std::optional<ReportGrid>& grid,
+                                            double interval_s, std::uint64_t in_progress,
+                                            const actors::Clock& clock) {
+  using namespace std::chrono_literals;
+  if (!grid) return std::chrono::duration<double>(std::min(interval_s / 4, 0.5));
+  const auto end = grid_start(*grid, interval_s, in_progress + 1);
+  return std::max<std::chrono::duration<double>>(end - clock.now() + 1ms, 1ms);
+}
+
+// Whether a report is due now (THE GRID, or interval_s since `last_at`), and the grid
+// interval it ends (0 without a grid); advances `in_progress`.
+std::optional<std::uint64_t> due(const std::optional<ReportGrid>& grid, double interval_s,
+                                 bool force, actors::Clock::time_point now,
+                                 actors::Clock::time_point last_at, std::uint64_t& in_progress) {
+  const double elapsed = std::chrono::duration<double>(now - last_at).count();
+  if (!grid) {
+    if (force ? elapsed <= 0 : elapsed < interval_s) return std::nullopt;
+    return 0;
+  }
+  const auto k = grid_at(*grid, interval_s, now);
+  if (force ? elapsed <= 0 : k <= in_progress) return std::nullopt;
+  in_progress = k;
+  return force ? k : k - 1;
+}
+
 }  // namespace
+
+ReportGrid wall_clock_grid(double interval_s, const actors::Clock& clock) {
+  const auto now = clock.now();
+  const auto unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  const auto step = interval_ns(interval_s);
+  return {.origin = now - std::chrono::nanoseconds(unix_ns % step),
+          .index = static_cast<std::uint64_t>(unix_ns / step)};
+}
 
 RankReport report_between(const RankSample& before, const RankSample& after, double interval_s,
                           double since_last_request_s) {
@@ -80,6 +133,7 @@ RankReport report_between(const RankSample& before, const RankSample& after, dou
 StatsReporter::StatsReporter(Sample sample, Deliver deliver, StatsReporterOptions options)
     : sample_(std::move(sample)), deliver_(std::move(deliver)), options_(std::move(options)) {
   origin_ = last_at_ = options_.clock->now();
+  if (options_.grid) in_progress_ = grid_at(*options_.grid, options_.interval_s, origin_);
   last_ = sample_();
   first_samples_ = last_.samples;
 }
@@ -99,7 +153,8 @@ bool StatsReporter::flush() {
 bool StatsReporter::report_locked(bool force) {
   const auto now = options_.clock->now();
   const double elapsed = std::chrono::duration<double>(now - last_at_).count();
-  if (force ? elapsed <= 0 : elapsed < options_.interval_s) return false;
+  const auto index = due(options_.grid, options_.interval_s, force, now, last_at_, in_progress_);
+  if (!index) return false;
   RankSample current = sample_();
   const bool restarted_run = restarted(last_.stats, current.stats);
   const bool asked = restarted_run ? current.stats.sink.requests > 0
@@ -109,6 +164,7 @@ bool StatsReporter::report_locked(bool force) {
   report.rank = options_.rank;
   report.host = options_.host;
   report.sequence = ++sequence_;
+  report.interval_index = *index;
   report.at_s = std::chrono::duration<double>(now - origin_).count();
   report.samples_total = current.samples - std::min(current.samples, first_samples_);
   wait_total_s_ += report.exposed_wait_s;
@@ -120,11 +176,18 @@ bool StatsReporter::report_locked(bool force) {
 }
 
 void PeriodicPoll::start(std::chrono::duration<double> period, std::function<void()> poll) {
+  start([period] { return period; }, std::move(poll));
+}
+
+void PeriodicPoll::start(Wait wait, std::function<void()> poll) {
   std::lock_guard lock(mutex_);
   if (thread_ || stopping_) return;
-  thread_.emplace([this, period, poll = std::move(poll)] {
+  thread_.emplace([this, wait = std::move(wait), poll = std::move(poll)] {
     std::unique_lock lock(mutex_);
     while (!stopping_) {
+      lock.unlock();
+      const auto period = wait();
+      lock.lock();
       wake_.wait_for(lock, period, [this] { return stopping_; });
       if (stopping_) break;
       lock.unlock();
@@ -145,9 +208,13 @@ bool PeriodicPoll::stop() {
   return true;
 }
 
+std::chrono::duration<double> StatsReporter::next_wait() {
+  std::lock_guard lock(mutex_);
+  return wait_for_next(options_.grid, options_.interval_s, in_progress_, *options_.clock);
+}
+
 void StatsReporter::start() {
-  thread_.start(std::chrono::duration<double>(std::min(options_.interval_s / 4, 0.5)),
-                [this] { poll(); });
+  thread_.start([this] { return next_wait(); }, [this] { poll(); });
 }
 
 void StatsReporter::stop() {
@@ -159,6 +226,7 @@ void StatsReporter::stop() {
 WorkerStatsReporter::WorkerStatsReporter(Take take, Deliver deliver, WorkerReporterOptions options)
     : take_(std::move(take)), deliver_(std::move(deliver)), options_(std::move(options)) {
   origin_ = last_at_ = options_.clock->now();
+  if (options_.grid) in_progress_ = grid_at(*options_.grid, options_.interval_s, origin_);
   std::random_device random;
   incarnation_ = (std::uint64_t{random()} << 32) | random();
   last_cpu_s_ = options_.cpu_seconds ? options_.cpu_seconds() : 0;
@@ -174,7 +242,8 @@ bool WorkerStatsReporter::poll() {
 bool WorkerStatsReporter::report_locked(bool force) {
   const auto now = options_.clock->now();
   const double elapsed = std::chrono::duration<double>(now - last_at_).count();
-  if (force ? elapsed <= 0 : elapsed < options_.interval_s) return false;
+  const auto index = due(options_.grid, options_.interval_s, force, now, last_at_, in_progress_);
+  if (!index) return false;
   const auto served = take_();
   const double cpu = options_.cpu_seconds ? options_.cpu_seconds() : 0;
   WorkerNodeReport r{.name = options_.name,
@@ -192,7 +261,8 @@ bool WorkerStatsReporter::report_locked(bool force) {
                      .queued = served.queued,
                      .running = served.running,
                      .cpu_s = std::max(0.0, cpu - last_cpu_s_),
-                     .trainers = {}};
+                     .trainers = {},
+                     .interval_index = *index};
   for (const auto& t : served.trainers) {
     r.trainers.push_back(
         {.name = t.name, .rank = rank_of_trainer(t.name), .tasks = t.tasks, .busy_s = t.busy_s});
@@ -203,9 +273,13 @@ bool WorkerStatsReporter::report_locked(bool force) {
   return true;
 }
 
+std::chrono::duration<double> WorkerStatsReporter::next_wait() {
+  std::lock_guard lock(mutex_);
+  return wait_for_next(options_.grid, options_.interval_s, in_progress_, *options_.clock);
+}
+
 void WorkerStatsReporter::start() {
-  thread_.start(std::chrono::duration<double>(std::min(options_.interval_s / 4, 0.5)),
-                [this] { poll(); });
+  thread_.start([this] { return next_wait(); }, [this] { poll(); });
 }
 
 void WorkerStatsReporter::stop() {

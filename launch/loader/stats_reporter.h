@@ -30,6 +30,13 @@
 // least interval_s passed on it since the last report. start() runs a thread that calls
 // poll() every min(interval_s / 4, 0.5 s) of real time; a test drives poll() itself
 // with a ManualClock, step by step.
+// THE GRID (options.grid; launch/loader/cluster_stats.h THE GRID): poll() reports once
+// the clock passed the end of the grid interval in progress at the last report (or the
+// construction), and the report says which grid interval it ends (interval_index: the
+// last one ended; interval_s is the time since the last report, so the first covers
+// the part of its interval since the construction); start()'s thread wakes at each
+// grid boundary (1 ms past it) instead of polling. Every process on one grid reports
+// the same spans of time, whatever its start.
 //
 // NEVER BLOCKS THE PIPELINE. `sample` is called on the reporter's thread; the engine's
 // stats() takes its run's lock only to copy a pointer and reads counters (it never waits
@@ -70,12 +77,15 @@ struct RankSample {
 /// the destructor stops it): the reporters' clock.
 class PeriodicPoll {
  public:
+  using Wait = std::function<std::chrono::duration<double>()>;
   PeriodicPoll() = default;
   ~PeriodicPoll() { stop(); }
   PeriodicPoll(const PeriodicPoll&) = delete;
   PeriodicPoll& operator=(const PeriodicPoll&) = delete;
   /// Starts the thread (once; not after stop()).
   void start(std::chrono::duration<double> period, std::function<void()> poll);
+  /// … waiting, before each call of `poll`, what `wait` says (called on the thread).
+  void start(Wait wait, std::function<void()> poll);
   /// Ends it; returns once `poll` no longer runs. Returns false if already stopped.
   bool stop();
 
@@ -86,11 +96,25 @@ class PeriodicPoll {
   std::optional<std::thread> thread_;
 };
 
+/// A grid of intervals on a reporter's clock (THE GRID): interval `index` starts at
+/// `origin`, interval index + k at origin + k × the interval.
+struct ReportGrid {
+  actors::Clock::time_point origin{};
+  std::uint64_t index = 0;
+};
+
+/// The grid of multiples of `interval_s` since the Unix epoch on the wall clock
+/// (std::chrono::system_clock), placed on `clock` as it reads now: the same grid in
+/// every process whose wall clock agrees (one host; hosts synchronized by NTP, to its
+/// error). Index 0 is never an interval of it (the reports' "none").
+ReportGrid wall_clock_grid(double interval_s, const actors::Clock& clock);
+
 struct StatsReporterOptions {
   double interval_s = 10;  // ≥ 0.2 (launch/config.h checks the key)
   std::uint32_t rank = 0;
   std::string host{};
   std::shared_ptr<const actors::Clock> clock = actors::Clock::steady();
+  std::optional<ReportGrid> grid{};  // THE GRID; none: intervals from the construction
 };
 
 /// The report of the interval between `before` and `after` (RankReport's `rank`, `host`,
@@ -120,12 +144,14 @@ class StatsReporter {
 
  private:
   bool report_locked(bool force);
+  std::chrono::duration<double> next_wait();  // start()'s thread
 
   Sample sample_;
   Deliver deliver_;
   StatsReporterOptions options_;
   std::mutex mutex_;  // held while reporting
   actors::Clock::time_point origin_, last_at_;
+  std::uint64_t in_progress_ = 0;  // THE GRID: the interval in progress at the last report
   RankSample last_{};
   std::uint64_t sequence_ = 0;
   double since_last_request_s_ = 0;
@@ -147,6 +173,7 @@ struct WorkerReporterOptions {
   std::string host{};
   std::shared_ptr<const actors::Clock> clock = actors::Clock::steady();
   std::function<double()> cpu_seconds{};  // null: CPU reported as 0
+  std::optional<ReportGrid> grid{};       // THE GRID, as StatsReporter's
 };
 
 class WorkerStatsReporter {
@@ -167,12 +194,14 @@ class WorkerStatsReporter {
 
  private:
   bool report_locked(bool force);
+  std::chrono::duration<double> next_wait();
 
   Take take_;
   Deliver deliver_;
   WorkerReporterOptions options_;
   std::mutex mutex_;
   actors::Clock::time_point origin_, last_at_;
+  std::uint64_t in_progress_ = 0;
   double last_cpu_s_ = 0;
   std::uint64_t incarnation_ = 0, sequence_ = 0;
   PeriodicPoll thread_;

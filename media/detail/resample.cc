@@ -69,8 +69,14 @@ Taps make_taps(const AxisPlan& p, Interpolation filter) {
 // The passes run as accumulations of whole rows (acc[x] += row[x] * w), which
 // vectorize; the horizontal pass works on the region transposed for that. Integer sums
 // do not depend on the order of their terms, so the result is the same as PIL's loops.
-// Cloned for AVX2 where the CPU has it (chosen once, at load time).
+// Cloned for AVX2 where the CPU has it (chosen once, at load time, by an ifunc resolver).
+// Not under ThreadSanitizer: the resolver runs before TSan's runtime is up and crashes
+// every binary that links media, before main.
+#if defined(__SANITIZE_THREAD__)
+#define BRIGADE_VECTOR_CLONES
+#else
 #define BRIGADE_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
 
 namespace {
 

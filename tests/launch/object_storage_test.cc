@@ -187,6 +187,31 @@ TEST_F(ObjectStorage, ClassFoldersUnderAPrefixMatchTheLocalFolder) {
   EXPECT_EQ(remote.err.find("secret_access_key"), std::string::npos);
 }
 
+// The same bucket behind https with a private CA (the fixture's certificate, trusted
+// through AWS_CA_BUNDLE as the AWS tools trust one): the batches are the local folder's.
+// Without the CA the run ends at the listing, naming the URL and the certificate.
+TEST_F(ObjectStorage, ABucketOverHttpsWithAPrivateCaMatchesTheLocalFolder) {
+  if (!server_->has("tls_proxy")) GTEST_SKIP() << "no openssl to make the fixture's certificate";
+  const std::string common = " --labels folder --batch-size 2 --seed 7";
+  const auto remote = run(
+      "--data " + bucket() + "/loose/" + common + digests("remote"), "remote",
+      {{"AWS_ENDPOINT_URL", (*server_)["tls_proxy"]}, {"AWS_CA_BUNDLE", (*server_)["ca_file"]}});
+  ASSERT_EQ(remote.code, 0) << remote.err;
+  const auto disk =
+      run("--data '" + (local() / "loose").string() + "'" + common + digests("disk"), "disk");
+  ASSERT_EQ(disk.code, 0) << disk.err;
+  EXPECT_EQ(test::read_text(dir_ / "remote"), test::read_text(dir_ / "disk"));
+  const auto json = nlohmann::json::parse(remote.out);
+  EXPECT_EQ(json["failed"], 0);
+  EXPECT_EQ(json["object_storage"]["hosts"][(*server_)["tls_proxy"]]["requests"], 10);
+
+  const auto untrusted = run("--data " + bucket() + "/loose/" + common, "untrusted",
+                             {{"AWS_ENDPOINT_URL", (*server_)["tls_proxy"]}});
+  EXPECT_NE(untrusted.code, 0);
+  EXPECT_NE(untrusted.err.find(bucket() + "/loose/"), std::string::npos) << untrusted.err;
+  EXPECT_NE(untrusted.err.find("certificate"), std::string::npos) << untrusted.err;
+}
+
 // A URL in a config file is kept as given (a relative path there resolves against the
 // file's folder; a URL is not a path).
 TEST_F(ObjectStorage, AUrlInAConfigFileIsNotResolvedAgainstItsFolder) {

@@ -5,8 +5,11 @@ decoding locally with --threads 1 and reporting with --stats auto to rank 0's co
 
   slowed: rank 2 is stopped from outside 70% of the time (SIGSTOP/SIGCONT every 100 ms,
           driven by this script); rank 0 must name rank 2 as a straggler, with a stage,
-          within MAX_INTERVALS intervals of the slowing's start (K = 2 whole slowed
-          intervals and the one in progress; others named meanwhile are printed).
+          within MAX_INTERVALS intervals of the slowing's start: every report ends an
+          interval of one grid (cluster_stats.h THE GRID, index = Unix time ÷ interval),
+          and the latency is the grid index of the interval whose close names rank 2
+          minus that of the interval in progress when the slowing began (DETECTION
+          LATENCY: K = 2 whole intervals at most). Others named meanwhile are printed.
   equal:  nobody slowed, RUNS runs; rank 0 must name nobody (no false positive).
   worker: three ranks decode remotely, rank i on worker i alone (per-rank --workers),
           every worker reporting with `brigade worker --stats`; worker 2 is stopped from
@@ -19,8 +22,11 @@ decoding locally with --threads 1 and reporting with --stats auto to rank 0's co
           name it a straggler.
   single: one rank and one worker with --stats: at world size 1 rank 0 collects its
           worker's reports too.
+  silent: two local ranks and a worker reporting; the worker is killed (SIGKILL) and
+          rank 1 stopped for good (SIGSTOP): rank 0 must report both as silent (the
+          worker by name, with no rank), and never name rank 1 a straggler.
 
-Usage: stats_cluster_test.py BRIGADE [--runs N] [--mode slowed,equal,worker,hung,single].
+Usage: stats_cluster_test.py BRIGADE [--runs N] [--mode slowed,equal,worker,hung,single,silent].
 Prints the figures (detection latency in intervals, false positives) and exits non-zero
 on a failure.
 """
@@ -34,11 +40,8 @@ import tempfile
 import time
 
 INTERVAL = 2.0
-# K = 2 slow intervals, the one in progress when the slowing starts, rank 2's report
-# arriving after rank 0 closed the interval (their reporters' phases), and one interval
-# whose exposed wait share is below 0.1 (SIGSTOP freezes the consumer too: seen once in
-# four runs, 0.00 with a score of 0.33).
-MAX_INTERVALS = 5
+# In grid intervals from the one in progress at the slowing's start (see slowed above).
+MAX_INTERVALS = 2
 RUN_S = 20
 TOKEN = "stats-cluster-test-token"
 
@@ -118,6 +121,19 @@ def cluster_lines(folder):
             if o["rank"] == 0 and "cluster" in o]
 
 
+def named_after(lines, started_at, interval, rank):
+    """(latency in grid intervals, event) of rank 0's first straggler event naming `rank`
+    in a closed interval after the slowing began at Unix time `started_at`, or None."""
+    slowed_in = int(started_at // interval)  # the grid interval in progress then
+    for o in lines:
+        if o["interval_index"] < slowed_in:
+            continue
+        for e in o["cluster"]["events"]:
+            if e["kind"] == "straggler" and e["rank"] == rank:
+                return o["interval_index"] - slowed_in, e
+    return None
+
+
 def refused(folder):
     last = 0
     with open(os.path.join(folder, "s0.jsonl")) as f:
@@ -144,6 +160,7 @@ def slowed(brigade):
         assert wait_for_collector(folder, time.monotonic() + 30), "rank 0's collector never started"
         time.sleep(3 * INTERVAL)  # past the warm-up interval
         slowed_at = len(cluster_lines(folder))  # rank 0's intervals closed so far
+        started_at = time.time()
         start = time.monotonic()
         target = ranks[2].pid
         while time.monotonic() - start < RUN_S - 3:
@@ -153,23 +170,23 @@ def slowed(brigade):
             time.sleep(0.03)
     finally:
         stop(ranks)
-    # The latency counts rank 0's intervals closed from the slowing's start to the one
-    # whose line names rank 2.
     found = events(folder)
-    named, others = [], []
-    for k, o in enumerate(cluster_lines(folder)):
-        for e in o["cluster"]["events"]:
-            if e["kind"] == "straggler" and e["rank"] == 2:
-                named.append((k + 1 - slowed_at, e))
-            elif e["kind"] == "straggler":
-                others.append(e["message"])
+    lines = cluster_lines(folder)
+    others = [e["message"] for o in lines for e in o["cluster"]["events"]
+              if e["kind"] == "straggler" and e["rank"] != 2]
+    named = named_after(lines, started_at, INTERVAL, 2)
     if not named:
         print(f"FAIL slowed: rank 2 not named ({folder}); events: {[e['message'] for _, e in found]}")
         return False
-    latency, e = named[0]
-    print(f"slowed: rank 2 named after {latency} intervals of slowing, stage "
+    latency, e = named
+    # Rank 0's closes from the slowing's start (the measure of earlier versions, whose
+    # intervals were not on one grid).
+    closes = next(k + 1 - slowed_at for k, o in enumerate(lines) if e in o["cluster"]["events"])
+    print(f"slowed: rank 2 named {latency} grid intervals after the one in progress at the "
+          f"slowing's start ({closes} of rank 0's closes), stage "
           f"{e['stage'] or '-'}, score {e['score']:.2f}, wait share {e['wait_share']:.2f}; "
-          f"other ranks named: {len(others)}; refused reports {refused(folder)}")
+          f"other ranks named: {len(others)}; refused reports {refused(folder)}; load "
+          f"{os.getloadavg()[0]:.1f}")
     # Other ranks named while rank 2 was stopped are reported, not failed: with one
     # rank frozen 70% of the time the others' rates swing too (a figure of the test).
     ok = latency <= MAX_INTERVALS and e["stage"] != "" and refused(folder) == 0
@@ -216,6 +233,7 @@ def slowed_worker(brigade):
         equal_from = len(cluster_lines(folder))
         time.sleep(WORKER_EQUAL_S)  # nobody slowed yet: nobody may be named
         slowed_at = len(cluster_lines(folder))  # rank 0's intervals closed so far
+        started_at = time.time()
         start = time.monotonic()
         target = workers[2].pid
         while time.monotonic() - start < WORKER_RUN_S:
@@ -236,11 +254,7 @@ def slowed_worker(brigade):
              if e["kind"] == "straggler"]
     others = [e["message"] for o in lines[slowed_at:] for e in o["cluster"]["events"]
               if e["kind"] == "straggler" and e["rank"] != 2]
-    named = None
-    for k, o in enumerate(lines):
-        for e in o["cluster"]["events"]:
-            if e["kind"] == "straggler" and e["rank"] == 2 and named is None:
-                named = (k + 1 - slowed_at, e)
+    named = named_after(lines, started_at, WORKER_INTERVAL, 2)
     # Each worker seen by rank 0, serving its own rank (worker i: rank i).
     served = {}
     for o in lines:
@@ -256,7 +270,8 @@ def slowed_worker(brigade):
               f"{[e['message'] for _, e in events(folder)]}")
         return False
     latency, e = named
-    print(f"worker: rank 2 named after {latency} intervals of its worker's slowing, worker "
+    print(f"worker: rank 2 named {latency} grid intervals after the one in progress at its "
+          f"worker's slowing, worker "
           f"{e['worker'] or '-'} (slowed: {addresses[2]}), stage {e['stage'] or '-'}, score "
           f"{e['score']:.2f}; tasks served per worker and rank {served}; refused reports "
           f"{refused(folder)}; named before the slowing (false positives, "
@@ -274,7 +289,7 @@ HANG_INTERVAL = 0.5
 HANG_AFTER = 2.0
 # hang_after in intervals, the interval in progress, the pipeline filling (pipeline_full
 # needs half an interval backpressured) and rank 3's report arriving after rank 0
-# closed the interval.
+# closed the interval (later than the grace: 0.25 s at these 0.5 s intervals).
 HANG_INTERVALS = int(HANG_AFTER / HANG_INTERVAL) + 4
 
 
@@ -351,6 +366,53 @@ def single(brigade):
     return ok
 
 
+SILENT_INTERVAL = 1.0
+
+
+def silent(brigade):
+    folder = tempfile.mkdtemp(prefix="stats-silent-")
+    master_port = free_port_pair()
+    workers, addresses = start_workers(brigade, folder, 1, f"127.0.0.1:{master_port + 2}",
+                                       SILENT_INTERVAL)
+    ranks = []
+    try:
+        ranks = launch(brigade, folder, master_port, world=2, interval=SILENT_INTERVAL)
+        assert wait_for_collector(folder, time.monotonic() + 30), "rank 0's collector never started"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any(
+                w["worker"] == addresses[0] for o in cluster_lines(folder)
+                for w in o["cluster"]["workers"]):
+            time.sleep(0.1)  # the worker's reports reach rank 0
+        workers[0].kill()
+        workers[0].wait()
+        os.kill(ranks[1].pid, signal.SIGSTOP)
+        stopped_at = len(cluster_lines(folder))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            kinds = {(e["rank"], e["worker"]) for _, e in events(folder) if e["kind"] == "silent"}
+            if (1, "") in kinds and (None, addresses[0]) in kinds:
+                break
+            time.sleep(0.2)
+        time.sleep(2 * SILENT_INTERVAL)  # a few intervals more: named once, no straggler
+    finally:
+        stop(ranks)
+    lines = cluster_lines(folder)
+    found = [(k + 1 - stopped_at, e) for k, o in enumerate(lines) for e in o["cluster"]["events"]]
+    rank_silent = [k for k, e in found if e["kind"] == "silent" and e["rank"] == 1]
+    worker_silent = [(k, e) for k, e in found if e["kind"] == "silent" and e["rank"] is None]
+    stragglers = [e["message"] for _, e in found if e["kind"] == "straggler" and e["rank"] == 1]
+    listed = any(w["worker"] == addresses[0] for w in lines[-1]["cluster"]["silent_workers"])
+    print(f"silent: rank 1 named silent {rank_silent} and worker {addresses[0]} "
+          f"{[(k, e['worker']) for k, e in worker_silent]} intervals (rank 0's closes) after "
+          f"they stopped; listed silent at the end: {listed}; rank 1 named straggler: "
+          f"{len(stragglers)} {stragglers}")
+    ok = (len(rank_silent) == 1 and len(worker_silent) == 1
+          and worker_silent[0][1]["worker"] == addresses[0] and listed and not stragglers)
+    if not ok:
+        print(f"FAIL silent ({folder}); events: {[e['message'] for _, e in found]}")
+    return ok
+
+
 def main():
     brigade = sys.argv[1]
     runs = int(sys.argv[sys.argv.index("--runs") + 1]) if "--runs" in sys.argv else 2
@@ -373,6 +435,8 @@ def main():
         ok = hung(brigade) and ok
     if "single" in modes:
         ok = single(brigade) and ok
+    if "silent" in modes:
+        ok = silent(brigade) and ok
     print(f"load average {os.getloadavg()[0]:.1f}")
     return 0 if ok else 1
 

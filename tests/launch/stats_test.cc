@@ -90,6 +90,7 @@ TEST(StatsOutput, TheJsonLineFollowsTheSchema) {
   auto r = report(0, 4);
   r.rank = 0;
   r.workers = {{.name = "10.0.0.9:4000", .samples = 100, .busy_s = 0.5, .waited_s = 0.1}};
+  r.interval_index = 882000123;
   analyzer.add(r);
   const auto events = analyzer.close_interval();
   const auto line = stats_json_line(r, &analyzer.figures(), events);
@@ -98,6 +99,7 @@ TEST(StatsOutput, TheJsonLineFollowsTheSchema) {
   EXPECT_EQ(o["rank"], 0);
   EXPECT_EQ(o["host"], "node-0");
   EXPECT_EQ(o["sequence"], 4);
+  EXPECT_EQ(o["interval_index"], 882000123);
   EXPECT_EQ(o["samples"], 800);
   EXPECT_DOUBLE_EQ(o["samples_per_s"].get<double>(), 800);
   EXPECT_DOUBLE_EQ(o["exposed_wait_share"].get<double>(), 0.02);
@@ -114,6 +116,7 @@ TEST(StatsOutput, TheJsonLineFollowsTheSchema) {
   EXPECT_EQ(o["workers"][0]["name"], "10.0.0.9:4000");
   EXPECT_EQ(o["cluster"]["ranks"][0]["score"], 1.0);
   EXPECT_TRUE(o["cluster"]["events"].is_array());
+  EXPECT_TRUE(o["cluster"]["silent_workers"].is_array());
   EXPECT_FALSE(json::parse(stats_json_line(r)).contains("cluster"));
 }
 
@@ -150,6 +153,25 @@ TEST(StatsOutput, RankZerosLineShowsEachWorkerNodeWithTheTasksItServedEachRank) 
   EXPECT_NE(text.find("brigade_worker_node_task_p99_ms{worker=\"10.0.0.9:4000\",host=\"w9\"} 90\n"),
             std::string::npos)
       << text;
+  // It stops reporting: a SILENT event with the worker and no rank, then the list.
+  std::vector<ClusterEvent> silent;
+  for (std::uint64_t k = 2; k <= 4; ++k) {
+    analyzer.add(report(0, k));
+    analyzer.add(report(1, k));
+    for (auto& e : analyzer.close_interval()) silent.push_back(std::move(e));
+  }
+  ASSERT_EQ(silent.size(), 1u);
+  const auto after = json::parse(stats_json_line(report(0, 4), &analyzer.figures(), silent));
+  EXPECT_EQ(after["cluster"]["events"][0]["kind"], "silent");
+  EXPECT_TRUE(after["cluster"]["events"][0]["rank"].is_null());
+  EXPECT_EQ(after["cluster"]["events"][0]["worker"], "10.0.0.9:4000");
+  EXPECT_EQ(after["cluster"]["silent_workers"][0]["worker"], "10.0.0.9:4000");
+  EXPECT_EQ(after["cluster"]["silent_workers"][0]["host"], "w9");
+  EXPECT_TRUE(after["cluster"]["workers"].empty());
+  EXPECT_NE(event_log_line(silent[0]).find("statistics: silent rank=- host=w9 stage=- "
+                                           "worker=10.0.0.9:4000"),
+            std::string::npos)
+      << event_log_line(silent[0]);
 }
 
 TEST(StatsOutput, AnEventIsOneLogLineOfFixedFields) {

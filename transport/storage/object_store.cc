@@ -226,13 +226,19 @@ struct ObjectStore::Impl {
     h.bytes += bytes_;
   }
 
-  explicit Impl(StoreOptions given) : options(std::move(given)), http(options) {
-    detail::AwsConfig config = detail::load_aws_config();
+  explicit Impl(StoreOptions given) : Impl(std::move(given), detail::load_aws_config()) {}
+  Impl(StoreOptions given, const detail::AwsConfig& config)
+      : options(with_ca_file(std::move(given), config)), http(options) {
     credentials = options.credentials ? options.credentials : config.credentials;
     if (options.anonymous) credentials.reset();
     region = options.region.value_or(config.region);
     endpoint = options.endpoint.value_or(config.endpoint);
     while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
+  }
+
+  static StoreOptions with_ca_file(StoreOptions options, const detail::AwsConfig& config) {
+    if (options.ca_file.empty()) options.ca_file = config.ca_bundle;
+    return options;
   }
 
   // A request to an object (or, with `query`, its bucket), ready to send.

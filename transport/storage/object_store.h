@@ -9,7 +9,9 @@
 // AWS_SESSION_TOKEN; else AWS_PROFILE's (default "default") section of
 // ~/.aws/credentials and ~/.aws/config (AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE);
 // AWS_REGION, AWS_DEFAULT_REGION or the profile's `region` (default us-east-1);
-// AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or the profile's `endpoint_url`. With an endpoint
+// AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or the profile's `endpoint_url`; the certificates
+// trusted for https (a private CA) from AWS_CA_BUNDLE or the profile's `ca_bundle`, else
+// the system's store (certificate and host name are always checked). With an endpoint
 // the bucket is addressed path-style (http://host:port/bucket/key, what S3-compatible
 // stores expect); without one, virtual-hosted (https://bucket.s3.<region>.amazonaws.com).
 // A secret never appears in a message, log line or what() string.
@@ -118,7 +120,7 @@ struct StoreOptions {
   std::chrono::milliseconds max_backoff{10'000};  // doubles per retry up to this
   int max_requests_per_host = 16;
   bool verify_tls = true;     // certificate and host name checks; off only for tests
-  std::string ca_file{};      // empty: the system's CA store
+  std::string ca_file{};      // empty: AWS_CA_BUNDLE / the profile's ca_bundle, else the system's
   int list_page_size = 1000;  // ListObjectsV2 max-keys
 };
 

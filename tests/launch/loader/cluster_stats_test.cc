@@ -391,5 +391,126 @@ TEST(ClusterStats, RecommendedWorkersComeFromTheNodesCapacity) {
   EXPECT_EQ(a.figures().recommended_workers, 7u);  // ceil(40 / 6)
 }
 
+// THE GRID and DETECTION LATENCY (cluster_stats.h), as rank 0 drives the analyzer
+// (launch/run_statistics.h): it closes grid interval n once complete(n).
+RankReport on_grid(std::uint32_t rank, std::uint64_t index, bool slow) {
+  auto r = slow ? report(rank, index, 400, 5, 40) : report(rank, index, 1000, 0.2);
+  r.interval_index = index;
+  return r;
+}
+
+TEST(ClusterStats, ARankSlowedFromIntervalTIsNamedAtTheCloseOfTPlusOne) {
+  ClusterAnalyzer a(4, {.warmup = 2});  // rank 0's options
+  constexpr std::uint64_t t = 1003;     // slowed from interval t on; 1000, 1001 warm-up
+  std::vector<std::pair<std::uint64_t, ClusterEvent>> named;
+  for (std::uint64_t n = 1000; n <= t + 3; ++n) {
+    // Ranks 0, 1, 3 report n; rank 2's report of n arrives after rank 1's report of n + 1
+    // (a report ahead of the close: it waits for its own interval's close).
+    for (std::uint32_t r : {0u, 3u}) ASSERT_TRUE(a.add(on_grid(r, n, false)));
+    if (n == 1000) {
+      ASSERT_TRUE(a.add(on_grid(1, n, false)));
+    }
+    EXPECT_FALSE(a.complete(n)) << n;  // rank 2's report of n is still out
+    ASSERT_TRUE(a.add(on_grid(1, n + 1, false)));
+    ASSERT_TRUE(a.add(on_grid(2, n, n >= t)));
+    ASSERT_TRUE(a.complete(n)) << n;
+    for (auto& e : a.close_interval(n)) named.emplace_back(n, std::move(e));
+    EXPECT_TRUE(a.figures().ranks[1].reported);
+    EXPECT_DOUBLE_EQ(a.figures().ranks[1].samples_per_s, 100);  // its report of n, not n + 1
+  }
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_EQ(named[0].first, t + 1);  // K = 2: at the close of t + 1
+  EXPECT_EQ(named[0].second.kind, ClusterEventKind::straggler);
+  EXPECT_EQ(named[0].second.rank, 2u);
+  EXPECT_EQ(named[0].second.stage, "decode");
+}
+
+TEST(ClusterStats, AReportLaterThanItsCloseCountsInTheNextUnlessItsOwnArrives) {
+  ClusterAnalyzer a(2);
+  ASSERT_TRUE(a.add(on_grid(0, 10, false)));
+  EXPECT_FALSE(a.complete(10));
+  a.close_interval(10);  // the grace ended without rank 1's report
+  EXPECT_FALSE(a.figures().ranks[1].reported);
+  auto late = on_grid(1, 10, true);  // rank 1's report of 10, after 10 closed
+  ASSERT_TRUE(a.add(late));
+  ASSERT_TRUE(a.add(on_grid(0, 11, false)));
+  EXPECT_FALSE(a.complete(11));  // a report of 10 is not one of 11
+  a.close_interval(11);
+  EXPECT_DOUBLE_EQ(a.figures().ranks[1].samples_per_s, 40);  // the late one counted in 11
+  ASSERT_TRUE(a.add(on_grid(1, 12, true)));
+  ASSERT_TRUE(a.add(on_grid(0, 12, false)));
+  late = on_grid(1, 13, false);
+  late.sequence = 13;
+  ASSERT_TRUE(a.add(late));
+  a.close_interval(12);
+  EXPECT_DOUBLE_EQ(a.figures().ranks[1].samples_per_s, 40);  // 12's, 13's waits
+  ASSERT_TRUE(a.add(on_grid(0, 13, false)));
+  EXPECT_TRUE(a.complete(13));
+  a.close_interval(13);
+  EXPECT_DOUBLE_EQ(a.figures().ranks[1].samples_per_s, 100);
+}
+
+TEST(ClusterStats, ASilentRankIsNeitherWaitedForNorAStraggler) {
+  ClusterAnalyzer a(3, {.silent_after = 2});
+  std::vector<ClusterEvent> all;
+  for (std::uint64_t n = 1; n <= 6; ++n) {
+    ASSERT_TRUE(a.add(on_grid(0, n, false)));
+    ASSERT_TRUE(a.add(on_grid(1, n, false)));
+    // Rank 2 is slow in 1 and 2, then stops reporting (its process stopped for good).
+    if (n <= 2) {
+      ASSERT_TRUE(a.add(on_grid(2, n, true)));
+    }
+    // Waited for until it is named silent, at the close of 4.
+    EXPECT_EQ(a.complete(n), n <= 2 || n > 4) << n;
+    for (auto& e : a.close_interval(n)) all.push_back(std::move(e));
+  }
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].kind, ClusterEventKind::straggler);  // named at 2: it was slow
+  EXPECT_EQ(all[1].kind, ClusterEventKind::silent);
+  EXPECT_EQ(all[1].rank, 2u);
+  EXPECT_TRUE(a.figures().ranks[2].silent);
+  EXPECT_NE(prometheus_text(a.figures()).find("brigade_rank_silent{rank=\"2\"} 1\n"),
+            std::string::npos);
+}
+
+TEST(ClusterStats, AWorkerNodeThatStopsReportingIsNamedSilentOnceUntilItReturns) {
+  ClusterAnalyzer a(1, {.silent_after = 3});
+  std::vector<ClusterEvent> all;
+  std::uint64_t sequence = 0;
+  const auto interval = [&](bool worker_reports) {
+    ASSERT_TRUE(a.add(report(0, sequence, 1000, 0.1)));
+    if (worker_reports) {
+      ASSERT_TRUE(a.add_worker(node("10.0.0.5:7000", sequence, 40)));
+    }
+    ++sequence;
+    for (auto& e : a.close_interval()) all.push_back(std::move(e));
+  };
+  interval(true);
+  for (int k = 0; k < 2; ++k) interval(false);
+  EXPECT_TRUE(all.empty());  // 2 intervals without: not yet
+  interval(false);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].kind, ClusterEventKind::silent);
+  EXPECT_FALSE(all[0].rank.has_value());
+  EXPECT_EQ(all[0].worker, "10.0.0.5:7000");
+  EXPECT_EQ(all[0].host, "workerhost");
+  EXPECT_NE(all[0].message.find("worker 10.0.0.5:7000 (workerhost) silent"), std::string::npos)
+      << all[0].message;
+  EXPECT_TRUE(a.figures().workers.empty());
+  EXPECT_EQ(a.figures().silent_workers.count("10.0.0.5:7000"), 1u);
+  EXPECT_NE(
+      prometheus_text(a.figures())
+          .find("brigade_worker_node_silent{worker=\"10.0.0.5:7000\",host=\"workerhost\"} 1\n"),
+      std::string::npos);
+  for (int k = 0; k < 3; ++k) interval(false);
+  EXPECT_EQ(all.size(), 1u);  // named once
+  interval(true);             // it reports again: shown, no longer silent
+  EXPECT_TRUE(a.figures().silent_workers.empty());
+  ASSERT_EQ(a.figures().workers.size(), 1u);
+  for (int k = 0; k < 3; ++k) interval(false);
+  ASSERT_EQ(all.size(), 2u);  // silent again: named again
+  EXPECT_EQ(all[1].worker, "10.0.0.5:7000");
+}
+
 }  // namespace
 }  // namespace brigade::launch

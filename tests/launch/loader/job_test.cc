@@ -545,29 +545,135 @@ TEST_F(LabelledJob, HybridWithoutAWorkerDecodesEverythingHere) {
   EXPECT_EQ(job.remote_summary()->pool.done, 0u);
 }
 
-// REBALANCING's rule (job.h RankWeights), interval by interval: a rank delivering half
-// the others' rate gains weight until it keeps pace, then keeps it; the others stay at
-// the neutral weight; a rank in lockstep whose consumer waits more gains too; noise moves
-// nobody.
-TEST(RankWeights, ARankBehindGainsWeightUntilItKeepsPaceAndTheRestStayEven) {
-  RankWeights w(4);
-  using F = RankWeights::Figures;
-  using V = std::vector<std::uint32_t>;
-  auto slow = [](double r2) {
-    return std::vector<std::optional<F>>{F{100, 1}, F{100, 1}, F{r2, 1}, F{100, 1}};
+// REBALANCING's rule (job.h RankWeights), interval by interval: Ranks feeds it each
+// rank's cumulative figures, one second per interval, at the rates given.
+using Weights = std::vector<std::uint32_t>;
+
+class Ranks {
+ public:
+  explicit Ranks(std::size_t n) : rule_(static_cast<std::uint32_t>(n)), progress_(n) {}
+  // One interval: rank r delivered rates[r] samples and its consumer waited waits[r] of
+  // the second (0.8 where not given); a negative rate: no report.
+  const Weights& interval(const std::vector<double>& rates, std::vector<double> waits = {}) {
+    waits.resize(rates.size(), 0.8);
+    ++now_;
+    std::vector<std::optional<RankWeights::Progress>> report(progress_.size());
+    for (std::size_t r = 0; r < rates.size(); ++r) {
+      if (rates[r] < 0) continue;
+      progress_[r].samples += rates[r];
+      progress_[r].wait_s += waits[r];
+      progress_[r].at_s = now_;
+      report[r] = progress_[r];
+    }
+    return rule_.update(report);
+  }
+  RankWeights& rule() { return rule_; }
+
+ private:
+  RankWeights rule_;
+  std::vector<RankWeights::Progress> progress_;
+  double now_ = 0;
+};
+
+const Weights kEven(4, RankWeights::kNeutralWeight);
+
+// Equal ranks on a loaded machine: every rank delivers its epochs in bursts (500
+// samples in one interval, then little or nothing, phases apart), and in turn one rank
+// has an interval at a quarter of its own. Over the window they keep pace, so nobody
+// gains weight, however long it goes on; not even a rank that delivers a quarter of the
+// others' every other interval (and the rest in the next).
+TEST(RankWeights, EqualNoisyRanksKeepTheNeutralWeight) {
+  Ranks ranks(4);
+  for (int i = 0; i < 60; ++i) {
+    std::vector<double> r(4);
+    for (std::size_t k = 0; k < 4; ++k) r[k] = (i + int(k)) % 2 == 0 ? 400 : 100;
+    r[static_cast<std::size_t>(i) % 4] /= 4;
+    EXPECT_EQ(ranks.interval(r), kEven) << "interval " << i;
+  }
+  for (int i = 0; i < 20; ++i)
+    EXPECT_EQ(ranks.interval({250, 250, i % 2 ? 440.0 : 60.0, 250}), kEven) << "interval " << i;
+}
+
+// A rank delivering half the others' rate: judged once its window holds kWindow
+// intervals, it gains weight from the second interval behind on, by pressure^¼ per
+// interval, until the workers' help makes it keep pace (here, as a worker would: the
+// weight buys it rate); its hog gone, it is ahead with that weight, which falls back to
+// exactly neutral; the others stay neutral throughout.
+TEST(RankWeights, APersistentStragglerGainsWeightThenFallsBackAfterItRecovers) {
+  Ranks ranks(4);
+  auto rate_of_2 = [&](double alone) {
+    // Each 1000 of weight above neutral buys it 25 samples/s from the workers.
+    return alone + 25.0 * (ranks.rule().weights()[2] - 1000.0) / 1000.0;
   };
-  EXPECT_EQ(w.update(slow(50)), (V{1000, 1000, 1414, 1000})) << "√2";
-  EXPECT_EQ(w.update(slow(50)), (V{1000, 1000, 1986, 1000})) << "√2 again, 0.98 of the log kept";
-  EXPECT_EQ(w.update(slow(100)), (V{1000, 1000, 1959, 1000})) << "keeping pace: kept, drifting";
-  EXPECT_EQ(w.update(slow(400)), (V{1035, 1035, 1000, 1035})) << "ahead: its lead is gone";
-  for (int i = 0; i < 20; ++i) w.update(slow(1));
-  EXPECT_EQ(w.weights()[2], RankWeights::kMaxWeight);
-  // Lockstep: equal rates, rank 1's consumer waits 0.55 of the time, the others 0.05:
-  // rank 1 gains √6, the others lose √(0.1 / 0.35), and the least is scaled back to even.
-  RankWeights lockstep(3);
-  EXPECT_EQ(lockstep.update({F{10, 0.05}, F{10, 0.55}, F{10, 0.05}}), (V{1000, 4583, 1000}));
-  // Noise (within 20%) moves nobody: the weight only drifts back.
-  EXPECT_EQ(lockstep.update({F{10, 0.5}, F{10.3, 0.5}, F{9.8, 0.5}}), (V{1000, 4445, 1000}));
+  for (int i = 0; i < RankWeights::kWindow; ++i)
+    EXPECT_EQ(ranks.interval({100, 100, rate_of_2(50), 100}), kEven) << "not judged yet " << i;
+  EXPECT_EQ(ranks.interval({100, 100, rate_of_2(50), 100}), kEven) << "judged, behind once";
+  EXPECT_EQ(ranks.interval({100, 100, rate_of_2(50), 100}), (Weights{1000, 1000, 1189, 1000}))
+      << "behind twice: 2^¼";
+  std::uint32_t peak = 0;
+  for (int i = 0; i < 40; ++i) {
+    ranks.interval({100, 100, rate_of_2(50), 100});
+    peak = std::max(peak, ranks.rule().weights()[2]);
+    EXPECT_EQ(ranks.rule().weights()[0], 1000u);
+    EXPECT_EQ(ranks.rule().weights()[1], 1000u);
+    EXPECT_EQ(ranks.rule().weights()[3], 1000u);
+  }
+  // Pace needs 2000 above neutral (+50 samples/s); it settles there, within 5%.
+  EXPECT_NEAR(ranks.rule().weights()[2], 3000, 150);
+  EXPECT_LT(peak, 3600u) << "a small overshoot at most";
+  // Recovered: alone it keeps pace; with its weight it is ahead, and the weight falls.
+  int intervals = 0;
+  while (ranks.rule().weights()[2] > 1000 && intervals < 60) {
+    const auto before = ranks.rule().weights()[2];
+    ranks.interval({100, 100, rate_of_2(100), 100});
+    EXPECT_LE(ranks.rule().weights()[2], before) << "interval " << intervals;
+    ++intervals;
+  }
+  EXPECT_EQ(ranks.rule().weights(), kEven) << "back to neutral after " << intervals;
+  EXPECT_LT(intervals, 60);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(ranks.interval({100, 100, 100, 100}), kEven);
+  // Slowed beyond any help, it reaches kMaxWeight and no more.
+  for (int i = 0; i < 200; ++i) ranks.interval({100, 100, 1, 100});
+  EXPECT_EQ(ranks.rule().weights()[2], RankWeights::kMaxWeight);
+}
+
+// Lockstep (equal rates): rank 1's consumer waits 0.55 of the time, the others 0.05: its
+// pressure is 0.6 / 0.1 = 6, so it gains 6^¼ from its second interval behind. Where the
+// others wait on data most of the time too (0.8), the same difference moves nobody.
+TEST(RankWeights, InLockstepARankWaitingOnDataGainsUnlessEveryRankWaits) {
+  Ranks lockstep(3);
+  for (int i = 0; i <= RankWeights::kWindow; ++i)
+    EXPECT_EQ(lockstep.interval({10, 10, 10}, {0.05, 0.55, 0.05}), (Weights{1000, 1000, 1000}));
+  EXPECT_EQ(lockstep.interval({10, 10, 10}, {0.05, 0.55, 0.05}), (Weights{1000, 1565, 1000}));
+  Ranks waiting(3);
+  for (int i = 0; i < 20; ++i)
+    EXPECT_EQ(waiting.interval({10, 10, 10}, {0.8, 1.0, 0.6}), (Weights{1000, 1000, 1000}));
+}
+
+// A rank without a report in an interval keeps its weight and its count of intervals
+// behind restarts (no figures are no evidence); one whose figures went backwards (a
+// restarted reporter) starts its window anew.
+TEST(RankWeights, ARankWithoutReportsKeepsItsWeightAndARestartedOneStartsAnew) {
+  Ranks ranks(3);
+  for (int i = 0; i <= RankWeights::kWindow; ++i) ranks.interval({100, 100, 40});
+  EXPECT_EQ(ranks.rule().weights(), (Weights{1000, 1000, 1000})) << "behind once";
+  EXPECT_EQ(ranks.interval({100, 100, -1}), (Weights{1000, 1000, 1000})) << "no report";
+  EXPECT_EQ(ranks.interval({100, 100, 40}), (Weights{1000, 1000, 1000})) << "behind once again";
+  const auto gained = ranks.interval({100, 100, 40})[2];
+  EXPECT_GT(gained, 1000u) << "twice in a row";
+  EXPECT_EQ(ranks.interval({100, 100, -1})[2], gained) << "no report: kept";
+  RankWeights rule(2);
+  using P = RankWeights::Progress;
+  for (int i = 1; i <= 10; ++i)
+    rule.update({P{100.0 * i, 0, double(i)}, P{40.0 * i, 0, double(i)}});
+  ASSERT_GT(rule.weights()[1], 1000u);
+  const auto before = rule.weights();
+  // Rank 1 restarted: its totals start from 0; until its new window holds kWindow
+  // intervals nobody is judged, so both weights stay as they were.
+  for (int i = 1; i <= RankWeights::kWindow; ++i) {
+    EXPECT_EQ(rule.update({P{100.0 * (10 + i), 0, 10.0 + i}, P{100.0 * i, 0, double(i)}}), before)
+        << i;
+  }
 }
 
 }  // namespace

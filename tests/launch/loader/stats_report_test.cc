@@ -55,7 +55,8 @@ RankReport full_report() {
                .epoch_restarted = true,
                .stages = {stage("read", 640, 1.5, 10, 0.5), stage("decode", 640, 20, 10, 1, 3)},
                .stage_totals = {stage("read", 10880, 1.4, 170, 0.4)},
-               .workers = {{.name = "10.0.0.7:4000", .samples = 320, .busy_s = 4, .waited_s = 1}}};
+               .workers = {{.name = "10.0.0.7:4000", .samples = 320, .busy_s = 4, .waited_s = 1}},
+               .interval_index = 176400123};
   r.stages[1].failures = 2;
   r.stages[1].retries = 1;
   r.stages[1].filtered = 3;
@@ -104,6 +105,7 @@ TEST(StatsReport, RoundTripsEveryField) {
   EXPECT_EQ(back.pipeline_full, r.pipeline_full);
   EXPECT_EQ(back.last_sample_id, r.last_sample_id);
   EXPECT_EQ(back.epoch_restarted, r.epoch_restarted);
+  EXPECT_EQ(back.interval_index, r.interval_index);
   ASSERT_EQ(back.stages.size(), 2u);
   expect_same(back.stages[0], r.stages[0]);
   expect_same(back.stages[1], r.stages[1]);
@@ -330,7 +332,8 @@ WorkerNodeReport full_worker_report() {
           .running = 8,
           .cpu_s = 65,
           .trainers = {{.name = "rank 3 of 4 (pid 77)", .tasks = 300, .busy_s = 50},
-                       {.name = "a notebook", .tasks = 100, .busy_s = 20}}};
+                       {.name = "a notebook", .tasks = 100, .busy_s = 20}},
+          .interval_index = 88200061};
 }
 
 TEST(WorkerReport, RoundTripsEveryFieldAndReadsTheRankFromTheTrainersName) {
@@ -351,6 +354,7 @@ TEST(WorkerReport, RoundTripsEveryFieldAndReadsTheRankFromTheTrainersName) {
   EXPECT_EQ(back.queued, r.queued);
   EXPECT_EQ(back.running, r.running);
   EXPECT_EQ(back.cpu_s, r.cpu_s);
+  EXPECT_EQ(back.interval_index, r.interval_index);
   ASSERT_EQ(back.trainers.size(), 2u);
   EXPECT_EQ(back.trainers[0].name, "rank 3 of 4 (pid 77)");
   EXPECT_EQ(back.trainers[0].rank, 3u);
@@ -439,6 +443,56 @@ TEST(WorkerStatsReporter, ReportsWhatTheWorkerServedEachIntervalWithItsCpu) {
   EXPECT_DOUBLE_EQ(reports[1].interval_s, 0.4);
   EXPECT_EQ(reports[1].tasks, 0u);
   EXPECT_DOUBLE_EQ(reports[1].cpu_s, 0.25);
+}
+
+TEST(StatsReporter, OnAGridEachReportEndsAGridIntervalWhateverItsStart) {
+  // Interval 50 of a 1 s grid started 300 ms before the reporter did.
+  auto clock = std::make_shared<actors::ManualClock>();
+  const ReportGrid grid{.origin = clock->now() - 300ms, .index = 50};
+  std::vector<RankReport> reports;
+  StatsReporter reporter([] { return RankSample{}; },
+                         [&](const RankReport& r) { reports.push_back(r); },
+                         {.interval_s = 1, .rank = 2, .clock = clock, .grid = grid});
+  clock->advance(699ms);
+  EXPECT_FALSE(reporter.poll());
+  clock->advance(1ms);  // the end of 50: the first report covers its last 700 ms
+  ASSERT_TRUE(reporter.poll());
+  EXPECT_FALSE(reporter.poll());
+  clock->advance(1500ms);  // polled late, halfway through 52
+  ASSERT_TRUE(reporter.poll());
+  clock->advance(400ms);
+  EXPECT_FALSE(reporter.poll());  // 52 is still in progress
+  clock->advance(100ms);
+  ASSERT_TRUE(reporter.poll());
+  ASSERT_EQ(reports.size(), 3u);
+  EXPECT_EQ(reports[0].interval_index, 50u);
+  EXPECT_NEAR(reports[0].interval_s, 0.7, 1e-9);
+  EXPECT_EQ(reports[1].interval_index, 51u);  // the last interval ended
+  EXPECT_NEAR(reports[1].interval_s, 1.5, 1e-9);
+  EXPECT_EQ(reports[2].interval_index, 52u);
+  EXPECT_NEAR(reports[2].interval_s, 0.5, 1e-9);
+  // A worker node's reporter on the same grid ends the same intervals.
+  std::vector<WorkerNodeReport> nodes;
+  WorkerStatsReporter worker([] { return transport::WorkerServed{}; },
+                             [&](const WorkerNodeReport& r) { nodes.push_back(r); },
+                             {.interval_s = 1, .name = "w:1", .clock = clock, .grid = grid});
+  clock->advance(999ms);
+  EXPECT_FALSE(worker.poll());
+  clock->advance(1ms);
+  ASSERT_TRUE(worker.poll());
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(nodes[0].interval_index, 53u);
+}
+
+TEST(StatsReporter, TheWallClocksGridIsTheMultiplesOfTheIntervalSinceTheUnixEpoch) {
+  const auto before =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto grid = wall_clock_grid(2, *actors::Clock::steady());
+  const auto after =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  EXPECT_GE(grid.index, static_cast<std::uint64_t>(before / 2));
+  EXPECT_LE(grid.index, static_cast<std::uint64_t>(after / 2));
+  EXPECT_LE(grid.origin, actors::Clock::steady()->now());
 }
 
 }  // namespace

@@ -84,6 +84,15 @@ TEST_F(AwsConfigTest, VariablesWinForRegionAndEndpoint) {
   EXPECT_EQ(load().endpoint, "http://c:3");
 }
 
+// The certificates trusted for https (a private CA): AWS_CA_BUNDLE over the profile's.
+TEST_F(AwsConfigTest, CaBundleFromTheVariableOverTheProfile) {
+  EXPECT_EQ(load().ca_bundle, "");
+  write("config", "[default]\nca_bundle = /etc/profile-ca.pem\n");
+  EXPECT_EQ(load().ca_bundle, "/etc/profile-ca.pem");
+  env_["AWS_CA_BUNDLE"] = "/etc/env-ca.pem";
+  EXPECT_EQ(load().ca_bundle, "/etc/env-ca.pem");
+}
+
 TEST_F(AwsConfigTest, FilesNamedByVariables) {
   std::ofstream(home_ / "creds") << "[default]\naws_access_key_id = K\naws_secret_access_key = S\n";
   env_["AWS_SHARED_CREDENTIALS_FILE"] = (home_ / "creds").string();

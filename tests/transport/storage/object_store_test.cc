@@ -494,5 +494,40 @@ TEST_F(ObjectStoreTest, ReadsPlainUrlsFollowingRedirects) {
             std::filesystem::file_size(local("big.bin")));
 }
 
+// https: the fixture's proxy behind TLS with a certificate for 127.0.0.1 that is its own
+// CA. Trusted through AWS_CA_BUNDLE (as the AWS tools take a private CA), signed S3
+// requests, listings and plain https:// URLs read the same bytes as over http.
+TEST_F(ObjectStoreTest, ReadsOverHttpsTrustingTheCaBundle) {
+  if (!server_->has("tls_proxy")) GTEST_SKIP() << "no openssl to make the fixture's certificate";
+  ::setenv("AWS_CA_BUNDLE", (*server_)["ca_file"].c_str(), 1);
+  ObjectStore store(options("tls_proxy"));
+  ::unsetenv("AWS_CA_BUNDLE");
+  const auto checked = server_->checked();
+  EXPECT_EQ(store.get(url("big.bin"), 100, 70000), file_bytes(local("big.bin"), 100, 70000));
+  EXPECT_EQ(store.list(url("train/class_b/")).size(), 13u);
+  EXPECT_EQ(server_->checked(), checked + 2);  // both signed requests went through TLS
+  const std::string path = "/" + (*server_)["bucket"] + "/train/class_a/003.bin";
+  EXPECT_EQ(store.get((*server_)["tls_proxy"] + path), file_bytes(local("train/class_a/003.bin")));
+}
+
+// An https server whose certificate nobody trusts is refused at once, named with the URL
+// and the cause, and not retried (a certificate does not heal); nothing reaches S3.
+TEST_F(ObjectStoreTest, AnUntrustedCertificateIsRefusedNamedAndNotRetried) {
+  if (!server_->has("tls_proxy")) GTEST_SKIP() << "no openssl to make the fixture's certificate";
+  ObjectStore store(options("tls_proxy"));
+  const auto [requests, bytes] = server_->traffic();
+  try {
+    store.get(url("big.bin"), 0, 100);
+    FAIL() << "an untrusted certificate was accepted";
+  } catch (const StorageError& e) {
+    EXPECT_EQ(e.code(), make_error_code(StorageErrc::tls_failed));
+    EXPECT_NE(std::string(e.what()).find(url("big.bin")), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("certificate"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(store.stats().requests, 1u);
+  EXPECT_EQ(store.stats().retries, 0u);
+  EXPECT_EQ(server_->traffic().first, requests);  // no request was read by the proxy
+}
+
 }  // namespace
 }  // namespace brigade::transport

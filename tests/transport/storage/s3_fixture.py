@@ -36,11 +36,17 @@ a line, answering "ok" when the fault is armed:
   checked 0  answers "checked=N": how many signatures the proxy has verified so far
   requests 0 answers "requests=N bytes=M": requests the proxy has received so far, and
              body bytes it has sent back
-End of input stops everything."""
+End of input stops everything.
+
+The same proxy also listens for HTTPS ("tls_proxy=https://127.0.0.1:PORT") with a
+certificate for 127.0.0.1 made here by openssl ("ca_file=PATH": the certificate, which is
+its own CA; absent, with no tls_proxy line, when openssl is not installed). Its requests
+go through the same faults, counts and signature checks."""
 import os
 import random
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -216,13 +222,40 @@ def serve_client(conn, backend, listener):
             send(conn, status, headers, body, length)
 
 
-def proxy(listener, backend):
+def proxy(listener, backend, tls=None):
     while not stop.is_set():
         try:
             conn, _ = listener.accept()
         except OSError:
             return
-        threading.Thread(target=serve_client, args=(conn, backend, listener), daemon=True).start()
+        threading.Thread(target=serve_tls if tls else serve_client,
+                         args=(conn, backend, listener) + ((tls,) if tls else ()),
+                         daemon=True).start()
+
+
+def serve_tls(conn, backend, listener, tls):
+    try:  # a client that refuses the certificate ends the handshake: nothing to serve
+        conn = tls.wrap_socket(conn, server_side=True)
+    except (ssl.SSLError, OSError):
+        conn.close()
+        return
+    serve_client(conn, backend, listener)
+
+
+def tls_context(folder):
+    """A server context with a new self-signed certificate for 127.0.0.1 (its own CA),
+    and the certificate's path; (None, None) without openssl."""
+    cert, key = os.path.join(folder, "ca.pem"), os.path.join(folder, "key.pem")
+    try:
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                        "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                        "-addext", "basicConstraints=critical,CA:TRUE",
+                        "-keyout", key, "-out", cert], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None, None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    return context, cert
 
 
 class Backend:
@@ -290,6 +323,7 @@ def main():
     except ImportError:
         missing(f"no boto3 for {sys.executable} (Debian's python3-boto3: scripts/install-deps.sh)")
     data = tempfile.mkdtemp(prefix="brigade-s3rver-")
+    tls_folder = tempfile.mkdtemp(prefix="brigade-s3-tls-")
     # s3rver 3.7 makes ListObjectsV2 continuation tokens with DES, which OpenSSL 3 keeps in
     # its legacy provider: without it every truncated listing is a 500 InternalError.
     env = dict(os.environ)
@@ -298,14 +332,15 @@ def main():
     try:
         if not backend.start():
             missing(f"s3rver exited ({backend.process.wait()}) before it listened")
-        serve(mirror, backend, boto3, Config, sys.argv[2] if len(sys.argv) > 2 else None)
+        serve(mirror, backend, boto3, Config, sys.argv[2] if len(sys.argv) > 2 else None, tls_folder)
     finally:
         with backend_lock:
             backend.stop()
         shutil.rmtree(data, ignore_errors=True)
+        shutil.rmtree(tls_folder, ignore_errors=True)
 
 
-def serve(mirror, backend, boto3, Config, upload):
+def serve(mirror, backend, boto3, Config, upload, tls_folder):
     endpoint = f"http://127.0.0.1:{backend.port}"
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
                       aws_access_key_id=KEY_ID, aws_secret_access_key=SECRET,
@@ -335,6 +370,15 @@ def serve(mirror, backend, boto3, Config, upload):
     listener.bind(("127.0.0.1", 0))
     listener.listen(64)
     threading.Thread(target=proxy, args=(listener, backend), daemon=True).start()
+    tls, ca_file = tls_context(tls_folder)
+    if tls:
+        tls_listener = socket.socket()
+        tls_listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        tls_listener.bind(("127.0.0.1", 0))
+        tls_listener.listen(64)
+        threading.Thread(target=proxy, args=(tls_listener, backend, tls), daemon=True).start()
+        print(f"tls_proxy=https://127.0.0.1:{tls_listener.getsockname()[1]}")
+        print(f"ca_file={ca_file}")
 
     print(f"endpoint={endpoint}")
     print(f"proxy=http://127.0.0.1:{listener.getsockname()[1]}")

@@ -69,6 +69,7 @@ class S3Server {
                                     : "s3_fixture.py failed to start (its stderr says why)";
   }
   std::string operator[](const std::string& name) const { return values_.at(name); }
+  bool has(const std::string& name) const { return values_.count(name) != 0; }
   // Arms a fault in the proxy ("fail 2"); returns once the fixture has armed it.
   void arm(const std::string& command) {
     std::fprintf(commands_, "%s\n", command.c_str());

@@ -104,6 +104,8 @@ AwsConfig load_aws_config(const EnvironmentLookup& getenv) {
       break;
     }
   }
+  config.ca_bundle = env("AWS_CA_BUNDLE");
+  if (config.ca_bundle.empty()) config.ca_bundle = get(files, "ca_bundle");
   return config;
 }
 

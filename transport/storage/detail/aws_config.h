@@ -17,7 +17,8 @@ using EnvironmentLookup = std::function<std::optional<std::string>(std::string_v
 struct AwsConfig {
   std::optional<Credentials> credentials;  // none: no keys anywhere (anonymous requests)
   std::string region = "us-east-1";
-  std::string endpoint;  // empty: AWS itself
+  std::string endpoint;   // empty: AWS itself
+  std::string ca_bundle;  // AWS_CA_BUNDLE or the profile's ca_bundle; empty: the system's
 };
 
 /// Reads the variables, then AWS_PROFILE's sections of the shared credentials and config
