@@ -60,6 +60,23 @@ class Fixture:
         fields = dict(f.split("=") for f in self.command("requests 0").split())
         return int(fields["requests"]), int(fields["bytes"])
 
+    def cpu_s(self):
+        """CPU seconds (user + system) of the server side so far: the fixture's proxy and
+        s3rver, its child, which share this machine's cores with `brigade run`."""
+        total, pids = 0.0, [self.p.pid]
+        while pids:
+            pid = pids.pop()
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{task}/children") as f:
+                        pids += [int(c) for c in f.read().split()]
+            except OSError:
+                pass
+        return total
+
     def close(self):
         self.p.stdin.close()
         self.p.wait()
@@ -134,9 +151,10 @@ def main():
             for latency in [int(x) for x in a.latencies.split(",")]:
                 fx.command(f"latency {latency}")
                 for conc in [int(x) for x in a.concurrency.split(",")]:
-                    before = fx.traffic()
+                    before, server_before = fx.traffic(), fx.cpu_s()
                     j = run(a.brigade, remote + ["--read-concurrency", str(conc)], env)
-                    after = fx.traffic()
+                    after, server = fx.traffic(), fx.cpu_s() - server_before
+                    server_ms = 1000 * server / j["samples"]
                     print(json.dumps({
                         "layout": layout, "source": "s3", "latency_ms": latency,
                         "read_concurrency": conc, "samples_per_s": j["samples_per_s"],
@@ -144,6 +162,9 @@ def main():
                         "requests_per_sample": (after[0] - before[0]) / j["samples"],
                         "bytes_per_sample": (after[1] - before[1]) / j["samples"],
                         "cpu_ms_per_sample": j["cpu_ms_per_sample"],
+                        # The server's CPU on the same cores (startup included, as the
+                        # run's own cpu_ms_per_sample).
+                        "server_cpu_ms_per_sample": server_ms,
                         "load": os.getloadavg()[0], "failed": j["failed"]}), flush=True)
             fx.command("latency 0")
         if a.world_size > 1:
