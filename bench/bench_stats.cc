@@ -180,38 +180,55 @@ void reporter() {
       per_report * 1e6, idle_per_s * 1e6, per_report / 10 + idle_per_s, bytes);
 }
 
+// Rank 0's collector on loopback, counting the reports it delivers (each decoded by
+// `decode`, as rank 0 does).
+class CountingCollector {
+ public:
+  explicit CountingCollector(void (*decode)(std::span<const char>))
+      : collector_({"127.0.0.1", 0}, {.token = "bench-token", .world_size = 2},
+                   [this, decode](std::uint32_t, std::uint64_t, std::span<const char> bytes) {
+                     decode(bytes);
+                     std::lock_guard lock(mutex_);
+                     ++delivered_;
+                     done_.notify_all();
+                   }) {}
+  std::uint16_t port() const { return collector_.port(); }
+  /// Waits for `count` reports since the last reset (at most `timeout`); returns how many.
+  int wait(int count, std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    std::unique_lock lock(mutex_);
+    done_.wait_for(lock, timeout, [&] { return delivered_ >= count; });
+    return delivered_;
+  }
+  void reset() {
+    std::lock_guard lock(mutex_);
+    delivered_ = 0;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_;
+  int delivered_ = 0;
+  transport::ReportCollector collector_;  // last: its callback uses the members above
+};
+
 void link() {
   launch::RankReport report{.rank = 1, .host = "node-1", .interval_s = 10, .samples = 4000};
   for (const char* name : {"read", "decode", "batch", "copy"})
     report.stages.push_back({.name = name, .kind = "pipe", .tasks = 4000, .p50_ms = 2});
   report.stage_totals = report.stages;
   constexpr int kReports = 5000;
-  std::mutex mutex;
-  std::condition_variable done;
-  int delivered = 0;
-  transport::ReportCollector collector(
-      {"127.0.0.1", 0}, {.token = "bench-token", .world_size = 2},
-      [&](std::uint32_t, std::uint64_t, std::span<const char> bytes) {
-        (void)launch::read_stats_report(bytes);
-        std::lock_guard lock(mutex);
-        ++delivered;
-        done.notify_all();
-      });
+  CountingCollector collector([](std::span<const char> b) { (void)launch::read_stats_report(b); });
   transport::ReportSender sender({"127.0.0.1", collector.port()}, "bench-token", 1);
   const auto bytes = launch::write_stats_report(report);
   sender.send(bytes);  // connected before the clock starts
-  {
-    std::unique_lock lock(mutex);
-    done.wait(lock, [&] { return delivered >= 1; });
-    delivered = 0;
-  }
+  collector.wait(1);
+  collector.reset();
   const double t0 = cpu_s();
   for (int i = 0; i < kReports; ++i) {
     sender.send(launch::write_stats_report(report));
     sender.drain(std::chrono::seconds(10));  // one at a time, as a rank sends them
   }
-  std::unique_lock lock(mutex);
-  done.wait_for(lock, std::chrono::seconds(60), [&] { return delivered == kReports; });
+  const int delivered = collector.wait(kReports);
   const double per_report = (cpu_s() - t0) / kReports;
   std::printf(
       "{\"bench\":\"link\",\"interval_s\":10,\"reports\":%d,\"delivered\":%d,"
@@ -221,17 +238,7 @@ void link() {
 
 void worker_reporter() {
   constexpr int kReports = 2000;
-  std::mutex mutex;
-  std::condition_variable done;
-  int delivered = 0;
-  transport::ReportCollector collector(
-      {"127.0.0.1", 0}, {.token = "bench-token", .world_size = 2},
-      [&](std::uint32_t, std::uint64_t, std::span<const char> bytes) {
-        (void)launch::read_worker_report(bytes);
-        std::lock_guard lock(mutex);
-        ++delivered;
-        done.notify_all();
-      });
+  CountingCollector collector([](std::span<const char> b) { (void)launch::read_worker_report(b); });
   transport::ReportSender sender({"127.0.0.1", collector.port()}, "bench-token",
                                  transport::kWorkerSender);
   transport::WorkerServed served{.tasks = 4000,
@@ -260,20 +267,14 @@ void worker_reporter() {
        .grid = launch::ReportGrid{.origin = clock->now(), .index = 1}});
   clock->advance(std::chrono::seconds(10));
   reporter.poll();  // connected before the clock starts
-  {
-    std::unique_lock lock(mutex);
-    done.wait(lock, [&] { return delivered >= 1; });
-    delivered = 0;
-  }
+  collector.wait(1);
+  collector.reset();
   const double t0 = cpu_s();
   for (int i = 0; i < kReports; ++i) {
     clock->advance(std::chrono::seconds(10));
     reporter.poll();
   }
-  {
-    std::unique_lock lock(mutex);
-    done.wait_for(lock, std::chrono::seconds(60), [&] { return delivered == kReports; });
-  }
+  const int delivered = collector.wait(kReports);
   const double per_report = (cpu_s() - t0) / kReports;
   // Idle: its thread on the wall clock's grid, nothing due for 3 s.
   launch::WorkerStatsReporter idle(

@@ -276,16 +276,7 @@ void want_object_members(const std::string& url, const std::vector<std::uint64_t
 
 bool object_streaming() { return streaming(); }
 
-StreamReadStats object_stream_stats() {
-  const auto s = streams().stats();
-  return {.fetches = s.fetches,
-          .prefetches = s.prefetches,
-          .reads = s.reads,
-          .waits = s.waits,
-          .peak_held_bytes = s.peak_held_bytes,
-          .dropped_bytes = s.dropped_bytes,
-          .offered_bytes = s.offered_bytes};
-}
+StreamReadStats object_stream_stats() { return streams().stats(); }
 
 bool object_cache_enabled() {
   std::lock_guard lock(stores().mutex);

@@ -137,15 +137,17 @@ transport::ObjectInfo head_object(const std::string& url);
 /// Counters of the process's store since it was made (requests, retries, bytes, per
 /// host); all zero before the first read.
 transport::StoreStats object_read_stats();
-/// Counters of the process's member streams (see STREAMING).
+/// Counters of member streams since they were made (see STREAMING): the process's, and
+/// each detail::MemberStreams' own.
 struct StreamReadStats {
-  std::uint64_t fetches = 0;     // chunk requests
+  std::uint64_t fetches = 0;     // range requests made (chunks fetched), prefetches included
   std::uint64_t prefetches = 0;  // of them, made before a read asked
   std::uint64_t reads = 0;       // member reads served by the streams
   std::uint64_t waits = 0;       // of them, found their member not yet received
+  std::uint64_t held_bytes = 0;  // now: received, not yet taken
   std::uint64_t peak_held_bytes = 0;
-  std::uint64_t dropped_bytes = 0;
-  std::uint64_t offered_bytes = 0;  // kept from the index's whole reads
+  std::uint64_t dropped_bytes = 0;  // dropped by the bound before a read took them
+  std::uint64_t offered_bytes = 0;  // kept from the index's whole reads (offer())
 };
 StreamReadStats object_stream_stats();
 

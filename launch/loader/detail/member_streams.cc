@@ -123,7 +123,7 @@ struct MemberStreams::Impl {
   std::unordered_map<std::string, std::unique_ptr<Shard>> shards;
   std::unordered_set<Shard*> holding;  // shards with held > 0
   std::uint64_t clock = 0;
-  StreamStats stats;
+  StreamReadStats stats;
   std::deque<Job> demand, ahead;  // chunks asked for by reads; queued by prefetch()
   std::uint64_t prefetching = 0;  // the spans of the prefetches under way
   int idle = 0;                   // fetchers waiting for a job
@@ -542,7 +542,7 @@ void MemberStreams::set_requests(int requests) {
   impl_->limits.requests = std::max(requests, 1);
 }
 
-StreamStats MemberStreams::stats() const {
+StreamReadStats MemberStreams::stats() const {
   std::lock_guard lock(impl_->mutex);
   return impl_->stats;
 }

@@ -72,6 +72,8 @@
 #include <string>
 #include <vector>
 
+#include "launch/loader/object_reads.h"
+
 namespace brigade::launch::detail {
 
 /// A member of an object as planned: its byte range and its name (for messages).
@@ -87,18 +89,6 @@ struct StreamLimits {
   std::uint64_t prefetch_bytes = std::uint64_t{256} << 20;  // held + prefetching (≤ held_bytes)
   int requests = 16;                                        // fetchers: requests in flight
   std::uint64_t gap_bytes = std::uint64_t{128} << 10;       // read rather than a request more
-};
-
-/// Counters since the streams were made.
-struct StreamStats {
-  std::uint64_t fetches = 0;     // range requests made (chunks fetched), prefetches included
-  std::uint64_t prefetches = 0;  // of them, made before a read asked
-  std::uint64_t reads = 0;       // reads served
-  std::uint64_t waits = 0;       // of them, found their member not yet received
-  std::uint64_t held_bytes = 0;  // now: received, not yet taken
-  std::uint64_t peak_held_bytes = 0;
-  std::uint64_t dropped_bytes = 0;  // dropped by the bound before a read took them
-  std::uint64_t offered_bytes = 0;  // kept by offer()
 };
 
 class MemberStreams {
@@ -147,7 +137,7 @@ class MemberStreams {
   /// The most fetchers (requests in flight) from now on; at least 1.
   void set_requests(int requests);
 
-  StreamStats stats() const;
+  StreamReadStats stats() const;
 
  private:
   struct Impl;
